@@ -30,6 +30,7 @@ from gpart.book import ArrayBook, PartitionBook, RuleBook, remainder_book
 from gpart.errors import InputError, IntegrityError, OutputError
 from gpart.formats.arrays import CHUNK_BYTES, ArrayEntry, ArrayWriter, array_crc32, check_file_size, file_crc32, inside, iter_row_chunks, open_array
 from gpart.formats.dtypes import dtype_name, storage_dtype
+from gpart.formats.hetero_partition import HeteroMeta
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest, require
 from gpart.formats.names import safe_name, safe_relpath
 from gpart.shard import RangePolicy
@@ -383,6 +384,7 @@ class PartitionReader:
         if len(parts) != num_parts:
             raise InputError(where, f"lists {len(parts)} partitions, num_parts is {num_parts}")
         self._validate_book(require(m, "book", dict, where), num_nodes, num_parts)
+        self.hetero = HeteroMeta.from_manifest(m, where)  # typed results (SPEC.md 8.4); None otherwise
         total_owned = total_edges = 0
         for p, part in enumerate(parts):
             if not isinstance(part, dict) or part.get("part") != p:
@@ -406,6 +408,8 @@ class PartitionReader:
             for name, spec in edge_data.items():
                 safe_name(name, "edge data name", where)
                 expected[f"edge_data/{name}"] = self._data_spec(spec, edges, name)
+            if self.hetero is not None:
+                expected.update(self.hetero.expected_arrays(part, p, where))
             if set(arrays) != set(expected):
                 raise InputError(where, f"partition {p}: arrays {sorted(arrays)} differ from the expected {sorted(expected)}")
             entries = {}

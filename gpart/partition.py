@@ -81,6 +81,13 @@ def partition_graph(
     path. Returns the manifest that was written.
     """
     _check_options(storage, halo)
+    from gpart.formats.hetero_input import is_typed_npz
+
+    if not isinstance(input, Graph) and is_typed_npz(input):  # typed graphs: SPEC.md section 8, gpart.hetero
+        from gpart.hetero import partition_hetero
+
+        return partition_hetero(input, out_dir, num_parts, method, storage=storage, halo=halo, force=force, progress=progress,
+                                verbose_log=verbose_log, node_data=node_data, edge_data=edge_data, **method_params)
     limit = parse_memory_size(max_memory) or default_max_memory()
     timer = StageTimer(verbose_log)
     source = None if isinstance(input, Graph) else input
@@ -122,8 +129,14 @@ def partition_with_book(
     force: bool = False,
     progress: Optional[Progress] = None,
     verbose_log: VerboseLog = None,
+    extension: Any = None,
 ) -> dict[str, Any]:
-    """Write the partition result of `graph` under an assignment already made (`book`)."""
+    """Write the partition result of `graph` under an assignment already made (`book`).
+
+    `extension` (typed graphs, gpart.hetero) adds arrays and manifest fields:
+    `edges(writer, p, part, edge_id_chunks)` after each partition's topology,
+    `nodes(writer, owned, parts)` before the manifest, `manifest(m)` last.
+    """
     _check_options(storage, halo)
     _check_graph(graph, book.num_parts, graph.source)
     if book.num_nodes != graph.num_nodes:
@@ -131,7 +144,8 @@ def partition_with_book(
     timer = StageTimer(verbose_log)
     inputs = [graph.source] if graph.source and Path(graph.source).exists() else []
     with staged_output(out_dir, force=force, inputs=inputs) as stage:
-        return _write_result(graph, book, stage, method, params or {}, storage, halo, progress, timer, None, None)
+        return _write_result(graph, book, stage, method, params or {}, storage, halo, progress, timer, None, None,
+                             extension=extension)
 
 
 # --------------------------------------------------------------------------- checks and input
@@ -328,6 +342,7 @@ def _write_result(
     edge_data: DataSpec,
     scratch: Optional[ScratchDir] = None,
     block_edges: int = MAX_BLOCK_EDGES,
+    extension: Any = None,
 ) -> dict[str, Any]:
     """Write every partition and the manifest; with `scratch`, edges are ordered through buckets on disk."""
     progress = or_null(progress)
@@ -343,7 +358,7 @@ def _write_result(
                 # Halo rows follow owned rows in each node data file: the halos come from the topology.
                 edges, seconds = _order_edges(graph, nodes, scratch, block_edges)
                 timer.record("order edges", seconds)
-                parts, halos = _write_all_topology(writer, graph, nodes, edges, halo, bar, timer)
+                parts, halos = _write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension)
                 with timer("write node data"):
                     node_entries = _write_node_data(writer, graph, nodes, halos, bar)
             else:
@@ -358,12 +373,17 @@ def _write_result(
                     finally:
                         edges, seconds = ordering.result()
                 timer.record("order edges (overlapped)", seconds)
-                parts, halos = _write_all_topology(writer, graph, nodes, edges, halo, bar, timer)
+                parts, halos = _write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension)
             for part, entries in zip(parts, node_entries):
                 part["arrays"].update(entries)
         _count_train(graph, nodes, parts)
+        if extension is not None:
+            with timer("typed node data"):
+                extension.nodes(writer, nodes.owned, parts)
         del edges, nodes, halos
         manifest = _manifest(graph, book_json, method, params, storage, halo, parts, node_data, edge_data)
+        if extension is not None:
+            extension.manifest(manifest)
         assert sum(p["num_owned"] for p in parts) == graph.num_nodes and sum(p["num_edges"] for p in parts) == num_edges
         with timer("manifest"):
             writer.close(manifest)
@@ -389,7 +409,7 @@ def _order_edges(graph: Graph, nodes: _NodeOrder, scratch: Optional[ScratchDir] 
     return edges, time.perf_counter() - start
 
 
-def _write_all_topology(writer, graph, nodes, edges, halo, bar, timer) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
+def _write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension=None) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
     """Every partition's topology and edge data, one partition at a time; returns parts and halos."""
     with timer("write topology"):
         parts, halos = [], []
@@ -397,10 +417,15 @@ def _write_all_topology(writer, graph, nodes, edges, halo, bar, timer) -> tuple[
         for p in range(nodes.offsets.shape[0] - 1):
             if isinstance(edges, OwnerBucketOrder):
                 part, halo_ids = _write_topology_blocks(writer, p, graph, nodes, edges, scratch, bar)
+                chunks = functools.partial(lambda part_: (ids for ids, _, _ in edges.blocks(part_)), p)
             else:
                 layout = _layout(p, graph.src, nodes, edges, scratch)
                 part, halo_ids = _write_topology(writer, p, layout, graph, bar), layout.node_ids[layout.num_owned:]
+                chunks = functools.partial(iter, [layout.edge_ids])
                 del layout
+            if extension is not None:
+                extension.edges(writer, p, part, chunks)
+            del chunks
             parts.append(part)
             halos.append(halo_ids if halo else halo_ids[:0])
         _release(graph.src)
