@@ -182,6 +182,7 @@ class TypedArrays:
                                {e: _specs(hg.edge_data.get(e, {})) for e in hg.edge_types})
         self.noff, self.eoff = self.meta.node_offsets, self.meta.edge_offsets
         self.counts: dict[int, dict[str, Any]] = {}
+        self.mark = np.zeros(erased.num_nodes, dtype=bool)
 
     def edges(self, writer: Any, p: int, part: dict[str, Any], chunks: Callable[[], Any]) -> None:
         """Edge types, per-type edge data rows, per-type edge, cut and halo counts of partition p."""
@@ -191,10 +192,14 @@ class TypedArrays:
         num_types = len(self.meta.edge_types)
         sources = self.erased.src[ids]
         remote = self.owner[sources] != p
-        halo = np.unique(sources[remote])
+        # distinct remote sources (the halo) through an N-sized mask, not a sort, as gpart.partition does
+        remote_sources = sources[remote]
+        self.mark[remote_sources] = True
+        halo = np.flatnonzero(self.mark)
+        self.mark[halo] = False
         self.counts[p] = {"num_edges": np.bincount(etype, minlength=num_types), "num_cut": np.bincount(etype[remote], minlength=num_types),
                           "num_halo": np.diff(np.searchsorted(halo, self.noff))}
-        del sources, remote, halo
+        del sources, remote, remote_sources, halo
         for r, et in enumerate(self.meta.edge_types):
             data = self.hg.edge_data.get(et, {})
             if not data:
