@@ -3,6 +3,8 @@
     python benchmarks/bench_hetero.py [--edges 10000000] [--parts 4] [--methods random,metis] [--skip-cora]
 
 Graphs:
+Sampling: edges sampled per second by the typed loader (fanouts [10, 10] per edge type)
+beside the homogeneous loader (fanouts [10, 10]) on the same edges, one process.
   cora     the Cora-derived typed graph (sample_data/cora_hetero.npz: 4,141 nodes, 109,290 edges)
   gen      a generated typed graph: `user` (N_u = E/8) and `item` (N_i = E/40) nodes with 16-dim
            float32 `feat` each, and 3 edge types user:follows:user (40% of E), user:buys:item (30%),
@@ -15,13 +17,14 @@ written as a homogeneous .npz over erased ids (src, dst, num_nodes and, for `gen
 of all nodes: the same edges and the same feature bytes). Printed: wall seconds, peak RSS
 and the ratio typed/untyped (the issue's target: <= 1.3x). Per-type node balance and edge cut
 come from the typed manifest. Inputs are stored uncompressed (memory-mapped, as users should).
-Temporary data lives in /tmp/gpart-bench-hetero/ and is removed at the end.
+Temporary data lives in /tmp/gpart-bench-hetero-<pid>/ and is removed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -33,7 +36,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora_hetero.npz"
-WORKDIR = Path("/tmp/gpart-bench-hetero")
+WORKDIR = Path(f"/tmp/gpart-bench-hetero-{os.getpid()}")  # per run: two runs never share inputs
 
 
 def child(args) -> dict:
@@ -114,6 +117,44 @@ def compare(label: str, typed: Path, untyped: Path, methods: list[str], parts: i
               f"node balance per type {t.get('types')} (untyped cut {u['cut']:.3f}, node balance {u['node_balance']:.3f})", flush=True)
 
 
+def sampling(parts: int = 1, epochs: int = 3) -> None:
+    """Sampled edges per second: the typed loader (fanouts [10, 10] for every edge type) beside the homogeneous
+    loader (fanouts [10, 10]) on the same edges (the erased graph), one process, the Cora-derived graph's papers as seeds."""
+    import torch
+
+    import gpart.runtime as gr
+    from gpart.formats.hetero_input import read_hetero_graph
+    from gpart.partition import partition_graph
+
+    torch.set_num_threads(1)
+    g = read_hetero_graph(CORA)
+    twin = WORKDIR / "cora_sampling_untyped.npz"
+    untyped_twin(CORA, twin, with_feat=False)
+    partition_graph(CORA, WORKDIR / "s_typed", parts, "range", force=True)
+    partition_graph(twin, WORKDIR / "s_untyped", parts, "range", force=True)
+    typed = gr.load_partition(WORKDIR / "s_typed", 0, device="cpu", node_data=[])
+    plain = gr.load_partition(WORKDIR / "s_untyped", 0, device="cpu")
+    papers = torch.arange(g.num_nodes["paper"])  # papers come first in the erased order (type order: paper, word)
+    loaders = {
+        "typed": gr.DistNeighborLoader(typed, {"paper": papers}, fanouts={e: [10, 10] for e in g.edge_types}, batch_size=256,
+                                       node_data=None, labels=None),
+        "untyped": gr.DistNeighborLoader(plain, papers, fanouts=[10, 10], batch_size=256, node_data=None, labels=None),
+    }
+    rates = {}
+    for name, loader in loaders.items():
+        for _ in loader:  # warm-up epoch
+            pass
+        edges, start = 0, time.perf_counter()
+        for _ in range(epochs):
+            for batch in loader:
+                edges += batch.num_edges
+        seconds = time.perf_counter() - start
+        rates[name] = (edges / seconds, epochs * papers.numel() / seconds, edges / (epochs * papers.numel()))
+    (te, ts, tp), (ue, us, up) = rates["typed"], rates["untyped"]
+    print(f"sampling cora  typed {te / 1e6:.2f} M edges/s ({ts:,.0f} seeds/s, {tp:.0f} edges/seed) | untyped {ue / 1e6:.2f} M edges/s "
+          f"({us:,.0f} seeds/s, {up:.0f} edges/seed) | edges/s ratio {te / ue:.2f}x", flush=True)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--edges", type=int, default=10_000_000)
@@ -121,14 +162,20 @@ def main(argv=None) -> None:
     ap.add_argument("--methods", default="random,metis")
     ap.add_argument("--cora-methods", default="random,metis,balanced")
     ap.add_argument("--skip-cora", action="store_true")
+    ap.add_argument("--skip-sampling", action="store_true")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each side, alternating which goes first; the fastest is printed")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--generate", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--input", type=Path)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--method", default="random")
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(child(args)))
+        return
+    if args.generate is not None:
+        generate(args.generate, args.input)
+        untyped_twin(args.input, args.out, with_feat=True)
         return
     WORKDIR.mkdir(parents=True, exist_ok=True)
     try:
@@ -142,12 +189,15 @@ def main(argv=None) -> None:
             compare("cora", topo, twin, args.cora_methods.split(","), args.parts, args.repeat)
         start = time.perf_counter()
         typed = WORKDIR / f"gen_{args.edges}.npz"
-        generate(args.edges, typed)
         untyped = WORKDIR / f"gen_{args.edges}_untyped.npz"
-        untyped_twin(typed, untyped, with_feat=True)
+        # in a child: Linux children inherit the RSS high-water mark of the parent at fork, so the
+        # parent stays small (it never holds the generated arrays) and every measurement is the child's own
+        subprocess.run([sys.executable, __file__, "--generate", str(args.edges), "--input", str(typed), "--out", str(untyped)], check=True)
         print(f"generated {args.edges:,} edges in {time.perf_counter() - start:.1f} s ({typed.stat().st_size / 2**20:.0f} MiB typed, "
               f"{untyped.stat().st_size / 2**20:.0f} MiB untyped)", flush=True)
         compare("gen", typed, untyped, args.methods.split(","), args.parts, args.repeat)
+        if not args.skip_sampling:
+            sampling()  # last: it loads torch into this process
     finally:
         shutil.rmtree(WORKDIR, ignore_errors=True)
 

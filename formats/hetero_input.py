@@ -15,7 +15,7 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from gpart.errors import InputError
 from gpart.formats.dtypes import is_supported
 from gpart.formats.hetero_partition import EdgeType, etype_key, etype_path  # noqa: F401 (re-exported for callers)
 from gpart.formats.names import safe_name
-from gpart.formats.readers import check_input_file, read_npz_arrays, scan_range
+from gpart.formats.readers import check_input_file, drop_pages, read_npz_arrays, scan_range
 from gpart.graph import Graph
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -62,21 +62,29 @@ class HeteroGraph:
         counts = [self.num_edges(e) for e in self.edge_types]
         return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
 
-    def erased(self) -> Graph:
-        """The homogeneous graph over erased ids (SPEC.md 8.2), without data arrays."""
+    def erased(self, scratch: Any = None) -> Graph:
+        """The homogeneous graph over erased ids (SPEC.md 8.2), without data arrays.
+
+        With `scratch` (a gpart.formats.scratch.ScratchDir) the erased ids are written to
+        scratch files and returned as read-only memory maps, whose pages the partition
+        pass releases as it goes (as for a mapped homogeneous input); the typed input's
+        pages are released chunk by chunk either way."""
         noff, eoff = self.node_offsets(), self.edge_offsets()
         index = {t: i for i, t in enumerate(self.node_types)}
         total = int(eoff[-1])
-        src = np.empty(total, dtype=np.int64)
-        dst = np.empty(total, dtype=np.int64)
+        out = [_target(scratch, name, total) for name in ("erased_src", "erased_dst")]
         for r, etype in enumerate(self.edge_types):
-            s, d = self.edges[etype]
-            for start in range(0, s.shape[0], ERASE_CHUNK):
-                stop = min(start + ERASE_CHUNK, s.shape[0])
-                lo = int(eoff[r]) + start
-                np.add(s[start:stop], noff[index[etype[0]]], out=src[lo:lo + stop - start], casting="unsafe")
-                np.add(d[start:stop], noff[index[etype[2]]], out=dst[lo:lo + stop - start], casting="unsafe")
-        return Graph(int(noff[-1]), src, dst, source=self.source, input_format="npz")
+            for side, arr, ntype in ((0, self.edges[etype][0], etype[0]), (1, self.edges[etype][1], etype[2])):
+                for start in range(0, arr.shape[0], ERASE_CHUNK):
+                    stop = min(start + ERASE_CHUNK, arr.shape[0])
+                    lo = int(eoff[r]) + start
+                    np.add(arr[start:stop], noff[index[ntype]], out=out[side][lo:lo + stop - start], casting="unsafe")
+                    drop_pages(arr, start * arr.itemsize, (stop - start) * arr.itemsize)
+        if scratch is not None:
+            for arr in out:
+                arr.flush()
+            out = [np.memmap(arr.filename, dtype=np.int64, mode="r", shape=(total,)) if total else np.zeros(0, np.int64) for arr in out]
+        return Graph(int(noff[-1]), out[0], out[1], source=self.source, input_format="npz")
 
     def type_masks(self) -> dict[str, np.ndarray]:
         """`ntype_<t>` -> bool [N]: 1 on the erased ids of type t (per-type balance constraints)."""
@@ -87,6 +95,12 @@ class HeteroGraph:
             mask[noff[t]:noff[t + 1]] = True
             out[f"ntype_{name}"] = mask
         return out
+
+
+def _target(scratch: Any, name: str, length: int) -> np.ndarray:
+    if scratch is None or length == 0:
+        return np.empty(length, dtype=np.int64)
+    return scratch.array(name, np.int64, length)
 
 
 def is_typed_npz(path: PathLike) -> bool:

@@ -13,6 +13,7 @@ the per-type counts, and the manifest's `hetero` object.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
@@ -21,11 +22,13 @@ from gpart.balance import BALANCE_BOUND, in_degrees, share_balance
 from gpart.book import ArrayBook
 from gpart.errors import InputError
 from gpart.formats.arrays import CHUNK_BYTES
+from gpart.formats.commit import check_output_dir
 from gpart.formats.dtypes import dtype_name
 from gpart.formats.hetero_input import HeteroGraph, read_hetero_graph
 from gpart.formats.hetero_partition import (EDGE_TYPE_DTYPE, EDGE_TYPE_KEY, HETERO_KEY, HeteroMeta, edge_data_key, etype_key,
                                             node_data_key, part_counts_json)
 from gpart.formats.partition import part_dir
+from gpart.formats.scratch import ScratchDir
 from gpart.graph import Graph
 from gpart.shard import RangePolicy
 
@@ -59,14 +62,18 @@ def partition_hetero(
         if method_params.pop(key, None):
             raise InputError(where, f"--{key.replace('_', '-')} adds arrays to homogeneous inputs; put typed arrays into the typed .npz")
     method_params.pop("max_memory", None)
-    erased = hg.erased()
-    if num_parts < 1 or num_parts > erased.num_nodes:
-        raise InputError(where, f"cannot split {erased.num_nodes} nodes into {num_parts} parts")
-    book, params = typed_book(hg, erased, num_parts, method, progress=progress, **method_params)
-    ext = TypedArrays(hg, erased, book.owner_array)
-    return partition_with_book(erased, book, out_dir, method=method if method_params.get("assignment") is None else "assignment",
-                               params=params, storage=storage, force=force, progress=progress,
-                               verbose_log=verbose_log, extension=ext)
+    total = sum(hg.num_nodes.values())
+    if num_parts < 1 or num_parts > total:
+        raise InputError(where, f"cannot split {total} nodes into {num_parts} parts")
+    check_output_dir(out_dir, force, [where] if where else [])  # before any work: an existing result without --force
+    # the erased ids live in scratch files next to the output (mapped, pages released as the pass goes)
+    with ScratchDir(Path(os.path.abspath(out_dir)).parent) as scratch:
+        erased = hg.erased(scratch)
+        book, params = typed_book(hg, erased, num_parts, method, progress=progress, **method_params)
+        ext = TypedArrays(hg, erased, book.owner_array, book.num_parts)
+        return partition_with_book(erased, book, out_dir, method=method if method_params.get("assignment") is None else "assignment",
+                                   params=params, storage=storage, force=force, progress=progress,
+                                   verbose_log=verbose_log, extension=ext)
 
 
 # --------------------------------------------------------------------------- assignment
@@ -174,7 +181,7 @@ def _balanced(g: Graph, num_parts: int, masks: list[str], seed: int, threads: An
 class TypedArrays:
     """The extension gpart.partition.partition_with_book calls to write the typed part of a result (SPEC.md 8.4)."""
 
-    def __init__(self, hg: HeteroGraph, erased: Graph, owner: np.ndarray):
+    def __init__(self, hg: HeteroGraph, erased: Graph, owner: np.ndarray, num_parts: int):
         self.hg, self.erased, self.owner = hg, erased, owner
         self.meta = HeteroMeta(hg.node_types, [hg.num_nodes[t] for t in hg.node_types], hg.edge_types,
                                [hg.num_edges(e) for e in hg.edge_types],
@@ -183,23 +190,35 @@ class TypedArrays:
         self.noff, self.eoff = self.meta.node_offsets, self.meta.edge_offsets
         self.counts: dict[int, dict[str, Any]] = {}
         self.mark = np.zeros(erased.num_nodes, dtype=bool)
+        # owned nodes per partition and node type
+        self.owner_counts = np.stack([np.bincount(owner[self.noff[t]:self.noff[t + 1]], minlength=num_parts)
+                                      for t in range(len(hg.node_types))], axis=1).astype(np.int64)
 
-    def edges(self, writer: Any, p: int, part: dict[str, Any], chunks: Callable[[], Any]) -> None:
-        """Edge types, per-type edge data rows, per-type edge, cut and halo counts of partition p."""
+    def edges(self, writer: Any, p: int, part: dict[str, Any], chunks: Callable[[], Any], topology: Any = None) -> None:
+        """Edge types, per-type edge data rows, per-type edge, cut and halo counts of partition p.
+
+        With `topology` (node_ids, indices, num_owned) the cut and halo come from it
+        (halo sources have local ids >= num_owned; halo ids ascend); without it (the
+        bounded path) from the sources' owners."""
         ids = np.concatenate([np.asarray(c, dtype=np.int64) for c in chunks()] or [np.zeros(0, np.int64)])
         etype = (np.searchsorted(self.eoff, ids, side="right") - 1).astype(EDGE_TYPE_DTYPE)
         part["arrays"][EDGE_TYPE_KEY] = writer.write_array(f"{part_dir(p)}/{EDGE_TYPE_KEY}", etype, EDGE_TYPE_DTYPE).to_json()
         num_types = len(self.meta.edge_types)
-        sources = self.erased.src[ids]
-        remote = self.owner[sources] != p
-        # distinct remote sources (the halo) through an N-sized mask, not a sort, as gpart.partition does
-        remote_sources = sources[remote]
-        self.mark[remote_sources] = True
-        halo = np.flatnonzero(self.mark)
-        self.mark[halo] = False
-        self.counts[p] = {"num_edges": np.bincount(etype, minlength=num_types), "num_cut": np.bincount(etype[remote], minlength=num_types),
-                          "num_halo": np.diff(np.searchsorted(halo, self.noff))}
-        del sources, remote, remote_sources, halo
+        if topology is not None:
+            node_ids, indices, num_owned = topology
+            remote = indices >= num_owned
+            halo = node_ids[num_owned:]
+        else:
+            sources = self.erased.src[ids]
+            remote = self.owner[sources] != p
+            remote_sources = sources[remote]  # distinct remote sources (the halo) through an N-sized mask, not a sort
+            self.mark[remote_sources] = True
+            halo = np.flatnonzero(self.mark)
+            self.mark[halo] = False
+            del sources, remote_sources
+        self.counts.setdefault(p, {}).update(num_edges=np.bincount(etype, minlength=num_types), num_halo=np.diff(np.searchsorted(halo, self.noff)),
+                                             num_cut=np.bincount(etype[remote], minlength=num_types))
+        del remote, halo
         for r, et in enumerate(self.meta.edge_types):
             data = self.hg.edge_data.get(et, {})
             if not data:
@@ -210,18 +229,28 @@ class TypedArrays:
                 part["arrays"][key] = writer.write_chunks(f"{part_dir(p)}/{key}", dtype_name(arr.dtype), arr.shape[1:],
                                                           typed_ids.shape[0], gather_chunks(arr, typed_ids)).to_json()
 
-    def nodes(self, writer: Any, owned: Callable[[int], np.ndarray], parts: list[dict[str, Any]]) -> None:
-        """Per-type owned counts and typed node data rows of every partition (owned nodes of a type are one block)."""
-        for p, part in enumerate(parts):
-            ids = owned(p)
-            bounds = np.searchsorted(ids, self.noff)
-            self.counts[p]["num_owned"] = np.diff(bounds)
-            for t, ntype in enumerate(self.meta.node_types):
-                typed_ids = ids[bounds[t]:bounds[t + 1]] - self.noff[t]
-                for name, arr in self.hg.node_data.get(ntype, {}).items():
-                    key = node_data_key(ntype, name)
-                    part["arrays"][key] = writer.write_chunks(f"{part_dir(p)}/{key}", dtype_name(arr.dtype), arr.shape[1:],
-                                                              typed_ids.shape[0], gather_chunks(arr, typed_ids)).to_json()
+    def nodes(self, writer: Any, owned: Callable[[int], np.ndarray]) -> list[dict[str, Any]]:
+        """Typed node data of every partition (array entries per partition); records per-type owned counts.
+
+        Owned nodes of a type are one block of each partition's owned list, ascending in typed
+        id, so each typed array is written in one sequential pass over its rows, each chunk
+        split by owner (as gpart.partition writes homogeneous node data), never gathered."""
+        num_parts = self.owner_counts.shape[0]
+        for p in range(num_parts):
+            self.counts.setdefault(p, {})["num_owned"] = self.owner_counts[p]
+        entries: list[dict[str, Any]] = [{} for _ in range(num_parts)]
+        for t, ntype in enumerate(self.meta.node_types):
+            owner = self.owner[self.noff[t]:self.noff[t + 1]]
+            for name, arr in self.hg.node_data.get(ntype, {}).items():
+                key = node_data_key(ntype, name)
+                writers = [writer.array(f"{part_dir(p)}/{key}", dtype_name(arr.dtype), arr.shape[1:], int(self.owner_counts[p][t]))
+                           for p in range(num_parts)]
+                for start, block, bounds in split_by_owner(arr, owner, num_parts):
+                    for p in np.flatnonzero(bounds[1:] > bounds[:-1]):
+                        writers[p].write(block[bounds[p]:bounds[p + 1]])
+                for p in range(num_parts):
+                    entries[p][key] = writers[p].finish().to_json()
+        return entries
 
     def manifest(self, m: dict[str, Any]) -> None:
         """Add `hetero` to the manifest, its partitions and its stats."""
@@ -244,6 +273,21 @@ def typed_stats(meta: HeteroMeta, parts: list[dict[str, Any]]) -> dict[str, Any]
                                       "edge_balance": share_balance(edges[:, r])}
                        for r, e in enumerate(meta.edge_types)},
     }
+
+
+def split_by_owner(arr: np.ndarray, owner: np.ndarray, num_parts: int, chunk_bytes: int = CHUNK_BYTES):
+    """(start, rows, bounds) per chunk of `arr`: the chunk's rows ordered by owner (stable, so ascending ids
+    within each owner), partition p's rows being rows[bounds[p]:bounds[p+1]]."""
+    row_bytes = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize)
+    step = max(1, chunk_bytes // row_bytes)
+    for start in range(0, arr.shape[0], step):
+        own = owner[start:start + step]
+        block = arr[start:start + step]
+        if num_parts > 1 and not bool(np.all(own[1:] >= own[:-1])):
+            block = np.take(block, np.argsort(own, kind="stable"), axis=0)
+        bounds = np.zeros(num_parts + 1, dtype=np.int64)
+        np.cumsum(np.bincount(own, minlength=num_parts), out=bounds[1:])
+        yield start, block, bounds
 
 
 def gather_chunks(arr: np.ndarray, ids: np.ndarray, chunk_bytes: int = CHUNK_BYTES):

@@ -134,8 +134,10 @@ def partition_with_book(
     """Write the partition result of `graph` under an assignment already made (`book`).
 
     `extension` (typed graphs, gpart.hetero) adds arrays and manifest fields:
-    `edges(writer, p, part, edge_id_chunks)` after each partition's topology,
-    `nodes(writer, owned, parts)` before the manifest, `manifest(m)` last.
+    `nodes(writer, owned) -> [array entries per partition]` beside the node data,
+    `edges(writer, p, part, edge_id_chunks, topology)` after each partition's
+    topology (`topology`: its node_ids, indices and num_owned, or None on the
+    bounded path), `manifest(m)` last.
     """
     _check_options(storage, halo)
     _check_graph(graph, book.num_parts, graph.source)
@@ -360,7 +362,7 @@ def _write_result(
                 timer.record("order edges", seconds)
                 parts, halos = _write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension)
                 with timer("write node data"):
-                    node_entries = _write_node_data(writer, graph, nodes, halos, bar)
+                    node_entries = _node_entries(writer, graph, nodes, halos, bar, extension)
             else:
                 # Without halo rows, node data needs only the book: write it while another
                 # thread orders the edges (numpy's sort releases the GIL), so the sort
@@ -369,7 +371,7 @@ def _write_result(
                     ordering = pool.submit(_order_edges, graph, nodes, scratch, block_edges)
                     try:
                         with timer("write node data"):
-                            node_entries = _write_node_data(writer, graph, nodes, [np.empty(0, np.int64)] * num_parts, bar)
+                            node_entries = _node_entries(writer, graph, nodes, [np.empty(0, np.int64)] * num_parts, bar, extension)
                     finally:
                         edges, seconds = ordering.result()
                 timer.record("order edges (overlapped)", seconds)
@@ -377,9 +379,6 @@ def _write_result(
             for part, entries in zip(parts, node_entries):
                 part["arrays"].update(entries)
         _count_train(graph, nodes, parts)
-        if extension is not None:
-            with timer("typed node data"):
-                extension.nodes(writer, nodes.owned, parts)
         del edges, nodes, halos
         manifest = _manifest(graph, book_json, method, params, storage, halo, parts, node_data, edge_data)
         if extension is not None:
@@ -392,6 +391,15 @@ def _write_result(
         writer.abort()
         raise
     return manifest
+
+
+def _node_entries(writer, graph: Graph, nodes: _NodeOrder, halos: list[np.ndarray], bar, extension: Any) -> list[dict[str, Any]]:
+    """Node data entries per partition, with the extension's (typed node data) added."""
+    entries = _write_node_data(writer, graph, nodes, halos, bar)
+    if extension is not None:
+        for mine, more in zip(entries, extension.nodes(writer, nodes.owned)):
+            mine.update(more)
+    return entries
 
 
 def _order_edges(graph: Graph, nodes: _NodeOrder, scratch: Optional[ScratchDir] = None, block_edges: int = MAX_BLOCK_EDGES):
@@ -418,14 +426,16 @@ def _write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension
             if isinstance(edges, OwnerBucketOrder):
                 part, halo_ids = _write_topology_blocks(writer, p, graph, nodes, edges, scratch, bar)
                 chunks = functools.partial(lambda part_: (ids for ids, _, _ in edges.blocks(part_)), p)
+                topology = None
             else:
                 layout = _layout(p, graph.src, nodes, edges, scratch)
                 part, halo_ids = _write_topology(writer, p, layout, graph, bar), layout.node_ids[layout.num_owned:]
                 chunks = functools.partial(iter, [layout.edge_ids])
+                topology = (layout.node_ids, layout.indices, layout.num_owned)
                 del layout
             if extension is not None:
-                extension.edges(writer, p, part, chunks)
-            del chunks
+                extension.edges(writer, p, part, chunks, topology)
+            del chunks, topology
             parts.append(part)
             halos.append(halo_ids if halo else halo_ids[:0])
         _release(graph.src)
