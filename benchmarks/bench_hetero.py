@@ -117,7 +117,7 @@ def compare(label: str, typed: Path, untyped: Path, methods: list[str], parts: i
               f"node balance per type {t.get('types')} (untyped cut {u['cut']:.3f}, node balance {u['node_balance']:.3f})", flush=True)
 
 
-def sampling(parts: int = 1, epochs: int = 3) -> None:
+def sampling(parts: int = 1, epochs: int = 3, repeat: int = 5) -> None:
     """Sampled edges per second: the typed loader (fanouts [10, 10] for every edge type) beside the homogeneous
     loader (fanouts [10, 10]) on the same edges (the erased graph), one process, the Cora-derived graph's papers as seeds."""
     import torch
@@ -140,16 +140,19 @@ def sampling(parts: int = 1, epochs: int = 3) -> None:
                                        node_data=None, labels=None),
         "untyped": gr.DistNeighborLoader(plain, papers, fanouts=[10, 10], batch_size=256, node_data=None, labels=None),
     }
-    rates = {}
+    rates: dict[str, tuple[float, float, float]] = {}
     for name, loader in loaders.items():
         for _ in loader:  # warm-up epoch
             pass
-        edges, start = 0, time.perf_counter()
-        for _ in range(epochs):
-            for batch in loader:
-                edges += batch.num_edges
-        seconds = time.perf_counter() - start
-        rates[name] = (edges / seconds, epochs * papers.numel() / seconds, edges / (epochs * papers.numel()))
+    for _ in range(repeat):  # alternating, the best of `repeat` (the machine may be shared)
+        for name, loader in loaders.items():
+            edges, start = 0, time.perf_counter()
+            for _ in range(epochs):
+                for batch in loader:
+                    edges += batch.num_edges
+            seconds = time.perf_counter() - start
+            rate = (edges / seconds, epochs * papers.numel() / seconds, edges / (epochs * papers.numel()))
+            rates[name] = max(rates.get(name, rate), rate)
     (te, ts, tp), (ue, us, up) = rates["typed"], rates["untyped"]
     print(f"sampling cora  typed {te / 1e6:.2f} M edges/s ({ts:,.0f} seeds/s, {tp:.0f} edges/seed) | untyped {ue / 1e6:.2f} M edges/s "
           f"({us:,.0f} seeds/s, {up:.0f} edges/seed) | edges/s ratio {te / ue:.2f}x", flush=True)
