@@ -3,7 +3,7 @@
     g = read_hetero_graph("hetero.npz")      # HeteroGraph: per-type counts, edges, data
     erased = g.erased()                      # a gpart.graph.Graph over one global id space
 
-An archive is typed when a key holds '/'. Everything is validated before a
+An archive is typed when it declares a node type (a key `<type>/num_nodes`). Everything is validated before a
 HeteroGraph is returned (one InputError line naming the file); members stored
 uncompressed stay memory-mapped, id ranges are checked in bounded chunks.
 """
@@ -28,6 +28,7 @@ from gpart.graph import Graph
 
 PathLike = Union[str, "os.PathLike[str]"]
 TYPE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]{0,63}$")
+TYPED_MARK = re.compile(r"^[^/]+/num_nodes\.npy$")  # a member declaring a node type makes an archive typed
 TYPE_RULE = "use letters, digits, '_' and '-' (not starting with '-'; at most 64 characters; no '.', ':' or '/')"
 # Edges per step when building erased id arrays (bounds temporaries).
 ERASE_CHUNK = 1 << 22
@@ -104,13 +105,13 @@ def _target(scratch: Any, name: str, length: int) -> np.ndarray:
 
 
 def is_typed_npz(path: PathLike) -> bool:
-    """True for an existing `.npz` whose member names hold '/' (a typed archive); False otherwise."""
+    """True for an existing `.npz` declaring a node type (a member `<type>/num_nodes.npy`, SPEC.md 8.1)."""
     p = Path(path)
     if p.suffix.lower() != ".npz" or not p.is_file():
         return False
     try:
         with zipfile.ZipFile(p) as zf:
-            return any("/" in info.filename[:-4] for info in zf.infolist() if info.filename.endswith(".npy"))
+            return any(TYPED_MARK.match(info.filename) for info in zf.infolist())
     except (zipfile.BadZipFile, OSError):
         return False  # the homogeneous reader reports the damage
 
