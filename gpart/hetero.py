@@ -20,6 +20,7 @@ import numpy as np
 
 from gpart.balance import BALANCE_BOUND, in_degrees, share_balance
 from gpart.book import ArrayBook
+from gpart.bounded import check_assign_memory, default_max_memory, parse_memory_size
 from gpart.errors import InputError
 from gpart.formats.arrays import CHUNK_BYTES
 from gpart.formats.commit import check_output_dir
@@ -61,7 +62,9 @@ def partition_hetero(
     for key in ("node_data", "edge_data"):
         if method_params.pop(key, None):
             raise InputError(where, f"--{key.replace('_', '-')} adds arrays to homogeneous inputs; put typed arrays into the typed .npz")
-    method_params.pop("max_memory", None)
+    limit = parse_memory_size(method_params.pop("max_memory", None)) or default_max_memory()
+    if method_params.get("assignment") is None:  # methods holding the whole adjacency stop up front (SPEC.md 4.6)
+        check_assign_memory(method, sum(hg.num_edges(e) for e in hg.edge_types), limit, where)
     total = sum(hg.num_nodes.values())
     if num_parts < 1 or num_parts > total:
         raise InputError(where, f"cannot split {total} nodes into {num_parts} parts")
@@ -85,8 +88,8 @@ def typed_book(hg: HeteroGraph, erased: Graph, num_parts: int, method: str, *, s
     if params.get("assignment") is not None:
         method = "assignment"
     if method in PER_TYPE_METHODS:
-        owner = np.concatenate([_per_type_owner(method, hg.num_nodes[t], num_parts, rng)
-                                for rng in [np.random.default_rng(seed)] for t in hg.node_types])
+        rng = np.random.default_rng(seed)  # one generator, drawn type after type (SPEC.md 8.3)
+        owner = np.concatenate([_per_type_owner(method, hg.num_nodes[t], num_parts, rng) for t in hg.node_types])
         out: dict[str, Any] = {"num_parts": num_parts, "per_type": True}
         if method == "random":
             out.update(seed=int(seed), rng="default_rng(seed).permutation(arange(N_t) % P), type after type")

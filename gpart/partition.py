@@ -87,7 +87,8 @@ def partition_graph(
         from gpart.hetero import partition_hetero
 
         return partition_hetero(input, out_dir, num_parts, method, storage=storage, halo=halo, force=force, progress=progress,
-                                verbose_log=verbose_log, node_data=node_data, edge_data=edge_data, **method_params)
+                                verbose_log=verbose_log, node_data=node_data, edge_data=edge_data, max_memory=max_memory,
+                                **method_params)
     limit = parse_memory_size(max_memory) or default_max_memory()
     timer = StageTimer(verbose_log)
     source = None if isinstance(input, Graph) else input

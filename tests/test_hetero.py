@@ -182,3 +182,10 @@ def test_small_typed_graph_roundtrip_and_key_without_type(capsys, tmp_path):
     assert rc == 2 and "is not <type>/<field>" in err
     rc, _, err = run(capsys, "partition", src, "--parts", 2, "-o", tmp_path / "p3", "--halo", "1")
     assert rc == 2 and "--halo 0" in err and not (tmp_path / "p3").exists()
+
+
+def test_typed_metis_stops_up_front_past_max_memory(capsys, tmp_path):
+    out = tmp_path / "parts"
+    rc, _, err = run(capsys, "partition", HETERO, "--parts", 2, "-o", out, "--method", "metis", "--max-memory", "1MB")
+    assert rc == 2 and "needs about" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists() and list(tmp_path.iterdir()) == []  # no scratch left beside the output either
