@@ -111,9 +111,9 @@ def typed_book(hg: HeteroGraph, erased: Graph, num_parts: int, method: str, *, s
         return _metis_recursive_first(g, num_parts, names, {m: masks[m] for m in masks}, seed, progress, params)
     if method in ("metis", "kaminpar", "stream"):
         a = assign(g, num_parts, method, seed=seed, balance=names, progress=progress, **params)
-    else:
-        a = assign(g, num_parts, method, seed=seed, progress=progress, **params)
-    return a.book, dict(a.params, type_constraints=list(masks))
+        return a.book, dict(a.params, type_constraints=list(masks))
+    a = assign(g, num_parts, method, seed=seed, progress=progress, **params)  # an assignment given by the user
+    return a.book, dict(a.params)
 
 
 def _metis_recursive_first(g: Graph, num_parts: int, names: list[str], masks: dict[str, np.ndarray], seed: int, progress: Any,
