@@ -157,7 +157,8 @@ class HeteroNeighborLoader(DistNeighborLoader):
         n = self.part.num_nodes_of(ntype)
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
             return none, f"seeds hold ids outside 0..{n - 1} of node type {ntype!r}"
-        missing = [n for n in self.typed_names + ([self.label_name] if self.label_name else []) if not any(k[1] == n for k in self.part.node_data)]
+        wanted = self.typed_names + ([self.label_name] if self.label_name else [])
+        missing = [name for name in wanted if not any(k[1] == name for k in self.part.node_data)]
         if missing:
             return none, f"no typed node data named {', '.join(map(repr, missing))} loaded"
         return ids + self.part.node_offsets[self.part.node_types.index(ntype)], None
