@@ -73,6 +73,8 @@ def convert_partitions(
         dgl.require_dgl()
         check_export_name(graph_name)
     reader = PartitionReader(parts_dir)
+    if reader.hetero is not None:  # SPEC.md 8: the other systems' typed layouts are not written yet
+        raise InputError(parts_dir, f"is a typed (heterogeneous) result; convert --to {to} handles homogeneous results only")
     nodes, edges = reader.node_data_names(), reader.edge_data_names()
     if reader.halo and nodes:
         raise InputError(

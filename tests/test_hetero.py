@@ -189,3 +189,10 @@ def test_typed_metis_stops_up_front_past_max_memory(capsys, tmp_path):
     rc, _, err = run(capsys, "partition", HETERO, "--parts", 2, "-o", out, "--method", "metis", "--max-memory", "1MB")
     assert rc == 2 and "needs about" in err and len(err.strip().splitlines()) == 1
     assert not out.exists() and list(tmp_path.iterdir()) == []  # no scratch left beside the output either
+
+
+def test_convert_refuses_typed_results(capsys, tmp_path):
+    out = tmp_path / "parts"
+    run(capsys, "partition", HETERO, "--parts", 2, "-o", out, "--method", "range", "-q")
+    rc, _, err = run(capsys, "convert", out, "--to", "pyg", "-o", tmp_path / "pyg")
+    assert rc == 2 and "typed (heterogeneous) result" in err and not (tmp_path / "pyg").exists()
