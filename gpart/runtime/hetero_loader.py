@@ -172,31 +172,65 @@ class HeteroNeighborLoader(DistNeighborLoader):
 
     # -- sampling
 
+    def _tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """[T, K] sampled edge types per destination node type (-1 pads; type order) and [R, H] fanouts."""
+        if getattr(self, "_etypes_of", None) is None:
+            part = self.part
+            by_dst = [[r for r in sorted(self.typed_fanouts) if part.edge_types[r][2] == ntype] for ntype in part.node_types]
+            table = torch.full((len(by_dst), max(1, max(map(len, by_dst)))), -1, dtype=torch.int64)
+            for t, rs in enumerate(by_dst):
+                table[t, :len(rs)] = torch.tensor(rs, dtype=torch.int64)
+            fan = torch.zeros((len(part.edge_types), len(self.fanouts)), dtype=torch.int64)
+            for r, values in self.typed_fanouts.items():
+                fan[r] = torch.tensor(values, dtype=torch.int64)
+            self._etypes_of, self._fanout_of = table.to(self.device), fan.to(self.device)
+        return self._etypes_of, self._fanout_of
+
     def _serve(self, cols: torch.Tensor, hop: int, gen: torch.Generator):
-        """Sample owned columns `cols` per edge type: (counts, erased source ids, erased edge ids), grouped by column."""
+        """Sample owned columns `cols` per edge type: (counts, erased source ids, erased edge ids), grouped by column.
+
+        Every (column, sampled edge type of its node type) pair is one segment, its type-r slice of the
+        column; pairs are listed column by column, types in type order, and sampled with one kernel call
+        per distinct fanout of the hop, so the edges come out grouped by column without a sort."""
         part = self.part
+        etypes_of, fanout_of = self._tables()
         cols = cols.to(torch.int64)
-        col_type = torch.index_select(part.local_ntype, 0, cols)
-        req, pos = [], []
-        for r, fanouts in self.typed_fanouts.items():
-            dst_type = part.node_types.index(part.edge_types[r][2])
-            sel = torch.nonzero(col_type == dst_type).reshape(-1)
-            if sel.numel() == 0:
-                continue
-            c = torch.index_select(cols, 0, sel)
-            picks = sample_segments(torch.index_select(part.type_start[r], 0, c), torch.index_select(part.type_deg[r], 0, c),
-                                    fanouts[hop], self.replace, gen)
-            req.append(torch.repeat_interleave(sel, picks.counts))
-            pos.append(picks.positions)
-        empty = torch.zeros(0, dtype=torch.int64, device=cols.device)
-        req_all = torch.cat(req) if req else empty
-        order = torch.argsort(req_all, stable=True)  # edges grouped by column; types in type order within one
-        positions = torch.index_select(torch.cat(pos) if pos else empty, 0, order)
-        counts = torch.bincount(req_all, minlength=cols.numel())
+        width = etypes_of.shape[1]
+        cand = torch.index_select(etypes_of, 0, torch.index_select(part.local_ntype, 0, cols)).reshape(-1)
+        keep = torch.nonzero(cand >= 0).reshape(-1)
+        req, etype = torch.div(keep, width, rounding_mode="floor"), torch.index_select(cand, 0, keep)
+        col = torch.index_select(cols, 0, req)
+        start, deg = part.type_start[etype, col], part.type_deg[etype, col]
+        fan = fanout_of[etype, hop]
+        values = torch.unique(fan).tolist()
+        if len(values) == 1:
+            picks = sample_segments(start, deg, int(values[0]), self.replace, gen)
+            pair_counts, positions = picks.counts, picks.positions
+        else:
+            pair_counts, positions = self._mixed(start, deg, fan, values, gen)
+        counts = torch.zeros(cols.numel(), dtype=torch.int64, device=cols.device).index_add_(0, req, pair_counts)
         src = torch.index_select(part.indices, 0, positions)
         if part.num_parts > 1:
             src = torch.index_select(part.node_ids, 0, src)
         return counts, src, torch.index_select(part.edge_ids, 0, positions)
+
+    def _mixed(self, start, deg, fan, values, gen) -> tuple[torch.Tensor, torch.Tensor]:
+        """Segments with different fanouts: one call per fanout, positions put back in segment order."""
+        results = []
+        pair_counts = torch.zeros_like(deg)
+        for f in values:
+            sub = torch.nonzero(fan == f).reshape(-1)
+            picks = sample_segments(torch.index_select(start, 0, sub), torch.index_select(deg, 0, sub), int(f), self.replace, gen)
+            pair_counts[sub] = picks.counts
+            results.append((sub, picks))
+        offsets = torch.cumsum(pair_counts, 0) - pair_counts
+        positions = torch.empty(int(pair_counts.sum()), dtype=torch.int64, device=deg.device)
+        for sub, picks in results:
+            total = picks.positions.numel()
+            first = torch.cumsum(picks.counts, 0) - picks.counts
+            dest = torch.repeat_interleave(torch.index_select(offsets, 0, sub) - first, picks.counts, output_size=total)
+            positions.index_copy_(0, dest + torch.arange(total, device=deg.device), picks.positions)
+        return pair_counts, positions
 
     def __iter__(self):
         for batch in super().__iter__():
