@@ -226,16 +226,20 @@ def write_shard(
     with ArrayWriter(Path(directory) / name, dname, rshape) as writer:
         for chunk in chunks:
             writer.write(chunk)
-    entry = writer.entry(name)
+    return shard_entry(tensor, rank, name, writer.rows, writer.entry(name).nbytes, writer.crc, dname, rshape)
+
+
+def shard_entry(tensor: str, rank: int, file: str, rows: int, nbytes: int, crc32: int, dtype: str, row_shape: Sequence[int]) -> dict[str, Any]:
+    """The one constructor of a shard entry for build_checkpoint_manifest (SPEC.md 6.2's `shards` items)."""
     return {
         "tensor": tensor,
         "rank": int(rank),
-        "file": name,
-        "rows": int(writer.rows),
-        "bytes": int(entry.nbytes),
-        "crc32": f"{writer.crc:08x}",
-        "dtype": dname,
-        "row_shape": list(rshape),
+        "file": file,
+        "rows": int(rows),
+        "bytes": int(nbytes),
+        "crc32": f"{crc32:08x}",
+        "dtype": dtype,
+        "row_shape": [int(s) for s in row_shape],
     }
 
 
@@ -384,7 +388,7 @@ def _check_optimizer(opt: dict[str, Any], where: Any) -> dict[str, Any]:
 
 def write_checkpoint_manifest(directory: Union[str, os.PathLike], manifest: Mapping[str, Any], verify: bool = False) -> Path:
     """Check the manifest against the files in `directory` (sizes; CRCs with verify), then commit it atomically."""
-    _parse(dict(manifest), Path(directory), Path(directory) / MANIFEST_NAME, check_files=True, verify=verify)
+    parse_checkpoint(dict(manifest), Path(directory), Path(directory) / MANIFEST_NAME, check_files=True, verify=verify)
     return write_manifest(directory, dict(manifest))
 
 
@@ -539,7 +543,7 @@ def read_checkpoint(directory: Union[str, os.PathLike], verify: bool = False) ->
     """Open a checkpoint: manifest checked, every file's size checked (and CRC-32 with verify)."""
     directory = Path(directory)
     obj = read_manifest(directory, expected_format=FORMAT)
-    return _parse(obj, directory, directory / MANIFEST_NAME, check_files=True, verify=verify)
+    return parse_checkpoint(obj, directory, directory / MANIFEST_NAME, check_files=True, verify=verify)
 
 
 def _need(obj: Mapping[str, Any], key: str, kind: Any, where: Path, what: str) -> Any:
@@ -551,7 +555,9 @@ def _need(obj: Mapping[str, Any], key: str, kind: Any, where: Path, what: str) -
     return value
 
 
-def _parse(obj: dict[str, Any], directory: Path, where: Path, check_files: bool, verify: bool) -> Checkpoint:
+def parse_checkpoint(obj: dict[str, Any], directory: Path, where: Path, check_files: bool, verify: bool) -> Checkpoint:
+    """A parsed manifest `obj` of the checkpoint in `directory` (InputError naming `where` when malformed);
+    `check_files`: every file's size too (and its CRC-32 with `verify`)."""
     if obj.get("format") != FORMAT or obj.get("version") != VERSION:
         raise InputError(where, f"not a {FORMAT} version {VERSION} manifest")
     layout = obj.get("layout", "sharded")

@@ -16,18 +16,19 @@ A `NAME.json` therefore never names incomplete data.
 
 from __future__ import annotations
 
-import errno
 import mmap
 import os
 import uuid
-import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol, Sequence, Union
+from typing import Any, Optional, Protocol, Sequence, Union
 
 import numpy as np
 
+from gpart.bytes.buffers import BufferRing
+from gpart.bytes.copy import COPY_PIECE_BYTES, ByteSpan, KernelCopyUnsupported, copy_spans
+from gpart.bytes.reader import DONTNEED, WILLNEED, advise_pages, read_only_mapping
+from gpart.bytes.sink import ByteSink
 from gpart.errors import GpartError, InputError, IntegrityError, OutputError, short_repr, uninterrupted
 from gpart.formats.arrays import ArrayEntry, check_file_size, file_crc32, inside, open_array
 from gpart.formats.dtypes import STORAGE_DTYPES, dtype_name, storage_dtype
@@ -74,30 +75,6 @@ def file_row_counts(num_rows: int, num_files: int) -> np.ndarray:
 
 # --------------------------------------------------------------------------- sources
 
-# Reused buffers a source or converter rotates: a chunk stays intact until two reads later.
-RING = 2
-
-
-class BufferRing:
-    """`RING` reusable buffers handed out in turn: no chunk-sized allocation per step, and
-    the previous chunk stays intact while the next one is produced."""
-
-    def __init__(self, count: int = RING):
-        self._bufs: list[Optional[np.ndarray]] = [None] * count
-        self._next = 0
-
-    def get(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        i = self._next
-        self._next = (i + 1) % len(self._bufs)
-        buf = self._bufs[i]
-        if buf is None or buf.dtype != dtype or buf.shape[1:] != tuple(shape[1:]) or buf.shape[0] < shape[0]:
-            buf = self._bufs[i] = np.empty(shape, dtype=dtype)
-        return buf[: shape[0]]
-
-    def clear(self) -> None:
-        self._bufs = [None] * len(self._bufs)
-
-
 class RowSource(Protocol):
     """Rows of an array produced on demand, for inputs that are not one ndarray."""
 
@@ -131,15 +108,15 @@ class ArrayRows:
         self.shape = tuple(int(s) for s in arr.shape)
         self.dtype = arr.dtype
         self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
-        self._mapping = _read_only_mapping(arr)
+        self._mapping = read_only_mapping(arr)
 
     def read(self, start: int, stop: int) -> np.ndarray:
         # ask the kernel to read the next chunk from disk while this one is written
-        self._advise(getattr(mmap, "MADV_WILLNEED", None), stop, min(self.shape[0], 2 * stop - start))
+        self._advise(WILLNEED, stop, min(self.shape[0], 2 * stop - start))
         return self.arr[start:stop]
 
     def release(self, start: int, stop: int) -> None:
-        self._advise(mmap.MADV_DONTNEED if self._mapping is not None else None, start, stop)
+        self._advise(DONTNEED, start, stop)
 
     def byte_spans(self, start: int, stop: int) -> Optional[list["ByteSpan"]]:
         """Rows [start, stop) as bytes of the mapped file (e.g. an .npy past its header), or None.
@@ -167,49 +144,16 @@ class ArrayRows:
 
     def _advise(self, advice: Optional[int], start: int, stop: int) -> None:
         """madvise the pages of rows [start, stop) of the mapping (no-op without one)."""
-        if self._mapping is None or advice is None or stop <= start:
+        if self._mapping is None or stop <= start:
             return
         mm, map_address = self._mapping
         begin = self.arr.ctypes.data - map_address + start * self.row_bytes
-        end = begin + (stop - start) * self.row_bytes
-        page = mmap.PAGESIZE
-        begin, end = begin // page * page, min(len(mm), -(-end // page) * page)
-        if end > begin:
-            try:
-                mm.madvise(advice, begin, end - begin)
-            except (OSError, ValueError, OverflowError):
-                pass
+        advise_pages(mm, begin, (stop - start) * self.row_bytes, advice)
 
     def close(self) -> None:
         self._mapping = None
 
 
-def _read_only_mapping(arr: np.ndarray) -> Optional[tuple[mmap.mmap, int]]:
-    """(mmap object, address of its first byte) behind a C-contiguous read-only memmap, or None.
-
-    numpy keeps the mmap object at the root of `.base` (also for slices of a memmap).
-    Only read-only shared mappings qualify: dropping pages of a copy-on-write mapping
-    would discard the caller's changes.
-    """
-    if not isinstance(arr, np.memmap) or getattr(arr, "mode", None) != "r" or not arr.flags.c_contiguous:
-        return None
-    if not hasattr(mmap, "MADV_DONTNEED") or arr.size == 0:
-        return None
-    root = arr.base
-    while isinstance(root, np.ndarray):
-        root = root.base
-    if not isinstance(root, mmap.mmap) or not hasattr(root, "madvise"):
-        return None
-    try:
-        address = np.frombuffer(root, dtype=np.uint8).ctypes.data
-    except (TypeError, ValueError, OverflowError, BufferError):
-        return None
-    if not address <= arr.ctypes.data <= address + len(root) - arr.nbytes:
-        return None
-    return root, address
-
-
-# --------------------------------------------------------------------------- conversion
 
 FLOAT_TARGETS = ("float16", "bfloat16", "float32", "float64")
 INT_TARGETS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -515,7 +459,7 @@ class FileListWriter:
             for temp, final, rows in zip(temps, finals, counts):
                 crc = self._copy_part(rows_src, converter, start, start + int(rows), temp, bar)
                 if crc is None:
-                    with _PartFile(temp) as part:
+                    with ByteSink(temp, crc_in_thread=False) as part:
                         for lo in range(start, start + int(rows), chunk_rows):
                             hi = min(lo + chunk_rows, start + int(rows))
                             part.write(converter(rows_src.read(lo, hi)))
@@ -620,50 +564,6 @@ class FileListWriter:
         if exc_type is not None or self._pending or self._scratch:
             self.discard()
 
-
-class _PartFile:
-    """A part file being written: whole chunks through one unbuffered handle, the CRC-32 of
-    exactly the bytes written (while the chunk is still in the CPU cache), fsync on a clean
-    exit, and no flush at all when leaving by an exception (the caller deletes it).
-
-    Plain sequential writes on the calling thread: measured against a writer thread on a
-    2-core host, the hand-over cost more CPU than it hid, since the kernel already reads
-    ahead and writes back asynchronously.
-    """
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.crc = 0
-        try:
-            self._fh = open(path, "wb", buffering=0)
-        except OSError as exc:
-            raise OutputError(path, f"cannot create file: {exc.strerror or exc}") from None
-
-    def write(self, chunk: np.ndarray) -> None:
-        arr = np.ascontiguousarray(chunk)
-        view = memoryview(arr.reshape(-1).view(np.uint8)) if arr.size else memoryview(b"")
-        try:
-            done = 0
-            while done < len(view):  # a raw write may be partial
-                done += self._fh.write(view[done:])
-        except OSError as exc:
-            raise OutputError(self.path, f"write failed: {exc.strerror or exc}") from None
-        # CRC after the write: for a memory-mapped source the kernel's copy faults the pages in
-        # far more cheaply than user-space reads do (measured 2-3x less CPU), and the CRC then
-        # reads them from the CPU cache.
-        self.crc = zlib.crc32(view, self.crc)
-
-    def __enter__(self) -> "_PartFile":
-        return self
-
-    def __exit__(self, exc_type, *rest) -> None:
-        try:
-            if exc_type is None:
-                os.fsync(self._fh.fileno())
-        except OSError as exc:
-            raise OutputError(self.path, f"write failed: {exc.strerror or exc}") from None
-        finally:
-            self._fh.close()
 
 
 COMMIT_RECORD_FORMAT = "gpart.filelist-commit"
@@ -791,231 +691,6 @@ def write_filelist(
 
 
 # --------------------------------------------------------------------------- kernel copies
-
-# Bytes per copy_file_range call on the checksummed path: the CRC-32 of one piece
-# runs in a helper thread (reading the pages the copy just brought into the page
-# cache) while the next piece is copied.
-COPY_PIECE_BYTES = 16 << 20
-
-
-@dataclass(frozen=True)
-class ByteSpan:
-    """Bytes [offset, offset + nbytes) of a file, with their CRC-32 when it is already known.
-
-    `file_size`, when given, is the size the file must have (checked before copying):
-    a known CRC is only trusted for a file of the size its manifest states.
-    """
-
-    path: Path
-    offset: int
-    nbytes: int
-    crc32: Optional[int] = None
-    file_size: Optional[int] = None
-
-
-class KernelCopyUnsupported(Exception):
-    """copy_file_range cannot copy between these files (other filesystem, old kernel): stream instead."""
-
-
-_CRC_POOL: Optional[ThreadPoolExecutor] = None
-
-
-def crc_pool() -> ThreadPoolExecutor:
-    """One shared helper thread for CRC-32s computed while the caller copies or writes."""
-    global _CRC_POOL
-    if _CRC_POOL is None:
-        _CRC_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpart-crc")
-    return _CRC_POOL
-
-
-def _gf2_times(matrix: Sequence[int], vec: int) -> int:
-    out, i = 0, 0
-    while vec:
-        if vec & 1:
-            out ^= matrix[i]
-        vec >>= 1
-        i += 1
-    return out
-
-
-def _gf2_square(matrix: Sequence[int]) -> list[int]:
-    return [_gf2_times(matrix, m) for m in matrix]
-
-
-_SHIFT_OPERATORS: dict[int, list[int]] = {}
-
-
-def _crc_shift_operator(nbytes: int) -> list[int]:
-    """The linear map taking crc(A) to its contribution to crc(A || B) for len(B) = nbytes (zlib's crc32_combine)."""
-    op = _SHIFT_OPERATORS.get(nbytes)
-    if op is not None:
-        return op
-    odd = [0xEDB88320] + [1 << i for i in range(31)]  # operator for one zero bit
-    even = _gf2_square(odd)  # two zero bits
-    odd = _gf2_square(even)  # four zero bits
-    result = [1 << i for i in range(32)]  # identity
-    n = nbytes
-    while n:
-        even = _gf2_square(odd)  # first pass: one zero byte
-        if n & 1:
-            result = [_gf2_times(even, c) for c in result]
-        n >>= 1
-        if not n:
-            break
-        odd = _gf2_square(even)
-        if n & 1:
-            result = [_gf2_times(odd, c) for c in result]
-        n >>= 1
-    if len(_SHIFT_OPERATORS) < 256:
-        _SHIFT_OPERATORS[nbytes] = result
-    return result
-
-
-def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
-    """CRC-32 of A || B from crc(A), crc(B) and len(B), as zlib's crc32_combine."""
-    if len2 <= 0:
-        return crc1
-    return _gf2_times(_crc_shift_operator(len2), crc1) ^ crc2
-
-
-class _SpanSources:
-    """Read descriptors and read-only maps of the files spans come from, opened on first use."""
-
-    def __init__(self) -> None:
-        self.fds: dict[Path, int] = {}
-        self.maps: dict[Path, mmap.mmap] = {}
-
-    def fd(self, span: ByteSpan) -> int:
-        fd = self.fds.get(span.path)
-        if fd is None:
-            try:
-                fd = os.open(span.path, os.O_RDONLY)
-            except OSError as exc:
-                raise InputError(span.path, f"cannot read: {exc.strerror or exc}") from None
-            self.fds[span.path] = fd
-            if hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-        size = os.fstat(fd).st_size
-        if span.file_size is not None and size != span.file_size:
-            raise InputError(span.path, f"size {size} bytes, manifest says {span.file_size}")
-        if size < span.offset + span.nbytes:
-            raise InputError(span.path, f"size {size} bytes, too short for bytes {span.offset}..{span.offset + span.nbytes}")
-        return fd
-
-    def view(self, span: ByteSpan, at: int, nbytes: int) -> memoryview:
-        mm = self.maps.get(span.path)
-        if mm is None:
-            try:
-                mm = self.maps[span.path] = mmap.mmap(self.fds[span.path], 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError, OverflowError) as exc:
-                raise InputError(span.path, f"cannot map: {exc}") from None
-        return memoryview(mm)[at : at + nbytes]
-
-    def release(self, span: ByteSpan, at: int, nbytes: int) -> None:
-        """Unmap pages already checksummed (they stay in the page cache), so RSS stays flat."""
-        mm = self.maps.get(span.path)
-        if mm is not None and hasattr(mmap, "MADV_DONTNEED") and nbytes > 0:
-            aligned = at - at % mmap.PAGESIZE
-            mm.madvise(mmap.MADV_DONTNEED, aligned, at + nbytes - aligned)
-
-    def close(self) -> None:
-        for mm in self.maps.values():
-            try:
-                mm.close()
-            except BufferError:  # a view is still referenced; the map goes with it
-                pass
-        for fd in self.fds.values():
-            os.close(fd)
-        self.maps, self.fds = {}, {}
-
-
-def _kernel_copy(fd_in: int, fd_out: int, offset_in: int, offset_out: int, nbytes: int, path_in: Path, path_out: Path) -> None:
-    done = 0
-    while done < nbytes:
-        try:
-            n = os.copy_file_range(fd_in, fd_out, nbytes - done, offset_in + done, offset_out + done)
-        except OSError as exc:
-            if exc.errno in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
-                raise KernelCopyUnsupported() from None
-            raise OutputError(path_out, f"copy from {path_in} failed: {exc.strerror or exc}") from None
-        if n <= 0:
-            raise InputError(path_in, f"file ended early at byte {offset_in + done}")
-        done += n
-
-
-def copy_spans(
-    spans: Sequence[ByteSpan],
-    out_fd: int,
-    out_path: Path,
-    out_offset: int = 0,
-    *,
-    piece_bytes: int = COPY_PIECE_BYTES,
-    on_piece: Optional[Callable[[ByteSpan, int, int, int], None]] = None,
-    advance: Optional[Callable[[int], None]] = None,
-) -> tuple[int, int]:
-    """Concatenate `spans` into the open file `out_fd` from `out_offset` inside the kernel
-    (copy_file_range); return (CRC-32, bytes) of what was written.
-
-    A span with a known CRC-32 is copied without being read here: its CRC is
-    combined (crc32_combine) into the result, so the result's CRC describes what
-    the source's manifest says, and damaged input shows up in a later verify of the
-    output. A span without one is checksummed piece by piece from its mapped pages
-    in a helper thread while the next piece is copied; `on_piece(span, file offset,
-    bytes, crc)` sees each such piece, in order (e.g. to check the source's own CRC).
-    Raises KernelCopyUnsupported when the kernel cannot copy between these files;
-    the caller then truncates the output and streams instead.
-    """
-    if not hasattr(os, "copy_file_range"):
-        raise KernelCopyUnsupported()
-    piece_bytes = max(1, int(piece_bytes))
-    crc, pos = 0, out_offset
-    sources = _SpanSources()
-    pending: Optional[tuple[Any, memoryview, ByteSpan, int, int]] = None
-
-    def finish(job: tuple[Any, memoryview, ByteSpan, int, int]) -> None:
-        nonlocal crc
-        future, view, span, at, n = job
-        try:
-            piece_crc = future.result()
-        finally:
-            view.release()
-        sources.release(span, at, n)
-        crc = crc32_combine(crc, piece_crc, n)
-        if on_piece is not None:
-            on_piece(span, at, n, piece_crc)
-
-    try:
-        for span in spans:
-            if span.nbytes <= 0:
-                continue
-            fd = sources.fd(span)
-            if span.crc32 is not None and pending is not None:
-                done, pending = pending, None
-                finish(done)  # CRCs combine in file order
-            for at in range(span.offset, span.offset + span.nbytes, piece_bytes):
-                n = min(piece_bytes, span.offset + span.nbytes - at)
-                _kernel_copy(fd, out_fd, at, pos, n, span.path, out_path)
-                pos += n
-                if span.crc32 is None:
-                    view = sources.view(span, at, n)
-                    previous, pending = pending, (crc_pool().submit(zlib.crc32, view), view, span, at, n)
-                    if previous is not None:
-                        finish(previous)  # its CRC ran while this piece was copied
-                if advance is not None:
-                    advance(n)
-            if span.crc32 is not None:
-                crc = crc32_combine(crc, span.crc32, span.nbytes)
-        if pending is not None:
-            done, pending = pending, None
-            finish(done)
-    finally:
-        if pending is not None:  # leaving by an error: let the CRC finish before unmapping
-            if not pending[0].cancel():
-                pending[0].exception()
-            pending[1].release()
-        sources.close()
-    return crc, pos - out_offset
-
 
 # --------------------------------------------------------------------------- reader
 
