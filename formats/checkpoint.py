@@ -54,6 +54,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from gpart.bytes.torch_bridge import tensor_dtype_name, tensor_to_numpy
 from gpart.errors import InputError, IntegrityError, short_repr
 from gpart.formats.arrays import CHUNK_BYTES, ArrayWriter, file_crc32, inside
 from gpart.formats.dtypes import STORAGE_DTYPES, storage_dtype
@@ -150,10 +151,8 @@ class EmbeddingSpec:
 
 
 def _torch_chunks(tensor: Any, chunk_bytes: int) -> tuple[str, tuple[int, ...], Iterable[np.ndarray]]:
-    import torch  # only when a torch tensor is passed
-
     dt = tensor.dtype
-    name = "bfloat16" if dt == torch.bfloat16 else str(dt).replace("torch.", "")
+    name = tensor_dtype_name(dt)
     if name not in STORAGE_DTYPES:
         raise ValueError(f"unsupported tensor dtype {dt}")
     t = tensor.detach()
@@ -164,11 +163,7 @@ def _torch_chunks(tensor: Any, chunk_bytes: int) -> tuple[str, tuple[int, ...], 
 
     def chunks() -> Iterable[np.ndarray]:
         for start in range(0, t.shape[0], step):
-            part = t[start : start + step].contiguous().cpu()
-            if name == "bfloat16":
-                yield part.view(torch.int16).numpy().view(np.uint16)
-            else:
-                yield part.numpy()
+            yield tensor_to_numpy(t[start : start + step])
 
     return name, tuple(int(s) for s in t.shape[1:]), chunks()
 

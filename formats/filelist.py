@@ -32,7 +32,7 @@ from gpart.bytes.sink import ByteSink
 from gpart.errors import GpartError, InputError, IntegrityError, OutputError, short_repr, uninterrupted
 from gpart.formats.arrays import ArrayEntry, check_file_size, file_crc32, inside, open_array
 from gpart.formats.dtypes import STORAGE_DTYPES, dtype_name, storage_dtype
-from gpart.formats.manifest import MANIFEST_NAME, fsync_dir, read_json, write_json_atomic
+from gpart.formats.manifest import MANIFEST_NAME, check_format, fsync_dir, read_json, write_json_atomic
 from gpart.formats.commit import remove_path, sweep_stale_work
 from gpart.formats.names import parse_work_name, safe_name, stale_work, work_name
 from gpart.progress import Progress, or_null
@@ -802,13 +802,7 @@ def open_filelist(json_path: os.PathLike | str, verify: bool = False) -> FileLis
     """Open an export from its `<name>.json`: validate the JSON, then every part file's size
     (and CRC-32 with `verify`), before mapping anything."""
     json_path = Path(json_path)
-    obj = read_json(json_path)
-    if not isinstance(obj, dict):
-        raise InputError(json_path, "not a JSON object")
-    if obj.get("format") != FORMAT:
-        raise InputError(json_path, f"format is {obj.get('format')!r}, expected {FORMAT!r}")
-    if obj.get("version") != VERSION:
-        raise InputError(json_path, f"{FORMAT} version {obj.get('version')!r} is not supported (supported: [{VERSION}])")
+    obj = check_format(read_json(json_path), json_path, FORMAT, (VERSION,), what="")
     name, dtype, shape, entries = _validate_manifest(obj, json_path)
     filelist = FileList(json_path, obj, entries, name, dtype, shape)
     for path, entry in zip(filelist.files, entries):

@@ -9,6 +9,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from gpart.bytes.sink import preallocate
+from gpart.bytes.torch_bridge import tensor_dtype_name, tensor_to_numpy
 from gpart.ckpt.reshard import target_policy
 from gpart.errors import InputError
 from gpart.formats import checkpoint as ck
@@ -63,13 +64,10 @@ def _to_numpy(value: Any, path: Path, key: str) -> tuple[np.ndarray, str]:
 
     if not isinstance(value, torch.Tensor):
         raise InputError(path, f"{key!r} is a {type(value).__name__}, expected a tensor")
-    value = value.detach().cpu()
-    if value.dtype == torch.bfloat16:
-        return value.contiguous().view(torch.int16).numpy().view(np.uint16), "bfloat16"
-    name = str(value.dtype).replace("torch.", "")
+    name = tensor_dtype_name(value.dtype)
     if name not in STORAGE_DTYPES:
         raise InputError(path, f"{key!r} has unsupported dtype {value.dtype}")
-    return value.contiguous().numpy(), name
+    return tensor_to_numpy(value), name
 
 
 def _jsonable(obj: Any) -> Any:

@@ -30,6 +30,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from gpart.bytes.torch_bridge import numpy_to_tensor, tensor_dtype_name
 from gpart.errors import GpartError, InputError, IntegrityError, OutputError
 from gpart.formats.checkpoint import (
     EmbeddingSpec,
@@ -210,7 +211,7 @@ def _write_rank_shards(
 
 
 def _spec(emb: ShardedEmbedding) -> EmbeddingSpec:
-    return EmbeddingSpec(emb.name, emb.num_embeddings, (emb.dim,), _dtype_name(emb.dtype), emb.policy)
+    return EmbeddingSpec(emb.name, emb.num_embeddings, (emb.dim,), tensor_dtype_name(emb.dtype), emb.policy)
 
 
 def _optimizer_json(optimizer: Optional[SparseOptimizer]) -> dict[str, Any]:
@@ -394,7 +395,7 @@ def _read_progression(ckpt, info, prog: _Progression, dest: torch.Tensor) -> Non
                 buf = target.numpy() if direct else staging[:span]
                 _read_exactly(fh, memoryview(buf.reshape(-1).view(np.uint8)), path)
                 if not direct:
-                    target.copy_(_as_torch(buf[:: prog.local_step], info.dtype).to(dtype=dest.dtype))
+                    target.copy_(numpy_to_tensor(np.ascontiguousarray(buf[:: prog.local_step]), info.dtype).to(dtype=dest.dtype))
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
 
@@ -405,7 +406,7 @@ def _gather_progression(ckpt, name: str, info, prog: _Progression, emb: ShardedE
     for i in range(0, prog.count, per_chunk):
         local = prog.dest_start + prog.dest_step * np.arange(i, min(prog.count, i + per_chunk), dtype=np.int64)
         rows = ckpt.read_rows(name, _global_ids_of(emb.policy, emb.rank, local))
-        dest[torch.from_numpy(local).to(dest.device)] = _as_torch(rows, info.dtype).to(device=dest.device, dtype=dest.dtype)
+        dest[torch.from_numpy(local).to(dest.device)] = numpy_to_tensor(np.ascontiguousarray(rows), info.dtype).to(device=dest.device, dtype=dest.dtype)
 
 
 def _global_ids_of(policy: ShardPolicy, rank: int, local: np.ndarray) -> np.ndarray:
@@ -426,16 +427,6 @@ def _read_exactly(fh, view: memoryview, path: Path) -> None:
 
 def _np_dtype(dtype: torch.dtype) -> Optional[np.dtype]:
     return {torch.float32: np.dtype("<f4"), torch.float16: np.dtype("<f2"), torch.int32: np.dtype("<i4"), torch.int64: np.dtype("<i8")}.get(dtype)
-
-
-def _as_torch(rows: np.ndarray, dtype_name: str) -> torch.Tensor:
-    if dtype_name == "bfloat16":  # stored as its uint16 bit pattern (SPEC.md 1.2)
-        return torch.from_numpy(rows.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(rows))
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}[dtype]
 
 
 __all__ = ["save_checkpoint", "load_checkpoint"]

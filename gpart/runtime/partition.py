@@ -33,6 +33,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from gpart.bytes.torch_bridge import numpy_to_tensor
 from gpart.errors import GpartError, InputError, IntegrityError
 from gpart.runtime import dist as _dist
 
@@ -62,13 +63,6 @@ def resolve_device(device: DeviceLike) -> torch.device:
         if dev.index is None:
             dev = torch.device("cuda", torch.cuda.current_device())
     return dev
-
-
-def numpy_to_tensor(arr: np.ndarray, dtype_name: str) -> torch.Tensor:
-    """A tensor sharing `arr`'s memory; bfloat16 (stored as uint16 bit patterns) viewed as torch.bfloat16."""
-    if dtype_name == "bfloat16":
-        return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(arr)
 
 
 class _Stager:

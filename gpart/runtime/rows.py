@@ -22,7 +22,8 @@ import torch
 
 from gpart.errors import InputError
 from gpart.formats.arrays import open_array
-from gpart.runtime.partition import DeviceLike, _Stager, numpy_to_tensor, resolve_device
+from gpart.bytes.torch_bridge import numpy_to_tensor, torch_dtype
+from gpart.runtime.partition import DeviceLike, _Stager, resolve_device
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -82,9 +83,7 @@ def _pieces(filelist, start: int, stop: int) -> list[torch.Tensor]:
 
 
 def _torch_dtype(filelist) -> torch.dtype:
-    if filelist.dtype == "bfloat16":
-        return torch.bfloat16
-    return torch.from_numpy(np.zeros(0, dtype=filelist.storage_dtype)).dtype
+    return torch_dtype(filelist.dtype)
 
 
 def _empty(filelist, rows: int, pin: bool = False, device: Optional[torch.device] = None) -> torch.Tensor:
