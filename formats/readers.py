@@ -13,7 +13,6 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
-import mmap
 import os
 import struct
 import zipfile
@@ -24,6 +23,7 @@ from typing import BinaryIO, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from gpart.bytes.reader import drop_pages  # also imported from here by older callers
 from gpart.errors import InputError
 from gpart.formats.names import safe_name
 from gpart.graph import Graph
@@ -181,30 +181,6 @@ def scan_range(arr: np.ndarray, chunk_bytes: int = SCAN_BYTES) -> tuple[int, int
         drop_pages(arr, start * flat.dtype.itemsize, len(chunk) * flat.dtype.itemsize)
     return lo, hi
 
-
-def drop_pages(arr: np.ndarray, start: int = 0, length: Optional[int] = None) -> None:
-    """Let the kernel drop the resident pages of a read-only memmap's byte range.
-
-    Scanning a mapped file leaves its pages counted in this process's RSS;
-    dropping them after each chunk keeps RSS bounded. A no-op for arrays that
-    are not read-only memmaps (nothing to drop, or pages that hold the only copy).
-    """
-    mm = getattr(arr, "_mmap", None)
-    # only a memmap np.memmap created itself (base is the mmap): a slice's `offset` is its parent's
-    if not isinstance(arr, np.memmap) or mm is None or arr.base is not mm or arr.mode != "r" or not hasattr(mm, "madvise"):
-        return
-    base = int(arr.offset) % mmap.ALLOCATIONGRANULARITY  # where the array starts inside the mapping
-    total = len(mm)
-    begin = base + start
-    end = total if length is None else min(total, begin + length)
-    page = mmap.PAGESIZE
-    begin = (begin // page) * page
-    end = min(total, -(-end // page) * page)
-    if end > begin:
-        try:
-            mm.madvise(mmap.MADV_DONTNEED, begin, end - begin)
-        except (OSError, ValueError, OverflowError):
-            pass
 
 
 # ---------------------------------------------------------------------------

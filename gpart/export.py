@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator, Optional, Union
 
 import numpy as np
 
+from gpart.bytes.reader import drop_pages, release_rows
 from gpart.errors import InputError, IntegrityError, OutputError
 from gpart.formats.arrays import OnTheWayCrc, preallocate
 from gpart.formats.dtypes import storage_dtype
@@ -196,7 +197,7 @@ class GlobalOrderRows:
             self._crc.feed(2 * p + 1, lo * data[:1].nbytes, data[lo:hi])
             seen[local] = True
             filled += hi - lo
-            _drop_pages(data, lo, hi)
+            release_rows(data, lo, hi)
         if filled != rows or not seen.all():
             raise IntegrityError(
                 self.reader.directory,
@@ -206,17 +207,6 @@ class GlobalOrderRows:
             for i, arr in enumerate(self._whole):
                 self._crc.finish(i, arr)
         return out
-
-
-def _drop_pages(arr: np.ndarray, lo: int, hi: int) -> None:
-    """Release the mapped pages of rows [lo, hi) of a memmap so RSS stays bounded."""
-    try:
-        from gpart.formats.readers import drop_pages
-    except ImportError:
-        return
-    if isinstance(arr, np.memmap) and arr.ndim:
-        row_bytes = arr.nbytes // max(1, arr.shape[0])
-        drop_pages(arr, lo * row_bytes, (hi - lo) * row_bytes)
 
 
 def _partition_plans(directory: str, name: Optional[str], dtype: Optional[str]) -> list[_Plan]:
@@ -290,8 +280,6 @@ def _edge_chunks(
     """(first edge id, sources, targets or None) per chunk, in edge-id order: the input edges,
     then with `add_reverse` their reverses (ids E + j), as int64. Read pages of a mapped
     input are dropped once a chunk is taken."""
-    from gpart.formats.readers import drop_pages
-
     src = src if isinstance(src, np.ndarray) else np.asarray(src)
     dst = dst if isinstance(dst, np.ndarray) else np.asarray(dst)
     num_edges = int(src.shape[0])

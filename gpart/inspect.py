@@ -444,7 +444,7 @@ class _PartitionVerifier:
                 self._compare_rows(p, f"edge_data/{name}", g.edge_data[name], edge_ids)
 
     def _compare_rows(self, p: int, key: str, source: np.ndarray, ids: np.ndarray) -> None:
-        from gpart.partition import _release  # drops pages of memory-mapped rows once compared
+        from gpart.bytes.reader import release_rows  # drops pages of memory-mapped rows once compared
 
         if f"{part_dir(p)}/{key}" in self.damaged:
             return
@@ -465,8 +465,8 @@ class _PartitionVerifier:
             chunk = ids[start : start + step]
             want = np.ascontiguousarray(source[chunk], dtype=dtype)
             have = np.ascontiguousarray(stored[start : start + step])
-            _release(stored, start, start + chunk.shape[0])
-            _release(source, int(chunk.min()), int(chunk.max()) + 1)
+            release_rows(stored, start, start + chunk.shape[0])
+            release_rows(source, int(chunk.min()), int(chunk.max()) + 1)
             # byte comparison: NaN payloads and -0.0 must survive exactly
             differ = want.reshape(want.shape[0], -1).view(np.uint8) != have.reshape(have.shape[0], -1).view(np.uint8)
             bad = np.flatnonzero(differ.any(axis=1)) if differ.size else np.empty(0, dtype=np.int64)

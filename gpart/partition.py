@@ -33,16 +33,17 @@ import numpy as np
 
 from gpart import __version__
 from gpart.balance import share_balance, train_mask
-from gpart.book import ArrayBook, PartitionBook
+from gpart.book import PartitionBook
 from gpart.bounded import (MAX_BLOCK_EDGES, OwnerBucketOrder, block_edges_for, check_assign_memory, csc_keys,
                            default_max_memory, in_memory_bytes, key_shift, parse_memory_size)
+from gpart.bytes.reader import release_rows
 from gpart.errors import InputError
 from gpart.formats.arrays import CHUNK_BYTES
 from gpart.formats.commit import staged_output
 from gpart.formats.scratch import ScratchDir
-from gpart.formats.dtypes import dtype_name, is_supported
+from gpart.formats.dtypes import is_supported
 from gpart.formats.manifest import write_manifest
-from gpart.formats.partition import FORMAT, STORAGES, VERSION, PartitionWriter, part_dir
+from gpart.formats.partition import STORAGES, PartitionWriter, build_manifest, data_key, part_entry
 from gpart.graph import Graph
 from gpart.progress import Progress, StageTimer, or_null
 
@@ -280,7 +281,7 @@ def _layout(part: int, src: np.ndarray, nodes: _NodeOrder, edges: _EdgeOrder, sc
     np.cumsum(np.bincount(local_dst, minlength=num_owned), out=indptr[1:])
     del local_dst
     sources = np.asarray(src[edge_ids], dtype=np.int64)
-    _release(src)
+    release_rows(src)
     # Sources owned here map to their position minus the partition's start; the rest are halo.
     indices = nodes.position[sources] - nodes.offsets[part]
     remote = (indices < 0) | (indices >= num_owned)
@@ -338,7 +339,7 @@ def _write_result(
     try:
         arrays_per_part = 4 + len(graph.node_data) + len(graph.edge_data)
         with progress.stage("write partitions", total=num_parts * arrays_per_part, unit="arrays") as bar:
-            book_json = _write_book(writer, book)
+            book_json = writer.write_book(book)
             if halo:
                 # Halo rows follow owned rows in each node data file: the halos come from the topology.
                 edges, seconds = _order_edges(graph, nodes, scratch, block_edges)
@@ -385,7 +386,7 @@ def _order_edges(graph: Graph, nodes: _NodeOrder, scratch: Optional[ScratchDir] 
         edges: Any = _EdgeOrder(graph.dst, nodes, graph.num_edges)
     else:
         edges = OwnerBucketOrder(graph.src, graph.dst, nodes.position, nodes.offsets, scratch, block_edges)
-    _release(graph.dst)
+    release_rows(graph.dst)
     return edges, time.perf_counter() - start
 
 
@@ -403,39 +404,22 @@ def _write_all_topology(writer, graph, nodes, edges, halo, bar, timer) -> tuple[
                 del layout
             parts.append(part)
             halos.append(halo_ids if halo else halo_ids[:0])
-        _release(graph.src)
+        release_rows(graph.src)
     return parts, halos
-
-
-def _write_book(writer: PartitionWriter, book: PartitionBook) -> dict[str, Any]:
-    out = book.to_json()
-    if isinstance(book, ArrayBook):
-        out["owner"] = writer.write_array("book/owner", book.owner_array, "int32").to_json()
-        out["local"] = writer.write_array("book/local", book.local_array, "int64").to_json()
-    return out
 
 
 def _write_topology(writer: PartitionWriter, part: int, layout: _Layout, graph: Graph, bar) -> dict[str, Any]:
     """A partition's node ids, CSC arrays and edge data rows; node data follows in one pass for all."""
-    base = part_dir(part)
     arrays: dict[str, Any] = {}
-    for key in ("node_ids", "indptr", "indices", "edge_ids"):
-        arrays[key] = writer.write_array(f"{base}/{key}", getattr(layout, key), "int64").to_json()
+    for key, arr in (("node_ids", layout.node_ids), ("indptr", layout.indptr), ("indices", layout.indices), ("edge_ids", layout.edge_ids)):
+        arrays[key] = writer.write_topology(part, key, arr)
         bar.advance(1)
+    num_edges = int(layout.edge_ids.shape[0])
     for name, arr in graph.edge_data.items():
         chunks = _gather_chunks(arr, layout.edge_ids, writer.after_writes)
-        arrays[f"edge_data/{name}"] = writer.write_chunks(
-            f"{base}/edge_data/{name}", dtype_name(arr.dtype), arr.shape[1:], layout.edge_ids.shape[0], chunks
-        ).to_json()
+        arrays[data_key("edge", name)] = writer.write_data(part, "edge", name, arr, num_edges, chunks)
         bar.advance(1)
-    return {
-        "part": part,
-        "num_owned": layout.num_owned,
-        "num_halo": layout.num_halo,
-        "num_edges": int(layout.edge_ids.shape[0]),
-        "num_cut": layout.num_cut,
-        "arrays": arrays,
-    }
+    return part_entry(part, layout.num_owned, layout.num_halo, num_edges, layout.num_cut, arrays)
 
 
 def _write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, nodes: _NodeOrder,
@@ -471,21 +455,16 @@ def _write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, nod
             local[remote] = scratch.lookup[sources[remote]]
             yield local
 
-    base = part_dir(part)
-    arrays = {"node_ids": writer.write_array(f"{base}/node_ids", np.concatenate([owned, halo]), "int64").to_json(),
-              "indptr": writer.write_array(f"{base}/indptr", indptr, "int64").to_json()}
-    arrays["indices"] = writer.write_chunks(f"{base}/indices", "int64", (), num_edges, indices()).to_json()
-    arrays["edge_ids"] = writer.write_chunks(f"{base}/edge_ids", "int64", (), num_edges,
-                                             (ids for ids, _, _ in edges.blocks(part))).to_json()
+    arrays = {"node_ids": writer.write_topology(part, "node_ids", np.concatenate([owned, halo])),
+              "indptr": writer.write_topology(part, "indptr", indptr),
+              "indices": writer.write_topology(part, "indices", indices(), num_edges),
+              "edge_ids": writer.write_topology(part, "edge_ids", (ids for ids, _, _ in edges.blocks(part)), num_edges)}
     bar.advance(4)
     for name, arr in graph.edge_data.items():
         chunks = (chunk for ids, _, _ in edges.blocks(part) for chunk in _gather_chunks(arr, ids, writer.after_writes))
-        arrays[f"edge_data/{name}"] = writer.write_chunks(
-            f"{base}/edge_data/{name}", dtype_name(arr.dtype), arr.shape[1:], num_edges, chunks).to_json()
+        arrays[data_key("edge", name)] = writer.write_data(part, "edge", name, arr, num_edges, chunks)
         bar.advance(1)
-    entry = {"part": part, "num_owned": num_owned, "num_halo": int(halo.shape[0]), "num_edges": num_edges,
-             "num_cut": num_cut, "arrays": arrays}
-    return entry, halo
+    return part_entry(part, num_owned, halo.shape[0], num_edges, num_cut, arrays), halo
 
 
 def _write_node_data(writer: PartitionWriter, graph: Graph, nodes: _NodeOrder, halos: list[np.ndarray], bar) -> list[dict[str, Any]]:
@@ -501,11 +480,8 @@ def _write_node_data(writer: PartitionWriter, graph: Graph, nodes: _NodeOrder, h
     owned = np.diff(nodes.offsets)
     entries: list[dict[str, Any]] = [{} for _ in range(num_parts)]
     for name, arr in graph.node_data.items():
-        key = f"node_data/{name}"
-        writers = [
-            writer.array(f"{part_dir(p)}/{key}", dtype_name(arr.dtype), arr.shape[1:], int(owned[p]) + halos[p].shape[0])
-            for p in range(num_parts)
-        ]
+        key = data_key("node", name)
+        writers = [writer.data_array(p, "node", name, arr, int(owned[p]) + halos[p].shape[0]) for p in range(num_parts)]
         row_bytes = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize)
         step = max(1, CHUNK_BYTES // row_bytes)
         for start in range(0, arr.shape[0], step):
@@ -520,7 +496,7 @@ def _write_node_data(writer: PartitionWriter, graph: Graph, nodes: _NodeOrder, h
                 writers[p].write(block[bounds[p] : bounds[p + 1]])
             del block
             # pieces may be views of the input, written later: release their pages after that
-            writer.after_writes(functools.partial(_release, arr, start, stop))
+            writer.after_writes(functools.partial(release_rows, arr, start, stop))
         for p in range(num_parts):
             for chunk in _gather_chunks(arr, halos[p], writer.after_writes):
                 writers[p].write(chunk)
@@ -552,25 +528,9 @@ def _gather_chunks(arr: np.ndarray, ids: np.ndarray, after_writes: Callable[[Cal
             yield arr[chunk]
         ascending = ascending and bool(np.all(steps > 0))
         if ascending:
-            after_writes(functools.partial(_release, arr, first, last + 1))
+            after_writes(functools.partial(release_rows, arr, first, last + 1))
     if ids.shape[0] and not ascending:
-        after_writes(functools.partial(_release, arr))
-
-
-def _release(arr: np.ndarray, start_row: int = 0, stop_row: Optional[int] = None) -> None:
-    """Drop the resident pages of rows [start_row, stop_row) of a read-only input memmap.
-
-    Pages of a mapped input count in this process's RSS once touched; the
-    kernel keeps them in the page cache, so dropping them after use keeps
-    peak RSS near the working set instead of the input's size.
-    """
-    if not isinstance(arr, np.memmap) or arr.ndim == 0:
-        return
-    from gpart.formats.readers import drop_pages  # a no-op for arrays that are not memmaps
-
-    row_bytes = int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
-    stop_row = arr.shape[0] if stop_row is None else stop_row
-    drop_pages(arr, start_row * row_bytes, (stop_row - start_row) * row_bytes)
+        after_writes(functools.partial(release_rows, arr))
 
 
 def _manifest(
@@ -596,22 +556,11 @@ def _manifest(
         graph_json["node_data_files"] = {k: str(v) for k, v in node_data.items()}
     if edge_data:
         graph_json["edge_data_files"] = {k: str(v) for k, v in edge_data.items()}
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "storage": storage,
-        "created_by": f"gpart {__version__}",
-        "graph": graph_json,
-        "num_parts": len(parts),
-        "method": method,
-        "params": params,
-        "halo": halo,
-        "book": book_json,
-        "node_data": {k: {"dtype": dtype_name(a.dtype), "row_shape": list(a.shape[1:])} for k, a in graph.node_data.items()},
-        "edge_data": {k: {"dtype": dtype_name(a.dtype), "row_shape": list(a.shape[1:])} for k, a in graph.edge_data.items()},
-        "partitions": parts,
-        "stats": partition_stats(parts, graph.num_nodes, graph.num_edges, num_cut),
-    }
+    return build_manifest(
+        graph=graph_json, storage=storage, created_by=f"gpart {__version__}", method=method, params=params, halo=halo,
+        book=book_json, node_data=graph.node_data, edge_data=graph.edge_data, parts=parts,
+        stats=partition_stats(parts, graph.num_nodes, graph.num_edges, num_cut),
+    )
 
 
 def _count_train(graph: Graph, nodes: "_NodeOrder", parts: list[dict[str, Any]]) -> None:

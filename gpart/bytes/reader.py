@@ -5,6 +5,7 @@
 - `advise_pages(mm, start, nbytes, advice)`: madvise a byte range rounded out to
   whole pages; `release_pages(...)` is MADV_DONTNEED, the one page-release helper
   (the pages leave this process's RSS and stay in the page cache);
+- `drop_pages(memmap, start, length)` / `release_rows(memmap, lo, hi)`: the same for numpy memmaps;
 - `read_only_mapping(arr)`: the mmap behind a read-only numpy memmap, for releasing its pages;
 - `bytes_view(arr)`: a C-contiguous array's bytes as a flat memoryview.
 """
@@ -115,3 +116,42 @@ def read_only_mapping(arr: np.ndarray) -> Optional[tuple[mmap.mmap, int]]:
     if not address <= arr.ctypes.data <= address + len(root) - arr.nbytes:
         return None
     return root, address
+
+
+def drop_pages(arr: np.ndarray, start: int = 0, length: Optional[int] = None) -> None:
+    """Let the kernel drop the resident pages of a read-only memmap's byte range.
+
+    Scanning a mapped file leaves its pages counted in this process's RSS;
+    dropping them after each chunk keeps RSS bounded. A no-op for arrays that
+    are not read-only memmaps (nothing to drop, or pages that hold the only copy).
+    """
+    mm = getattr(arr, "_mmap", None)
+    # only a memmap np.memmap created itself (base is the mmap): a slice's `offset` is its parent's
+    if not isinstance(arr, np.memmap) or mm is None or arr.base is not mm or arr.mode != "r" or not hasattr(mm, "madvise"):
+        return
+    base = int(arr.offset) % mmap.ALLOCATIONGRANULARITY  # where the array starts inside the mapping
+    total = len(mm)
+    begin = base + start
+    end = total if length is None else min(total, begin + length)
+    page = mmap.PAGESIZE
+    begin = (begin // page) * page
+    end = min(total, -(-end // page) * page)
+    if end > begin:
+        try:
+            mm.madvise(DONTNEED, begin, end - begin)
+        except (OSError, ValueError, OverflowError):
+            pass
+
+
+def release_rows(arr: np.ndarray, start_row: int = 0, stop_row: Optional[int] = None) -> None:
+    """drop_pages for rows [start_row, stop_row) of a read-only input memmap (a no-op for other arrays).
+
+    Pages of a mapped input count in this process's RSS once touched; the
+    kernel keeps them in the page cache, so dropping them after use keeps
+    peak RSS near the working set instead of the input's size.
+    """
+    if not isinstance(arr, np.memmap) or arr.ndim == 0:
+        return
+    row_bytes = int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
+    stop_row = arr.shape[0] if stop_row is None else stop_row
+    drop_pages(arr, start_row * row_bytes, (stop_row - start_row) * row_bytes)
