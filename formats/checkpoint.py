@@ -715,7 +715,8 @@ def _sidecar_problems(ckpt: Checkpoint) -> list[str]:
     """A gathered flat tensor is also a file-list export (`<tensor>.json`, SPEC.md 6.5): check that it
     is one, and that it describes the same file, dtype, shape and CRC-32 as the manifest."""
     from gpart.errors import GpartError
-    from gpart.formats.filelist import json_file_name, open_filelist
+    from gpart.formats.filelist import json_file_name
+    from gpart.formats.filelist_reader import open_filelist
 
     problems = []
     for t in ckpt.tensors.values():

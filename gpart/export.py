@@ -29,16 +29,11 @@ from gpart.bytes.reader import drop_pages, release_rows
 from gpart.errors import InputError, IntegrityError, OutputError
 from gpart.formats.arrays import OnTheWayCrc, preallocate
 from gpart.formats.dtypes import storage_dtype
-from gpart.formats.filelist import (
-    BufferRing,
-    FILELIST_CHUNK_BYTES,
-    FLOAT_TARGETS,
-    INT_TARGETS,
-    Converter,
-    FileListWriter,
-    RowSource,
-    json_file_name,
-)
+from gpart.bytes.buffers import BufferRing
+from gpart.formats.filelist import FILELIST_CHUNK_BYTES, json_file_name
+from gpart.formats.filelist_convert import FLOAT_TARGETS, INT_TARGETS, Converter
+from gpart.formats.filelist_sources import RowSource
+from gpart.formats.filelist_writer import FileListWriter
 from gpart.graph import Graph
 from gpart.progress import Progress, or_null
 

@@ -23,7 +23,8 @@ from gpart.balance import train_mask
 from gpart.errors import GpartError, InputError, IntegrityError
 from gpart.formats.arrays import CHUNK_BYTES
 from gpart.formats.dtypes import storage_dtype
-from gpart.formats.filelist import interrupted_exports, open_filelist
+from gpart.formats.filelist_commit import interrupted_exports
+from gpart.formats.filelist_reader import open_filelist
 from gpart.formats.names import parse_work_name
 from gpart.formats.manifest import MANIFEST_NAME, manifest_path, read_json
 from gpart.formats.partition import FORMAT as PARTITION_FORMAT

@@ -20,7 +20,8 @@ from gpart.ckpt.streaming import PIECE_BYTES, GlobalRows, ShardSink, contiguous_
 from gpart.errors import InputError, IntegrityError
 from gpart.formats import checkpoint as ck
 from gpart.formats.commit import staged_output
-from gpart.formats.filelist import BFLOAT16_NOTE, FileListWriter
+from gpart.formats.filelist import BFLOAT16_NOTE
+from gpart.formats.filelist_writer import FileListWriter
 from gpart.formats.manifest import write_json_atomic
 from gpart.progress import or_null
 from gpart.shard import POLICIES, RangePolicy, ShardPolicy, make_policy

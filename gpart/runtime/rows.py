@@ -43,7 +43,7 @@ def load_rows(
     rows in pinned host memory (one copy; ignored when CUDA is not available,
     since pinning needs it). The result has the export's row shape and dtype.
     """
-    from gpart.formats.filelist import open_filelist
+    from gpart.formats.filelist_reader import open_filelist
 
     json_path = Path(json_path)
     if not isinstance(world_size, (int, np.integer)) or world_size < 1:
