@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
-from gpart import __version__
 from gpart.bytes.copy import ByteSpan, KernelCopyUnsupported, copy_spans_to_new_file
 from gpart.bytes.crc import crc32_combine
 from gpart.bytes.sink import ByteSink, npy_header
@@ -65,29 +64,7 @@ def gather_checkpoint(
                     "file": entry,
                 }
             )
-        manifest = {
-            "format": ck.FORMAT,
-            "version": ck.VERSION,
-            "layout": "global",
-            "created_by": f"gpart {__version__}",
-            "world_size": 1,
-            "optimizer": src.optimizer,
-            "embeddings": [
-                {
-                    "name": e.name,
-                    "num_rows": e.num_rows,
-                    "row_shape": list(e.row_shape),
-                    "dtype": e.dtype,
-                    "states": list(e.states),
-                    "source_policy": e.source_policy if src.layout == "global" else e.policy.to_json(),
-                }
-                for e in src.embeddings.values()
-            ],
-            "tensors": tensors_json,
-            "source": {"directory": os.fspath(run_dir), "world_size": src.world_size},
-        }
-        if "extra" in src.manifest:
-            manifest["extra"] = src.manifest["extra"]
+        manifest = ck.build_global_manifest(src, tensors_json, os.fspath(run_dir))
         ck.write_checkpoint_manifest(stage, manifest)
     return manifest
 

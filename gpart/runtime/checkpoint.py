@@ -35,11 +35,11 @@ from gpart.errors import GpartError, InputError, IntegrityError, OutputError
 from gpart.formats.checkpoint import (
     EmbeddingSpec,
     build_checkpoint_manifest,
-    read_checkpoint,
     tensor_name,
     write_checkpoint_manifest,
     write_shard,
 )
+from gpart.formats.checkpoint_reader import read_checkpoint
 from gpart.formats.commit import interrupted_swap_of, staged_output
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest
 from gpart.runtime import dist
