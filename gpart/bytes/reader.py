@@ -118,29 +118,30 @@ def read_only_mapping(arr: np.ndarray) -> Optional[tuple[mmap.mmap, int]]:
     return root, address
 
 
-def drop_pages(arr: np.ndarray, start: int = 0, length: Optional[int] = None) -> None:
-    """Let the kernel drop the resident pages of a read-only memmap's byte range.
+def own_mapping(arr: np.ndarray, modes: tuple[str, ...] = ("r",)) -> Optional[mmap.mmap]:
+    """The mmap behind a memmap that np.memmap created itself (base is the mmap; a slice's
+    `offset` is its parent's), opened in one of `modes`; else None."""
+    mm = getattr(arr, "_mmap", None) if isinstance(arr, np.memmap) else None
+    if mm is None or arr.base is not mm or arr.mode not in modes or DONTNEED is None or not hasattr(mm, "madvise"):
+        return None
+    return mm
+
+
+def drop_pages(arr: np.ndarray, start: int = 0, length: Optional[int] = None, modes: tuple[str, ...] = ("r",)) -> None:
+    """Let the kernel drop the resident pages of a memmap's byte range [start, start + length).
 
     Scanning a mapped file leaves its pages counted in this process's RSS;
     dropping them after each chunk keeps RSS bounded. A no-op for arrays that
-    are not read-only memmaps (nothing to drop, or pages that hold the only copy).
+    are not memmaps opened in `modes` (by default read-only: pages of a
+    copy-on-write map hold the only copy). A shared writable map ("r+", "w+")
+    may be released too: written data stays in the page cache and reaches the file.
     """
-    mm = getattr(arr, "_mmap", None)
-    # only a memmap np.memmap created itself (base is the mmap): a slice's `offset` is its parent's
-    if not isinstance(arr, np.memmap) or mm is None or arr.base is not mm or arr.mode != "r" or not hasattr(mm, "madvise"):
+    mm = own_mapping(arr, modes)
+    if mm is None:
         return
-    base = int(arr.offset) % mmap.ALLOCATIONGRANULARITY  # where the array starts inside the mapping
-    total = len(mm)
-    begin = base + start
-    end = total if length is None else min(total, begin + length)
-    page = mmap.PAGESIZE
-    begin = (begin // page) * page
-    end = min(total, -(-end // page) * page)
-    if end > begin:
-        try:
-            mm.madvise(DONTNEED, begin, end - begin)
-        except (OSError, ValueError, OverflowError):
-            pass
+    begin = int(arr.offset) % mmap.ALLOCATIONGRANULARITY + start  # where the array starts inside the mapping
+    end = len(mm) if length is None else min(len(mm), begin + length)
+    advise_pages(mm, begin, end - begin, DONTNEED)
 
 
 def release_rows(arr: np.ndarray, start_row: int = 0, stop_row: Optional[int] = None) -> None:
