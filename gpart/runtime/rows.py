@@ -23,7 +23,7 @@ import torch
 from gpart.errors import InputError
 from gpart.formats.arrays import open_array
 from gpart.bytes.torch_bridge import numpy_to_tensor, torch_dtype
-from gpart.runtime.partition import DeviceLike, _Stager, resolve_device
+from gpart.runtime.device import DeviceLike, Stager, resolve_device
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -92,7 +92,7 @@ def _empty(filelist, rows: int, pin: bool = False, device: Optional[torch.device
 
 def _to_cuda(pieces: list[torch.Tensor], filelist, rows: int, device: torch.device) -> torch.Tensor:
     out = _empty(filelist, rows, device=device)
-    stager = _Stager(device)
+    stager = Stager(device)
     row = 0
     for piece in pieces:
         stager.copy_into(out[row : row + piece.shape[0]], piece)
