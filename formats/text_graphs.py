@@ -327,6 +327,18 @@ def metis_vertex_fields(path: Path, header: MetisHeader, prefixes: list) -> dict
 # ---------------------------------------------------------------------------
 
 
+def _dimacs_problem(path: Path, tok: Tokens, lead: np.ndarray, g: int, line0: int) -> tuple[str, int, int]:
+    """(kind, n, m) of the problem line `p sp|tw n m`, which line group `g` must be."""
+    t0 = int(tok.first[g])
+    if lead[g] != ord("p") or tok.text(t0) != "p" or tok.count[g] != 4:
+        raise InputError(path, f"line {line0 + int(tok.line[t0]) + 1}: expected the problem line 'p sp|tw n m' first")
+    vals = parse_or_fail(path, tok, np.arange(t0 + 2, t0 + 4), line0, "header field")
+    n, m = int(vals[0]), int(vals[1])
+    if n < 0 or m < 0:
+        raise InputError(path, f"line {line0 + int(tok.line[t0]) + 1}: negative counts in the problem line")
+    return tok.text(t0 + 1), n, m
+
+
 def read_dimacs(path: Path) -> Graph:
     """DIMACS-9 shortest-path `p sp n m` + `a u v w` arcs, or PACE `p tw n m` + `u v` lines."""
     kind: Optional[str] = None
@@ -339,16 +351,8 @@ def read_dimacs(path: Path) -> Graph:
         data = lead != ord("c")
         groups = np.flatnonzero(data)
         if kind is None and groups.size:
-            g = int(groups[0])
-            t0 = int(tok.first[g])
-            if lead[g] != ord("p") or tok.text(t0) != "p" or tok.count[g] != 4:
-                raise InputError(path, f"line {line0 + int(tok.line[t0]) + 1}: expected the problem line 'p sp|tw n m' first")
-            kind = tok.text(t0 + 1)
-            vals = parse_or_fail(path, tok, np.arange(t0 + 2, t0 + 4), line0, "header field")
-            n, m = int(vals[0]), int(vals[1])
-            if n < 0 or m < 0:
-                raise InputError(path, f"line {line0 + int(tok.line[t0]) + 1}: negative counts in the problem line")
-            data[g] = False
+            kind, n, m = _dimacs_problem(path, tok, lead, int(groups[0]), line0)
+            data[int(groups[0])] = False
         extra = data & (lead == ord("p"))
         if kind is not None and extra.any():
             t = int(tok.first[int(np.argmax(extra))])

@@ -117,54 +117,71 @@ def copy_spans(
     """
     if not hasattr(os, "copy_file_range"):
         raise KernelCopyUnsupported()
-    piece_bytes = max(1, int(piece_bytes))
-    crc, pos = 0, out_offset
-    sources = SpanSources()
-    pending: Optional[tuple[Any, memoryview, ByteSpan, int, int]] = None
+    copy = _SpanCopy(out_fd, out_path, out_offset, max(1, int(piece_bytes)), on_piece, advance)
+    try:
+        for span in spans:
+            copy.span(span)
+        copy.drain()
+    finally:
+        copy.close()
+    return copy.crc, copy.pos - out_offset
 
-    def finish(job: tuple[Any, memoryview, ByteSpan, int, int]) -> None:
-        nonlocal crc
+
+class _SpanCopy:
+    """The state of one copy_spans call: the running CRC, the output position, and the piece
+    whose CRC is being computed in the CRC thread (at most one, finished in file order)."""
+
+    def __init__(self, out_fd: int, out_path: Path, out_offset: int, piece_bytes: int, on_piece, advance) -> None:
+        self.out_fd, self.out_path, self.pos, self.piece_bytes = out_fd, out_path, out_offset, piece_bytes
+        self.on_piece, self.advance = on_piece, advance
+        self.crc = 0
+        self.sources = SpanSources()
+        self.pending: Optional[tuple[Any, memoryview, ByteSpan, int, int]] = None
+
+    def span(self, span: ByteSpan) -> None:
+        if span.nbytes <= 0:
+            return
+        fd = self.sources.fd(span)
+        if span.crc32 is not None:
+            self.drain()  # CRCs combine in file order
+        for at in range(span.offset, span.offset + span.nbytes, self.piece_bytes):
+            n = min(self.piece_bytes, span.offset + span.nbytes - at)
+            kernel_copy(fd, self.out_fd, at, self.pos, n, span.path, self.out_path)
+            self.pos += n
+            if span.crc32 is None:
+                view = self.sources.view(span, at, n)
+                previous, self.pending = self.pending, (crc_pool().submit(zlib.crc32, view), view, span, at, n)
+                if previous is not None:
+                    self._finish(previous)  # its CRC ran while this piece was copied
+            if self.advance is not None:
+                self.advance(n)
+        if span.crc32 is not None:
+            self.crc = crc32_combine(self.crc, span.crc32, span.nbytes)
+
+    def drain(self) -> None:
+        if self.pending is not None:
+            done, self.pending = self.pending, None
+            self._finish(done)
+
+    def _finish(self, job: tuple[Any, memoryview, ByteSpan, int, int]) -> None:
         future, view, span, at, n = job
         try:
             piece_crc = future.result()
         finally:
             view.release()
-        sources.release(span, at, n)
-        crc = crc32_combine(crc, piece_crc, n)
-        if on_piece is not None:
-            on_piece(span, at, n, piece_crc)
+        self.sources.release(span, at, n)
+        self.crc = crc32_combine(self.crc, piece_crc, n)
+        if self.on_piece is not None:
+            self.on_piece(span, at, n, piece_crc)
 
-    try:
-        for span in spans:
-            if span.nbytes <= 0:
-                continue
-            fd = sources.fd(span)
-            if span.crc32 is not None and pending is not None:
-                done, pending = pending, None
-                finish(done)  # CRCs combine in file order
-            for at in range(span.offset, span.offset + span.nbytes, piece_bytes):
-                n = min(piece_bytes, span.offset + span.nbytes - at)
-                kernel_copy(fd, out_fd, at, pos, n, span.path, out_path)
-                pos += n
-                if span.crc32 is None:
-                    view = sources.view(span, at, n)
-                    previous, pending = pending, (crc_pool().submit(zlib.crc32, view), view, span, at, n)
-                    if previous is not None:
-                        finish(previous)  # its CRC ran while this piece was copied
-                if advance is not None:
-                    advance(n)
-            if span.crc32 is not None:
-                crc = crc32_combine(crc, span.crc32, span.nbytes)
-        if pending is not None:
-            done, pending = pending, None
-            finish(done)
-    finally:
-        if pending is not None:  # leaving by an error: let the CRC finish before unmapping
-            if not pending[0].cancel():
-                pending[0].exception()
-            pending[1].release()
-        sources.close()
-    return crc, pos - out_offset
+    def close(self) -> None:
+        if self.pending is not None:  # leaving by an error: let the CRC finish before unmapping
+            future, view = self.pending[0], self.pending[1]
+            self.pending = None
+            if not future.cancel():
+                future.exception()
+            view.release()
+        self.sources.close()
 
 
 def copy_spans_to_new_file(spans, path: Path, header: Union[bytes, int], piece: int, on_piece, advance) -> tuple[int, int]:

@@ -63,12 +63,29 @@ def import_wholegraph(
         if sdt not in spec.dtypes:
             raise InputError(prefix, f"state {state} cannot be {sdt} (allowed: {', '.join(spec.dtypes)})")
         sources[ck.tensor_name(name, state)] = (f"{prefix.name}_{fname}", sdt, spec.shape_for(row_shape))
-    # check every file before writing anything
+    plan = _check_files(prefix, sources, policy, num_rows)  # every file, before writing anything
+    progress = or_null(progress)
+    entries = []
+    with staged_output(out_dir, force=force, inputs=[]) as stage:
+        with progress.stage("importing", total=len(plan)) as bar:
+            for tname, r, path, tdtype, tshape in plan:
+                entries.append(_copy_shard(path, stage, tname, r, world_size, tdtype, tshape))
+                bar.advance(1)
+        opt = {"type": optimizer, **dict(hyper_params or {}), "imported_from": "wholegraph"}
+        spec = ck.EmbeddingSpec(name, num_rows, row_shape, dtype, policy)
+        manifest = ck.build_checkpoint_manifest([spec], entries, world_size, opt)
+        ck.write_checkpoint_manifest(stage, manifest)
+    return manifest
+
+
+def _check_files(prefix: Path, sources: dict[str, tuple[str, str, tuple[int, ...]]], policy: Any, num_rows: int) -> list[tuple]:
+    """(tensor, rank, file, dtype, row shape) of every file to import, each checked to exist with its rank's size."""
+    world_size = policy.world_size
     plan = []
     for tname, (stem, tdtype, tshape) in sources.items():
         row_bytes = int(np.prod(tshape, dtype=np.int64)) * storage_dtype(tdtype).itemsize
         for r in range(world_size):
-            path = prefix.parent / f"{stem}_part_{r}_of_{world_size}"
+            path = prefix.parent / ck.shard_file_name(stem, r, world_size)
             want = policy.count(r) * row_bytes
             try:
                 size = path.stat().st_size
@@ -83,18 +100,7 @@ def import_wholegraph(
                     f"rows {policy.boundaries[r]}..{policy.boundaries[r + 1]} of {num_rows}); wrong --num-rows/--dim/--dtype/--world-size?",
                 )
             plan.append((tname, r, path, tdtype, tshape))
-    progress = or_null(progress)
-    entries = []
-    with staged_output(out_dir, force=force, inputs=[]) as stage:
-        with progress.stage("importing", total=len(plan)) as bar:
-            for tname, r, path, tdtype, tshape in plan:
-                entries.append(_copy_shard(path, stage, tname, r, world_size, tdtype, tshape))
-                bar.advance(1)
-        opt = {"type": optimizer, **dict(hyper_params or {}), "imported_from": "wholegraph"}
-        spec = ck.EmbeddingSpec(name, num_rows, row_shape, dtype, policy)
-        manifest = ck.build_checkpoint_manifest([spec], entries, world_size, opt)
-        ck.write_checkpoint_manifest(stage, manifest)
-    return manifest
+    return plan
 
 
 def _copy_shard(path: Path, stage: Path, tname: str, rank: int, world: int, dtype: str, row_shape: tuple[int, ...]) -> dict[str, Any]:

@@ -75,20 +75,7 @@ def save_checkpoint(
     )
 
     stack = ExitStack()
-    setup_error: Optional[BaseException] = None
-    stage: Optional[Path] = None
-    if rank == 0:
-        try:
-            _check_destination(out, overwrite)
-            stage = stack.enter_context(staged_output(out, force=True))
-        except GpartError as exc:
-            setup_error = exc
-    announced = _from_root({"stage": None if stage is None else str(stage), "error": _text(setup_error)}, rank, world)
-    if announced["error"] is not None:
-        if setup_error is not None:
-            raise setup_error
-        raise OutputError(out, announced["error"])
-    stage = Path(announced["stage"])
+    stage = _open_stage(out, overwrite, stack, rank, world)
 
     write_error: Optional[BaseException] = None
     commit_error: Optional[BaseException] = None
@@ -120,6 +107,25 @@ def save_checkpoint(
     if outcome["error"] is not None:
         raise OutputError(out, outcome["error"])
     return out
+
+
+def _open_stage(out: Path, overwrite: bool, stack: ExitStack, rank: int, world: int) -> Path:
+    """Rank 0 opens the staging directory next to `out` (in `stack`) and announces it; every rank returns it.
+    A setup failure on rank 0 is raised on every rank."""
+    setup_error: Optional[BaseException] = None
+    stage: Optional[Path] = None
+    if rank == 0:
+        try:
+            _check_destination(out, overwrite)
+            stage = stack.enter_context(staged_output(out, force=True))
+        except GpartError as exc:
+            setup_error = exc
+    announced = _from_root({"stage": None if stage is None else str(stage), "error": _text(setup_error)}, rank, world)
+    if announced["error"] is not None:
+        if setup_error is not None:
+            raise setup_error
+        raise OutputError(out, announced["error"])
+    return Path(announced["stage"])
 
 
 def _commit_manifest(
