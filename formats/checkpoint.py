@@ -1,6 +1,7 @@
 """Embedding checkpoints (SPEC.md section 6): names, optimizer states, shard writer, manifest builder.
 
-The reader is checkpoint_reader.py (its names are reachable from here too).
+The reader is checkpoint_reader.py, the shard writer checkpoint_writer.py (their names are
+reachable from here too).
 
 A *sharded* checkpoint (a training run's output) is a directory holding, per
 embedding, the table and each optimizer state split over W ranks by a
@@ -52,14 +53,13 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from gpart.bytes.torch_bridge import tensor_dtype_name, tensor_to_numpy
 from gpart.errors import InputError
-from gpart.formats.arrays import CHUNK_BYTES, ArrayWriter, file_crc32
-from gpart.formats.dtypes import STORAGE_DTYPES, storage_dtype
+from gpart.formats.arrays import CHUNK_BYTES, file_crc32
+from gpart.formats.dtypes import storage_dtype
 from gpart.formats.manifest import MANIFEST_NAME, write_manifest
 from gpart.formats.names import safe_name
 from gpart.shard import ShardPolicy, policy_from_json
@@ -150,80 +150,6 @@ class EmbeddingSpec:
             "policy": self.policy.to_json(),
             "states": list(states),
         }
-
-
-def _torch_chunks(tensor: Any, chunk_bytes: int) -> tuple[str, tuple[int, ...], Iterable[np.ndarray]]:
-    dt = tensor.dtype
-    name = tensor_dtype_name(dt)
-    if name not in STORAGE_DTYPES:
-        raise ValueError(f"unsupported tensor dtype {dt}")
-    t = tensor.detach()
-    if t.dim() == 0:
-        t = t.reshape(1)
-    row_bytes = max(1, int(np.prod(t.shape[1:], dtype=np.int64)) * t.element_size())
-    step = max(1, chunk_bytes // row_bytes)
-
-    def chunks() -> Iterable[np.ndarray]:
-        for start in range(0, t.shape[0], step):
-            yield tensor_to_numpy(t[start : start + step])
-
-    return name, tuple(int(s) for s in t.shape[1:]), chunks()
-
-
-def _numpy_chunks(arr: np.ndarray, chunk_bytes: int) -> Iterable[np.ndarray]:
-    row_bytes = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize)
-    step = max(1, chunk_bytes // row_bytes)
-    for start in range(0, arr.shape[0], step):
-        yield arr[start : start + step]
-
-
-def write_shard(
-    directory: Union[str, os.PathLike],
-    tensor: str,
-    rank: int,
-    world_size: int,
-    data: Any,
-    *,
-    dtype: Optional[str] = None,
-    row_shape: Optional[Sequence[int]] = None,
-    chunk_bytes: int = CHUNK_BYTES,
-) -> dict[str, Any]:
-    """Write one rank's shard of `tensor` (rows in the rank's local order) and fsync it.
-
-    `data`: numpy array, torch tensor, or iterable of numpy row chunks (then
-    `dtype` and `row_shape` are required). `dtype` converts numpy input to that
-    manifest dtype name (not bfloat16). Returns the shard entry for
-    build_checkpoint_manifest: {tensor, rank, file, rows, bytes, crc32, dtype, row_shape}.
-    """
-    emb, state = split_tensor_name(tensor)
-    check_embedding_name(emb, directory)
-    if state is not None:
-        safe_name(state, "state name", directory)
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} outside world of size {world_size}")
-    if type(data).__module__.startswith("torch"):
-        dname, rshape, chunks = _torch_chunks(data, chunk_bytes)
-        if dtype is not None and dtype != dname:
-            raise ValueError(f"tensor dtype {dname} differs from dtype={dtype}; convert before saving")
-    elif isinstance(data, np.ndarray):
-        arr = data.reshape(1) if data.ndim == 0 else data
-        from gpart.formats.dtypes import dtype_name
-
-        dname = dtype or dtype_name(arr.dtype)
-        rshape = tuple(int(s) for s in arr.shape[1:])
-        chunks = _numpy_chunks(arr, chunk_bytes)
-    else:
-        if dtype is None or row_shape is None:
-            raise ValueError("dtype and row_shape are required when data is an iterable of chunks")
-        dname, rshape, chunks = dtype, tuple(int(s) for s in row_shape), data
-    if row_shape is not None and tuple(int(s) for s in row_shape) != rshape:
-        raise ValueError(f"rows of shape {rshape} differ from row_shape={tuple(row_shape)}")
-    storage_dtype(dname)
-    name = shard_file_name(tensor, rank, world_size)
-    with ArrayWriter(Path(directory) / name, dname, rshape) as writer:
-        for chunk in chunks:
-            writer.write(chunk)
-    return shard_entry(tensor, rank, name, writer.rows, writer.entry(name).nbytes, writer.crc, dname, rshape)
 
 
 def shard_entry(tensor: str, rank: int, file: str, rows: int, nbytes: int, crc32: int, dtype: str, row_shape: Sequence[int]) -> dict[str, Any]:
@@ -428,15 +354,21 @@ def data_crc32(path: Union[str, os.PathLike], offset: int = 0, chunk_bytes: int 
 
 
 _READER_NAMES = ("ShardInfo", "TensorInfo", "EmbeddingInfo", "Checkpoint", "read_checkpoint", "parse_checkpoint")
+_WRITER_NAMES = ("write_shard",)
 
 
 def __getattr__(name: str) -> Any:
-    # The reader lives beside this module in checkpoint_reader.py (it imports the definitions
-    # above, so it is loaded on first use); its names are reachable as checkpoint.X too.
+    # The reader (checkpoint_reader.py) and the shard writer (checkpoint_writer.py) live beside
+    # this module and import its definitions, so they are loaded on first use; their names
+    # are reachable as checkpoint.X too.
     if name in _READER_NAMES:
         from gpart.formats import checkpoint_reader
 
         return getattr(checkpoint_reader, name)
+    if name in _WRITER_NAMES:
+        from gpart.formats import checkpoint_writer
+
+        return getattr(checkpoint_writer, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

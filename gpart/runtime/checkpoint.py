@@ -35,8 +35,8 @@ from gpart.formats.checkpoint import (
     build_checkpoint_manifest,
     tensor_name,
     write_checkpoint_manifest,
-    write_shard,
 )
+from gpart.formats.checkpoint_writer import write_shard
 from gpart.formats.commit import staged_output
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest
 from gpart.runtime import dist
