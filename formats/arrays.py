@@ -83,25 +83,20 @@ def _exact_int(value: Any) -> int:
     return value
 
 
-class ArrayWriter:
+class ArrayWriter(ByteSink):
     """Appends row chunks of one dtype and row shape to one flat file (a buffered ByteSink).
 
-    Use as a context manager; `entry()` describes the finished file. The file is
-    flushed and fsynced on close, so a manifest written afterwards never names
-    data that is not on disk.
+    Use as a context manager; `entry()` describes the finished file as an
+    ArrayEntry. The file is flushed and fsynced on close, so a manifest written
+    afterwards never names data that is not on disk.
     """
 
     def __init__(self, path: os.PathLike | str, dtype_name: str, row_shape: Sequence[int] = ()):
-        self.path = Path(path)
         self.dtype_name = dtype_name
         self.dtype = storage_dtype(dtype_name)
         self.row_shape = tuple(int(s) for s in row_shape)
         self.rows = 0
-        self._sink = ByteSink(self.path, crc_in_thread=False, buffered=True)
-
-    @property
-    def crc(self) -> int:
-        return self._sink.crc
+        super().__init__(Path(path), crc_in_thread=False, buffered=True)
 
     def write(self, chunk: np.ndarray) -> None:
         arr = np.asarray(chunk)
@@ -109,27 +104,11 @@ class ArrayWriter:
             raise ValueError(f"{self.path}: chunk rows {arr.shape[1:]} differ from {self.row_shape}")
         if arr.dtype != self.dtype:
             arr = arr.astype(self.dtype)
-        self._sink.write(arr)
+        super().write(arr)
         self.rows += arr.shape[0] if arr.ndim else 1
 
-    def close(self) -> None:
-        self._sink.close()
-
-    def discard(self) -> None:
-        """Close without flushing errors: the caller is abandoning the file."""
-        self._sink.discard()
-
-    def entry(self, name: Optional[str] = None) -> ArrayEntry:
+    def entry(self, name: Optional[str] = None) -> ArrayEntry:  # type: ignore[override]
         return ArrayEntry(name or self.path.name, self.dtype_name, (self.rows, *self.row_shape), self.crc)
-
-    def __enter__(self) -> "ArrayWriter":
-        return self
-
-    def __exit__(self, exc_type, *rest) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.discard()
 
 
 def write_array(

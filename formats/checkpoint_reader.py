@@ -18,7 +18,7 @@ from gpart.formats.arrays import inside
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest
 from gpart.formats.names import safe_name
-from gpart.formats.checkpoint import (FORMAT, LAYOUTS, OPTIMIZER_STATES, OPTIMIZER_STATES_BY_STATE, VERSION, StateSpec, check_embedding_name,
+from gpart.formats.checkpoint import (FORMAT, EmbeddingSpec, LAYOUTS, OPTIMIZER_STATES, OPTIMIZER_STATES_BY_STATE, VERSION, StateSpec, check_embedding_name,
                                       check_optimizer, data_crc32, split_tensor_name, tensor_name)
 from gpart.shard import RangePolicy, ShardPolicy, policy_from_json
 
@@ -71,13 +71,11 @@ class TensorInfo:
 
 
 @dataclass(frozen=True)
-class EmbeddingInfo:
-    name: str
-    num_rows: int
-    row_shape: tuple[int, ...]
-    dtype: str
-    policy: ShardPolicy  # how the files are sharded (global layout: one range shard)
-    states: tuple[str, ...]
+class EmbeddingInfo(EmbeddingSpec):
+    """An embedding as a read manifest declares it: the spec (its `policy` is how the files are
+    sharded; global layout: one range shard) plus its states."""
+
+    states: tuple[str, ...] = ()
     source_policy: Optional[dict[str, Any]] = None  # global layout: the policy of the run it was gathered from
 
 
@@ -196,18 +194,10 @@ def parse_checkpoint(obj: dict[str, Any], directory: Path, where: Path, check_fi
         raise InputError(where, f"world_size {world} must be at least 1")
     opt = check_optimizer(dict(_need(obj, "optimizer", dict, where, "manifest")), where)
     states_of = OPTIMIZER_STATES[opt["type"]]
-    embeddings: dict[str, EmbeddingInfo] = {}
-    for e in _need(obj, "embeddings", list, where, "manifest"):
-        info = _parse_embedding(e, layout, world, states_of, where)
-        if info.name in embeddings:
-            raise InputError(where, f"embedding {info.name!r} listed twice")
-        embeddings[info.name] = info
-    tensors: dict[str, TensorInfo] = {}
-    for t in _need(obj, "tensors", list, where, "manifest"):
-        info_t = _parse_tensor(t, layout, world, embeddings, where)
-        if info_t.name in tensors:
-            raise InputError(where, f"tensor {info_t.name!r} listed twice")
-        tensors[info_t.name] = info_t
+    embeddings: dict[str, EmbeddingInfo] = _by_name(
+        (_parse_embedding(e, layout, world, states_of, where) for e in _need(obj, "embeddings", list, where, "manifest")), "embedding", where)
+    tensors: dict[str, TensorInfo] = _by_name(
+        (_parse_tensor(t, layout, world, embeddings, where) for t in _need(obj, "tensors", list, where, "manifest")), "tensor", where)
     for emb in embeddings.values():
         for state in (None, *emb.states):
             if tensor_name(emb.name, state) not in tensors:
@@ -219,6 +209,16 @@ def parse_checkpoint(obj: dict[str, Any], directory: Path, where: Path, check_fi
             path, problem, damaged = problems[0]
             raise (IntegrityError if damaged else InputError)(path, problem)
     return ckpt
+
+
+def _by_name(items: Any, what: str, where: Path) -> dict[str, Any]:
+    """{item.name: item} of parsed manifest items, refusing a name listed twice."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if item.name in out:
+            raise InputError(where, f"{what} {item.name!r} listed twice")
+        out[item.name] = item
+    return out
 
 
 def _parse_embedding(e: Any, layout: str, world: int, states_of: Mapping[str, StateSpec], where: Path) -> EmbeddingInfo:

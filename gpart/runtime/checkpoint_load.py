@@ -22,7 +22,7 @@ from gpart.formats.checkpoint import tensor_name
 from gpart.formats.checkpoint_reader import read_checkpoint
 from gpart.formats.commit import interrupted_swap_of
 from gpart.formats.manifest import MANIFEST_NAME
-from gpart.runtime.embedding import ShardedEmbedding
+from gpart.runtime.embedding import ShardedEmbedding, check_embedding_group
 from gpart.runtime.optim import SparseOptimizer
 from gpart.shard import ShardPolicy
 
@@ -219,17 +219,7 @@ def _np_dtype(dtype: torch.dtype) -> Optional[np.dtype]:
 
 def check_embeddings(embeddings: Sequence[ShardedEmbedding], optimizer: Optional[SparseOptimizer]) -> list[ShardedEmbedding]:
     """The embeddings as a list, after checking they can be saved or loaded together (with `optimizer`)."""
-    embeddings = list(embeddings)
-    if not embeddings:
-        raise ValueError("no embeddings given")
-    for emb in embeddings:
-        if not isinstance(emb, ShardedEmbedding):
-            raise TypeError(f"expected ShardedEmbedding objects, got {type(emb).__name__}")
-    names = [emb.name for emb in embeddings]
-    if len(set(names)) != len(names):
-        raise ValueError(f"embedding names must be unique, got {names}")
-    if len({(emb.rank, emb.world_size) for emb in embeddings}) != 1:
-        raise ValueError("all embeddings must belong to the same process group")
+    embeddings = check_embedding_group(embeddings, "one checkpoint")
     if optimizer is not None:
         owned = {id(p) for p in optimizer.params}
         strangers = [emb.name for emb in embeddings if id(emb) not in owned]
