@@ -23,7 +23,9 @@ from gpart.errors import InputError
 from gpart.formats.dtypes import is_supported
 from gpart.formats.hetero_partition import EdgeType, etype_key, etype_path  # noqa: F401 (re-exported for callers)
 from gpart.formats.names import safe_name
-from gpart.formats.readers import check_input_file, drop_pages, read_npz_arrays, scan_range
+from gpart.bytes.reader import drop_pages
+from gpart.formats.input_checks import check_input_file, scan_range
+from gpart.formats.npz import read_npz_arrays
 from gpart.graph import Graph
 
 PathLike = Union[str, "os.PathLike[str]"]

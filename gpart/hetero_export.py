@@ -15,7 +15,7 @@ import numpy as np
 
 from gpart.errors import InputError, IntegrityError
 from gpart.formats.dtypes import storage_dtype
-from gpart.formats.filelist import BufferRing
+from gpart.bytes.buffers import BufferRing
 from gpart.formats.hetero_partition import HETERO_KEY, node_data_key
 
 

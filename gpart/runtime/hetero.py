@@ -23,7 +23,9 @@ import torch
 
 from gpart.errors import InputError
 from gpart.runtime import dist as _dist
-from gpart.runtime.partition import NotLocalError, numpy_to_tensor, place, resolve_device
+from gpart.bytes.torch_bridge import numpy_to_tensor
+from gpart.runtime.device import place, resolve_device
+from gpart.runtime.partition import NotLocalError
 
 PathLike = Union[str, "os.PathLike[str]"]
 TypedKey = tuple[str, str]
