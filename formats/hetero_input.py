@@ -21,7 +21,7 @@ import numpy as np
 
 from gpart.errors import InputError
 from gpart.formats.dtypes import is_supported
-from gpart.formats.hetero_partition import EdgeType, etype_key, etype_path  # noqa: F401 (re-exported for callers)
+from gpart.formats.hetero_partition import EdgeType
 from gpart.formats.names import safe_name
 from gpart.bytes.reader import drop_pages
 from gpart.formats.input_checks import check_input_file, scan_range
