@@ -33,16 +33,25 @@ _DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
                    "over source nodes, and edge_perm (input edge id of each col_idx position).")
 @click.option("--add-reverse", is_flag=True, help="With --csr: also add v->u for every edge u->v (edge_perm E+id).")
 @click.option("--dedup", is_flag=True, help="With --csr: keep one edge per (src, dst) pair (the smallest edge id).")
+@click.option("--node-type", "node_type", default=None,
+              help="Typed partition result: export the node arrays of this node type, rows in typed id order, "
+                   "as <type>.<array> (default: every typed node array).")
 @force_option
 @quiet_option
 @json_option
 def export_feat(input: str, out_dir: str, name: Optional[str], files: int, dtype: Optional[str], allow_overflow: bool,
-                csr: bool, add_reverse: bool, dedup: bool, force: bool, quiet: bool, as_json: bool) -> None:
+                csr: bool, add_reverse: bool, dedup: bool, node_type: Optional[str], force: bool, quiet: bool,
+                as_json: bool) -> None:
     """Export INPUT as WholeGraph-style flat binaries under OUT.
 
     INPUT is FILE.npy, FILE.npz:KEY, a partition result directory (its node
     arrays in global node order), or with --csr a graph (.npz, SNAP .txt(.gz),
-    METIS .graph, DIMACS .gr). Each export is <name>_part_<i>_of_<n> files whose
+    METIS .graph, DIMACS .gr). For a typed partition result, --node-type T
+    exports T's node arrays in typed id order:
+
+        gpart export-feat parts/ --node-type paper --name feat -o wg/
+
+    Each export is <name>_part_<i>_of_<n> files whose
     concatenation is the row-major little-endian array, and <name>.json written
     last (SPEC.md section 5).
     """
@@ -51,7 +60,7 @@ def export_feat(input: str, out_dir: str, name: Optional[str], files: int, dtype
     with progress_for(quiet or as_json, bytes_mode=True) as progress:
         summary = run_export(
             input, out_dir, name=name, files=files, dtype=dtype, allow_overflow=allow_overflow,
-            csr=csr, add_reverse=add_reverse, dedup=dedup, force=force, progress=progress,
+            csr=csr, add_reverse=add_reverse, dedup=dedup, force=force, progress=progress, node_type=node_type,
         )
     if as_json:
         print_json(summary)

@@ -101,6 +101,28 @@ def _render_partition_info(summary: dict[str, Any]) -> None:
     for kind in ("node_data", "edge_data"):
         for name, spec in summary[kind].items():
             stdout.print(f"{kind.replace('_', ' ')} {name}: {spec['dtype']} rows of {spec['row_shape']}")
+    if "hetero" in summary:
+        _render_typed(summary["hetero"])
+
+
+def _render_typed(h: dict[str, Any]) -> None:
+    """Per node type and per edge type figures of a typed result (SPEC.md 8.5)."""
+    from rich.table import Table
+
+    nodes = Table(title="node types")
+    for col in ("type", "nodes", "owned per part", "balance", "data"):
+        nodes.add_column(col, justify="left" if col in ("type", "data") else "right")
+    for t in h["node_types"]:
+        nodes.add_row(t["name"], f"{t['num_nodes']:,}", " ".join(f"{c:,}" for c in t["owned"]), f"{t['node_balance']:.3f}",
+                      ", ".join(t["node_data"]))
+    stdout.print(nodes)
+    edges = Table(title="edge types")
+    for col in ("edge type", "edges", "cut", "stored per part", "balance"):
+        edges.add_column(col, justify="left" if col == "edge type" else "right")
+    for e in h["edge_types"]:
+        edges.add_row(":".join(e["edge_type"]), f"{e['num_edges']:,}", f"{e['edge_cut']:,} ({e['edge_cut_ratio']:.1%})",
+                      " ".join(f"{c:,}" for c in e["stored"]), f"{e['edge_balance']:.3f}")
+    stdout.print(edges)
 
 
 def _render_exports_info(summary: dict[str, Any]) -> None:

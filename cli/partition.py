@@ -67,12 +67,15 @@ def partition(input: str, num_parts: int, out_dir: str, method: str, assignment:
     (.txt/.txt.gz), a METIS .graph or a DIMACS .gr file. Each partition gets
     its owned nodes, their in-edges as CSC over local ids, the halo nodes, and
     its node/edge data rows; the manifest is written last (SPEC.md section 4).
+    A typed .npz (keys <ntype>/num_nodes, <ntype>/feat, <src>:<rel>:<dst>/src
+    and /dst) is partitioned with every node type balanced (SPEC.md section 8).
 
     \b
     Examples:
       gpart partition sample_data/cora.npz --parts 4 -o parts/
       gpart partition sample_data/cora.npz --parts 4 --method kaminpar --balance-edges -o parts/
       gpart partition sample_data/cora.npz --parts 4 --method stream --max-memory 1GB -o parts/
+      gpart partition sample_data/cora_hetero.npz --parts 4 -o hparts/
     """
     from gpart.formats.readers import parse_name_paths
     from gpart.partition import partition_graph

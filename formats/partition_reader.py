@@ -17,6 +17,7 @@ from gpart.book import ArrayBook, PartitionBook, RuleBook, remainder_book
 from gpart.errors import InputError, IntegrityError
 from gpart.formats.arrays import CHUNK_BYTES, ArrayEntry, array_crc32, check_file_size, file_crc32, inside, open_array
 from gpart.formats.dtypes import storage_dtype
+from gpart.formats.hetero_partition import HeteroMeta
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest, require
 from gpart.formats.names import safe_name
 from gpart.formats.partition import BOOK_DTYPES, FORMAT, HDF5_FILE, STORAGES, VERSION, data_key, expected_arrays, part_dir
@@ -66,6 +67,7 @@ class PartitionReader:
             raise InputError(where, f"lists {len(parts)} partitions, num_parts is {num_parts}")
         self._validate_book(require(m, "book", dict, where), num_nodes, num_parts)
         data_specs = self._data_specs(node_data, edge_data)
+        self.hetero = HeteroMeta.from_manifest(m, where)  # typed results (SPEC.md 8.4); None otherwise
         total_owned = total_edges = 0
         for p, part in enumerate(parts):
             if not isinstance(part, dict) or part.get("part") != p:
@@ -77,6 +79,8 @@ class PartitionReader:
                 raise InputError(where, f"partition {p}: negative count")
             arrays = require(part, "arrays", dict, where)
             expected = expected_arrays(owned, halo_n, edges, halo, data_specs)
+            if self.hetero is not None:
+                expected.update(self.hetero.expected_arrays(part, p, where))
             if set(arrays) != set(expected):
                 raise InputError(where, f"partition {p}: arrays {sorted(arrays)} differ from the expected {sorted(expected)}")
             entries = {}

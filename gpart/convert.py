@@ -73,6 +73,8 @@ def convert_partitions(
         dgl.require_dgl()
         check_export_name(graph_name)
     reader = PartitionReader(parts_dir)
+    if reader.hetero is not None:  # SPEC.md 8: the other systems' typed layouts are not written yet
+        raise InputError(parts_dir, f"is a typed (heterogeneous) result; convert --to {to} handles homogeneous results only")
     plan = _plan(reader, to, parts_dir, rename, node_feat, edge_feat, label)
     progress = or_null(progress)
     with staged_output(out_dir, force=force, inputs=[parts_dir]) as stage:

@@ -63,6 +63,7 @@ def export_feat(
     progress: Optional[Progress] = None,
     chunk_bytes: int = FILELIST_CHUNK_BYTES,
     csr_chunk_edges: int = CSR_CHUNK_EDGES,
+    node_type: Optional[str] = None,
 ) -> dict[str, Any]:
     """Export `input` into `out_dir` as file lists; return a summary with every written manifest.
 
@@ -70,7 +71,8 @@ def export_feat(
     `csr=True`) a graph file. `name` names the export (array input, CSR prefix) or
     selects the node data array (partition input). `dtype` converts on the way
     (SPEC.md 5.3); `files` is the number of part files per export. `csr_chunk_edges` is
-    the number of edges per step of the streaming CSR build.
+    the number of edges per step of the streaming CSR build. `node_type` picks
+    the node type of a typed partition result (SPEC.md 8.5).
     """
     started = time.perf_counter()
     progress = or_null(progress)
@@ -80,7 +82,7 @@ def export_feat(
         manifests = export_csr(spec, out_dir, name, files, add_reverse, dedup, force, progress, chunk_bytes, csr_chunk_edges)
         return _summary(spec, out_dir, manifests, started)
     if Path(spec).is_dir():
-        plans = _partition_plans(spec, name, dtype)
+        plans = _partition_plans(spec, name, dtype, node_type)
     else:
         plans = _array_plans(spec, name, dtype)
     for plan in plans:  # refuse impossible conversions before writing anything
@@ -194,10 +196,17 @@ class GlobalOrderRows:
         return out
 
 
-def _partition_plans(directory: str, name: Optional[str], dtype: Optional[str]) -> list[_Plan]:
+def _partition_plans(directory: str, name: Optional[str], dtype: Optional[str], node_type: Optional[str] = None) -> list[_Plan]:
     from gpart.formats.partition import PartitionReader
 
     reader = PartitionReader(directory)
+    if reader.hetero is not None:  # typed result: typed node arrays in typed id order (gpart.hetero_export)
+        from gpart.hetero_export import typed_exports
+
+        return [_Plan(n, rows, dtype if name is not None or _same_kind(rows.dtype, dtype) else None)
+                for n, rows in typed_exports(reader, name, node_type)]
+    if node_type is not None:
+        raise InputError(directory, f"--node-type {node_type!r} applies to typed partition results; this one is homogeneous")
     names = reader.node_data_names()
     if not names:
         raise InputError(directory, "the partition result has no node data arrays to export")

@@ -92,7 +92,12 @@ def info(directory: PathLike) -> dict[str, Any]:
     if fmt != PARTITION_FORMAT:
         raise InputError(Path(directory) / MANIFEST_NAME, f"format {fmt!r} is not a partition result or checkpoint")
     with PartitionReader(directory) as reader:
-        return _partition_info(reader)
+        out = _partition_info(reader)
+        if reader.hetero is not None:  # typed results, SPEC.md 8.5
+            from gpart.hetero_inspect import hetero_info
+
+            out["hetero"] = hetero_info(reader)
+        return out
 
 
 def _exports_info(directory: PathLike) -> dict[str, Any]:
@@ -223,7 +228,16 @@ def verify(
     except GpartError as exc:
         raise IntegrityError(exc.path, f"manifest is invalid: {exc.problem}") from None
     with reader:
-        return PartitionVerifier(reader, or_null(progress)).run(graph, node_data, edge_data)
+        if reader.hetero is None:
+            return PartitionVerifier(reader, or_null(progress)).run(graph, node_data, edge_data)
+        # typed: the erased result is checked as any other, then the typed arrays (SPEC.md 8.4)
+        from gpart.hetero_inspect import typed_input, verify_typed
+
+        if node_data or edge_data:
+            raise InputError(directory, "is a typed result: --node-data/--edge-data do not apply (typed arrays come from the typed .npz)")
+        hg, erased = typed_input(graph)
+        report = PartitionVerifier(reader, or_null(progress)).run(erased, None, None)
+        return verify_typed(reader, report, hg)
 
 
 def report_exit_code(report: dict[str, Any]) -> int:

@@ -78,6 +78,14 @@ def partition_graph(
     path. Returns the manifest that was written.
     """
     _check_options(storage, halo)
+    from gpart.formats.hetero_input import is_typed_npz
+
+    if not isinstance(input, Graph) and is_typed_npz(input):  # typed graphs: SPEC.md section 8, gpart.hetero
+        from gpart.hetero import partition_hetero
+
+        return partition_hetero(input, out_dir, num_parts, method, storage=storage, halo=halo, force=force, progress=progress,
+                                verbose_log=verbose_log, node_data=node_data, edge_data=edge_data, max_memory=max_memory,
+                                **method_params)
     limit = parse_memory_size(max_memory) or default_max_memory()
     timer = StageTimer(verbose_log)
     source = None if isinstance(input, Graph) else input
@@ -119,8 +127,16 @@ def partition_with_book(
     force: bool = False,
     progress: Optional[Progress] = None,
     verbose_log: VerboseLog = None,
+    extension: Any = None,
 ) -> dict[str, Any]:
-    """Write the partition result of `graph` under an assignment already made (`book`)."""
+    """Write the partition result of `graph` under an assignment already made (`book`).
+
+    `extension` (typed graphs, gpart.hetero) adds arrays and manifest fields:
+    `nodes(writer, owned) -> [array entries per partition]` beside the node data,
+    `edges(writer, p, part, edge_id_chunks, topology)` after each partition's
+    topology (`topology`: its node_ids, indices and num_owned, or None on the
+    bounded path), `manifest(m)` last.
+    """
     _check_options(storage, halo)
     _check_graph(graph, book.num_parts, graph.source)
     if book.num_nodes != graph.num_nodes:
@@ -128,7 +144,8 @@ def partition_with_book(
     timer = StageTimer(verbose_log)
     inputs = [graph.source] if graph.source and Path(graph.source).exists() else []
     with staged_output(out_dir, force=force, inputs=inputs) as stage:
-        return _write_result(graph, book, stage, method, params or {}, storage, halo, progress, timer, None, None)
+        return _write_result(graph, book, stage, method, params or {}, storage, halo, progress, timer, None, None,
+                             extension=extension)
 
 
 # --------------------------------------------------------------------------- checks and input
@@ -186,6 +203,7 @@ def _write_result(
     edge_data: DataSpec,
     scratch: Optional[ScratchDir] = None,
     block_edges: int = MAX_BLOCK_EDGES,
+    extension: Any = None,
 ) -> dict[str, Any]:
     """Write every partition and the manifest; with `scratch`, edges are ordered through buckets on disk."""
     progress = or_null(progress)
@@ -201,9 +219,9 @@ def _write_result(
                 # Halo rows follow owned rows in each node data file: the halos come from the topology.
                 edges, seconds = order_edges(graph, nodes, scratch, block_edges)
                 timer.record("order edges", seconds)
-                parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer)
+                parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension)
                 with timer("write node data"):
-                    node_entries = write_node_data(writer, graph, nodes, halos, bar)
+                    node_entries = _node_entries(writer, graph, nodes, halos, bar, extension)
             else:
                 # Without halo rows, node data needs only the book: write it while another
                 # thread orders the edges (numpy's sort releases the GIL), so the sort
@@ -212,16 +230,18 @@ def _write_result(
                     ordering = pool.submit(order_edges, graph, nodes, scratch, block_edges)
                     try:
                         with timer("write node data"):
-                            node_entries = write_node_data(writer, graph, nodes, [np.empty(0, np.int64)] * num_parts, bar)
+                            node_entries = _node_entries(writer, graph, nodes, [np.empty(0, np.int64)] * num_parts, bar, extension)
                     finally:
                         edges, seconds = ordering.result()
                 timer.record("order edges (overlapped)", seconds)
-                parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer)
+                parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension)
             for part, entries in zip(parts, node_entries):
                 part["arrays"].update(entries)
         _count_train(graph, nodes, parts)
         del edges, nodes, halos
         manifest = _manifest(graph, book_json, method, params, storage, halo, parts, node_data, edge_data)
+        if extension is not None:
+            extension.manifest(manifest)
         assert sum(p["num_owned"] for p in parts) == graph.num_nodes and sum(p["num_edges"] for p in parts) == num_edges
         with timer("manifest"):
             writer.close(manifest)
@@ -230,6 +250,15 @@ def _write_result(
         writer.abort()
         raise
     return manifest
+
+
+def _node_entries(writer, graph: Graph, nodes: NodeOrder, halos: list[np.ndarray], bar, extension: Any) -> list[dict[str, Any]]:
+    """Node data entries per partition, with the extension's (typed node data) added."""
+    entries = write_node_data(writer, graph, nodes, halos, bar)
+    if extension is not None:
+        for mine, more in zip(entries, extension.nodes(writer, nodes.owned)):
+            mine.update(more)
+    return entries
 
 
 def _manifest(

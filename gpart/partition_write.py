@@ -21,18 +21,28 @@ from gpart.graph import Graph
 from gpart.layout import Layout, NodeOrder, Scratch, layout_of
 
 
-def write_all_topology(writer, graph, nodes, edges, halo, bar, timer) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
-    """Every partition's topology and edge data, one partition at a time; returns parts and halos."""
+def write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension=None) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
+    """Every partition's topology and edge data, one partition at a time; returns parts and halos.
+
+    `extension.edges(writer, p, part, edge_id_chunks, topology)` (typed graphs, gpart.hetero) runs after
+    each partition: `topology` is (node_ids, indices, num_owned), or None on the bounded path."""
     with timer("write topology"):
         parts, halos = [], []
         scratch = Scratch(graph.num_nodes)
         for p in range(nodes.offsets.shape[0] - 1):
             if isinstance(edges, OwnerBucketOrder):
                 part, halo_ids = write_topology_blocks(writer, p, graph, nodes, edges, scratch, bar)
+                chunks = functools.partial(lambda part_: (ids for ids, _, _ in edges.blocks(part_)), p)
+                topology = None
             else:
                 layout = layout_of(p, graph.src, nodes, edges, scratch)
                 part, halo_ids = write_topology(writer, p, layout, graph, bar), layout.node_ids[layout.num_owned:]
+                chunks = functools.partial(iter, [layout.edge_ids])
+                topology = (layout.node_ids, layout.indices, layout.num_owned)
                 del layout
+            if extension is not None:
+                extension.edges(writer, p, part, chunks, topology)
+            del chunks, topology
             parts.append(part)
             halos.append(halo_ids if halo else halo_ids[:0])
         release_rows(graph.src)

@@ -31,6 +31,9 @@ _EXPORTS = {
     "edge_split": "gpart.runtime.split",
     "DistNeighborLoader": "gpart.runtime.loader",
     "Batch": "gpart.runtime.loader",
+    # heterogeneous graphs (issue 13)
+    "HeteroPartition": "gpart.runtime.hetero",
+    "HeteroBatch": "gpart.runtime.hetero_loader",
 }
 
 __all__ = sorted(_EXPORTS)

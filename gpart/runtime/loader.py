@@ -84,7 +84,17 @@ class DistNeighborLoader:
     drop_last: drop each rank's last partial batch. timeout_s: bound of every
     wait on a peer (None: the partition's timeout_s).
     Building the loader is a collective when torch.distributed is initialised.
+    A typed partition (gpart.runtime.hetero.HeteroPartition) gets a
+    gpart.runtime.hetero_loader.HeteroNeighborLoader: seeds {ntype: ids},
+    fanouts {(src, relation, dst): [per hop]}.
     """
+
+    def __new__(cls, part: Any = None, *args: Any, **kwargs: Any):
+        if cls is DistNeighborLoader and getattr(part, "is_hetero", False):
+            from gpart.runtime.hetero_loader import HeteroNeighborLoader
+
+            return super().__new__(HeteroNeighborLoader)  # Python then runs HeteroNeighborLoader.__init__
+        return super().__new__(cls)
 
     def __init__(
         self,

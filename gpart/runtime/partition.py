@@ -275,6 +275,7 @@ def load_partition(
     node_data: Optional[Sequence[str]] = None,
     edge_data: Optional[Sequence[str]] = None,
     timeout_s: float = 60.0,
+    hetero: bool = True,
 ) -> LoadedPartition:
     """Load partition `rank` of the partition result in `path` onto `device`.
 
@@ -283,12 +284,21 @@ def load_partition(
     data lives (None: `device`; "cpu" keeps it in pinned host memory when
     CUDA is used). verify: check the CRC-32 of every array read.
     node_data / edge_data: names to load (None: all). timeout_s bounds the
-    cross-rank agreement check of distributed gathers.
+    cross-rank agreement check of distributed gathers. A typed result (SPEC.md 8)
+    gives a gpart.runtime.hetero.HeteroPartition (node_data then names typed
+    arrays, `(ntype, name)`); hetero=False loads its type-erased partition.
     """
     from gpart.formats.partition import PartitionReader
 
     directory = Path(path)
     reader = PartitionReader(directory)
+    if hetero and reader.hetero is not None:
+        reader.close()
+        if edge_data:
+            raise InputError(directory, "typed results hold edge data per edge type; load_partition does not load it yet")
+        from gpart.runtime.hetero import load_hetero_partition
+
+        return load_hetero_partition(directory, rank, device, feature_device, verify, node_data=node_data, timeout_s=timeout_s)
     rank = _check_rank(_dist.world()[0] if rank is None else rank, reader.num_parts, directory)
     dev = resolve_device(device)
     fdev = resolve_device(feature_device) if feature_device is not None else dev

@@ -51,6 +51,18 @@ def sample_columns(
     cols = cols.to(torch.int64)
     start = torch.index_select(indptr, 0, cols)
     deg = torch.index_select(indptr, 0, cols + 1) - start
+    return sample_segments(start, deg, fanout, replace, generator)
+
+
+def sample_segments(
+    start: torch.Tensor,
+    deg: torch.Tensor,
+    fanout: int,
+    replace: bool = False,
+    generator: Optional[torch.Generator] = None,
+) -> Picks:
+    """Sample up to `fanout` positions of each segment `[start[i], start[i] + deg[i])` (e.g. one edge type's
+    slice of a column, SPEC.md 8.2); the rules of sample_columns."""
     if fanout < 0:
         return _take_all(start, deg)
     if replace:
@@ -59,13 +71,13 @@ def sample_columns(
     offsets = torch.cumsum(counts, 0) - counts
     total = int(counts.sum()) if counts.numel() else 0
     # Every column first takes positions start .. start + count - 1 ...
-    positions = torch.arange(total, dtype=torch.int64, device=cols.device)
+    positions = torch.arange(total, dtype=torch.int64, device=start.device)
     positions += torch.repeat_interleave(start - offsets, counts, output_size=total)
     # ... then columns with more in-edges than the fanout replace theirs by a uniform subset.
     big = torch.nonzero(deg > fanout).reshape(-1)
     if big.numel():
         chosen = _floyd(torch.index_select(deg, 0, big), fanout, generator)
-        slots = torch.index_select(offsets, 0, big).unsqueeze(1) + torch.arange(fanout, device=cols.device)
+        slots = torch.index_select(offsets, 0, big).unsqueeze(1) + torch.arange(fanout, device=start.device)
         chosen += torch.index_select(start, 0, big).unsqueeze(1)
         positions.index_copy_(0, slots.reshape(-1), chosen.reshape(-1))
     return Picks(counts, positions)

@@ -1,0 +1,326 @@
+"""Partition a heterogeneous graph (SPEC.md section 8): typed input -> erased graph -> typed result.
+
+    partition_hetero("hetero.npz", "parts/", 4)        # what `gpart partition` does for a typed .npz
+
+The typed graph is erased into one homogeneous graph (node ids offset per
+type, edges concatenated per type), assigned with a per-type rule or by a
+partitioner with one balance constraint per node type (`typed_book`), and
+written by gpart.partition's one pass; `TypedArrays` adds, per partition,
+the edge type of every stored edge, the typed node and edge data rows and
+the per-type counts, and the manifest's `hetero` object.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Union
+
+import numpy as np
+
+from gpart.balance import BALANCE_BOUND, in_degrees, share_balance
+from gpart.book import ArrayBook
+from gpart.bounded import check_assign_memory, default_max_memory, parse_memory_size
+from gpart.errors import InputError
+from gpart.formats.arrays import CHUNK_BYTES
+from gpart.formats.commit import check_output_dir
+from gpart.formats.dtypes import dtype_name
+from gpart.formats.hetero_input import HeteroGraph, read_hetero_graph
+from gpart.formats.hetero_partition import (EDGE_TYPE_DTYPE, EDGE_TYPE_KEY, HETERO_KEY, HeteroMeta, edge_data_key, etype_key,
+                                            node_data_key, part_counts_json)
+from gpart.formats.partition import part_dir
+from gpart.formats.scratch import ScratchDir
+from gpart.graph import Graph
+from gpart.shard import RangePolicy
+
+PathLike = Union[str, "os.PathLike[str]"]
+PER_TYPE_METHODS = ("remainder", "range", "random")
+TRAIN_MASK = "train_mask"
+DEFAULT_IMBALANCE = 0.03
+
+
+def partition_hetero(
+    input: Union[PathLike, HeteroGraph],
+    out_dir: PathLike,
+    num_parts: int,
+    method: str = "balanced",
+    *,
+    storage: str = "binary",
+    halo: int = 0,
+    force: bool = False,
+    progress: Any = None,
+    verbose_log: Any = None,
+    **method_params: Any,
+) -> dict[str, Any]:
+    """Partition a typed graph (a typed `.npz` path or a HeteroGraph); returns the manifest written."""
+    from gpart.partition import partition_with_book
+
+    hg = input if isinstance(input, HeteroGraph) else read_hetero_graph(input)
+    where = hg.source
+    if halo:
+        raise InputError(where, "typed graphs are partitioned with --halo 0 (halo rows per type are not part of the format, SPEC.md 8.4)")
+    for key in ("node_data", "edge_data"):
+        if method_params.pop(key, None):
+            raise InputError(where, f"--{key.replace('_', '-')} adds arrays to homogeneous inputs; put typed arrays into the typed .npz")
+    limit = parse_memory_size(method_params.pop("max_memory", None)) or default_max_memory()
+    if method_params.get("assignment") is None:  # methods holding the whole adjacency stop up front (SPEC.md 4.6)
+        check_assign_memory(method, sum(hg.num_edges(e) for e in hg.edge_types), limit, where)
+    total = sum(hg.num_nodes.values())
+    if num_parts < 1 or num_parts > total:
+        raise InputError(where, f"cannot split {total} nodes into {num_parts} parts")
+    check_output_dir(out_dir, force, [where] if where else [])  # before any work: an existing result without --force
+    # the erased ids live in scratch files next to the output (mapped, pages released as the pass goes)
+    with ScratchDir(Path(os.path.abspath(out_dir)).parent) as scratch:
+        erased = hg.erased(scratch)
+        book, params = typed_book(hg, erased, num_parts, method, progress=progress, **method_params)
+        ext = TypedArrays(hg, erased, book.owner_array, book.num_parts)
+        return partition_with_book(erased, book, out_dir, method=method if method_params.get("assignment") is None else "assignment",
+                                   params=params, storage=storage, force=force, progress=progress,
+                                   verbose_log=verbose_log, extension=ext)
+
+
+# --------------------------------------------------------------------------- assignment
+
+
+def typed_book(hg: HeteroGraph, erased: Graph, num_parts: int, method: str, *, seed: int = 0,
+               balance: Sequence[str] = (), progress: Any = None, **params: Any) -> tuple[ArrayBook, dict[str, Any]]:
+    """The book over erased ids: per-type rules, or a partitioner with one constraint per node type."""
+    if params.get("assignment") is not None:
+        method = "assignment"
+    if method in PER_TYPE_METHODS:
+        rng = np.random.default_rng(seed)  # one generator, drawn type after type (SPEC.md 8.3)
+        owner = np.concatenate([_per_type_owner(method, hg.num_nodes[t], num_parts, rng) for t in hg.node_types])
+        out: dict[str, Any] = {"num_parts": num_parts, "per_type": True}
+        if method == "random":
+            out.update(seed=int(seed), rng="default_rng(seed).permutation(arange(N_t) % P), type after type")
+        return ArrayBook(owner, num_parts), out
+    from gpart.assign import assign
+
+    masks = hg.type_masks()
+    g = Graph(erased.num_nodes, erased.src, erased.dst, dict(masks), source=erased.source, input_format=erased.input_format)
+    train = _erased_mask(hg, TRAIN_MASK)
+    if train is not None:
+        g.node_data[TRAIN_MASK] = train
+    names = list(masks) + [b for b in ([balance] if isinstance(balance, str) else balance)]
+    for name in names[len(masks):]:
+        if name not in g.node_data:
+            g.node_data[name] = _erased_mask(hg, name, required=True)
+    if method == "balanced":
+        return _balanced(g, num_parts, list(masks), seed, params.get("threads"), progress)
+    if method == "metis" and params.get("algorithm", "auto") == "auto":
+        return _metis_recursive_first(g, num_parts, names, {m: masks[m] for m in masks}, seed, progress, params)
+    if method in ("metis", "kaminpar", "stream"):
+        a = assign(g, num_parts, method, seed=seed, balance=names, progress=progress, **params)
+        return a.book, dict(a.params, type_constraints=list(masks))
+    a = assign(g, num_parts, method, seed=seed, progress=progress, **params)  # an assignment given by the user
+    return a.book, dict(a.params)
+
+
+def _metis_recursive_first(g: Graph, num_parts: int, names: list[str], masks: dict[str, np.ndarray], seed: int, progress: Any,
+                           params: dict[str, Any]) -> tuple[ArrayBook, dict[str, Any]]:
+    """METIS with one constraint per node type: recursive bisection first, k-way if a type's balance exceeds the bound.
+
+    Recursive bisection does not hold multi-constraint tolerances exactly (a few percent over), but it is
+    2-4x faster than k-way with constraints on power-law graphs (benchmarks/bench_hetero.py); k-way holds them."""
+    from gpart.assign import assign
+
+    params = {k: v for k, v in params.items() if k != "algorithm"}
+    tried = []
+    for algorithm in ("recursive", "kway"):
+        a = assign(g, num_parts, "metis", seed=seed, balance=names, algorithm=algorithm, progress=progress, **params)
+        measured = {m: share_balance(np.bincount(a.book.owner_array[mask], minlength=num_parts)) for m, mask in masks.items()}
+        tried.append({"algorithm": algorithm, **measured})
+        if max(measured.values(), default=1.0) <= BALANCE_BOUND:
+            break
+    return a.book, dict(a.params, type_constraints=list(masks), bound=BALANCE_BOUND, tried=tried)
+
+
+def _per_type_owner(method: str, n: int, num_parts: int, rng: np.random.Generator) -> np.ndarray:
+    ids = np.arange(n, dtype=np.int64)
+    if method == "remainder":
+        return (ids % num_parts).astype(np.int32)
+    if method == "range":
+        return RangePolicy.even(n, num_parts).owner(ids).astype(np.int32)
+    return rng.permutation(ids % num_parts).astype(np.int32)
+
+
+def _erased_mask(hg: HeteroGraph, name: str, required: bool = False) -> Optional[np.ndarray]:
+    """Node array `name` of every type that has it, as one bool [N] over erased ids (False elsewhere)."""
+    noff = hg.node_offsets()
+    out = np.zeros(int(noff[-1]), dtype=bool)
+    found = False
+    for t, ntype in enumerate(hg.node_types):
+        arr = hg.node_data.get(ntype, {}).get(name)
+        if arr is not None:
+            if arr.ndim != 1 or (arr.dtype != np.bool_ and arr.dtype.kind not in "iu"):
+                raise InputError(hg.source, f"node array '{ntype}/{name}' must be 1-D boolean or 0/1 to balance on")
+            out[noff[t]:noff[t + 1]] = np.asarray(arr) != 0
+            found = True
+    if not found and required:
+        raise InputError(hg.source, f"balance array {name!r} is no node array of any type")
+    return out if found else None
+
+
+def typed_balances(owner: np.ndarray, num_parts: int, masks: dict[str, np.ndarray], degree: np.ndarray,
+                   train: Optional[np.ndarray]) -> dict[str, Optional[float]]:
+    """Balance (max/mean) of every node type, of in-edges and of training nodes."""
+    out: dict[str, Optional[float]] = {name: share_balance(np.bincount(owner[mask], minlength=num_parts)) for name, mask in masks.items()}
+    out["in_edges"] = share_balance(np.bincount(owner, weights=degree, minlength=num_parts))
+    out[TRAIN_MASK] = None if train is None else share_balance(np.bincount(owner[train], minlength=num_parts))
+    return out
+
+
+def _balanced(g: Graph, num_parts: int, masks: list[str], seed: int, threads: Any, progress: Any) -> tuple[ArrayBook, dict[str, Any]]:
+    """KaMinPar with one combined weight (nodes, in-edges, every type, training nodes); METIS k-way with them
+    as separate constraints when a measured balance exceeds the bound (as the homogeneous default, SPEC 4.5)."""
+    from gpart.assign import assign
+    from gpart.errors import GpartError
+
+    train = g.node_data.get(TRAIN_MASK)
+    weighted = masks + ([TRAIN_MASK] if train is not None else [])
+    degree = in_degrees(g)
+    type_masks = {m: g.node_data[m] for m in masks}
+    tried: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"bound": BALANCE_BOUND, "constraints": ["nodes", "in_edges"] + weighted, "type_constraints": masks}
+    try:
+        a = assign(g, num_parts, "kaminpar", seed=seed, imbalance=DEFAULT_IMBALANCE, balance=weighted, balance_edges=True,
+                   threads=threads or 1, progress=progress)
+        measured = typed_balances(a.book.owner_array, num_parts, type_masks, degree, train)
+        tried.append({"backend": "kaminpar", **measured})
+        if all(v is None or v <= BALANCE_BOUND for v in measured.values()):
+            params.update(backend="kaminpar", backend_params=a.params, tried=tried)
+            return a.book, params
+    except GpartError as exc:
+        tried.append({"backend": "kaminpar", "error": exc.problem})
+    a = assign(g, num_parts, "metis", seed=seed, imbalance=DEFAULT_IMBALANCE, algorithm="kway", balance=weighted,
+               balance_edges=True, progress=progress)
+    tried.append({"backend": "metis", **typed_balances(a.book.owner_array, num_parts, type_masks, degree, train)})
+    params.update(backend="metis", backend_params=a.params, tried=tried)
+    return a.book, params
+
+
+# --------------------------------------------------------------------------- typed arrays of the result
+
+
+class TypedArrays:
+    """The extension gpart.partition.partition_with_book calls to write the typed part of a result (SPEC.md 8.4)."""
+
+    def __init__(self, hg: HeteroGraph, erased: Graph, owner: np.ndarray, num_parts: int):
+        self.hg, self.erased, self.owner = hg, erased, owner
+        self.meta = HeteroMeta(hg.node_types, [hg.num_nodes[t] for t in hg.node_types], hg.edge_types,
+                               [hg.num_edges(e) for e in hg.edge_types],
+                               {t: _specs(hg.node_data.get(t, {})) for t in hg.node_types},
+                               {e: _specs(hg.edge_data.get(e, {})) for e in hg.edge_types})
+        self.noff, self.eoff = self.meta.node_offsets, self.meta.edge_offsets
+        self.counts: dict[int, dict[str, Any]] = {}
+        self.mark = np.zeros(erased.num_nodes, dtype=bool)
+        # owned nodes per partition and node type
+        self.owner_counts = np.stack([np.bincount(owner[self.noff[t]:self.noff[t + 1]], minlength=num_parts)
+                                      for t in range(len(hg.node_types))], axis=1).astype(np.int64)
+
+    def edges(self, writer: Any, p: int, part: dict[str, Any], chunks: Callable[[], Any], topology: Any = None) -> None:
+        """Edge types, per-type edge data rows, per-type edge, cut and halo counts of partition p.
+
+        With `topology` (node_ids, indices, num_owned) the cut and halo come from it
+        (halo sources have local ids >= num_owned; halo ids ascend); without it (the
+        bounded path) from the sources' owners."""
+        ids = np.concatenate([np.asarray(c, dtype=np.int64) for c in chunks()] or [np.zeros(0, np.int64)])
+        etype = (np.searchsorted(self.eoff, ids, side="right") - 1).astype(EDGE_TYPE_DTYPE)
+        part["arrays"][EDGE_TYPE_KEY] = writer.write_array(f"{part_dir(p)}/{EDGE_TYPE_KEY}", etype, EDGE_TYPE_DTYPE).to_json()
+        num_types = len(self.meta.edge_types)
+        if topology is not None:
+            node_ids, indices, num_owned = topology
+            remote = indices >= num_owned
+            halo = node_ids[num_owned:]
+        else:
+            sources = self.erased.src[ids]
+            remote = self.owner[sources] != p
+            remote_sources = sources[remote]  # distinct remote sources (the halo) through an N-sized mask, not a sort
+            self.mark[remote_sources] = True
+            halo = np.flatnonzero(self.mark)
+            self.mark[halo] = False
+            del sources, remote_sources
+        self.counts.setdefault(p, {}).update(num_edges=np.bincount(etype, minlength=num_types), num_halo=np.diff(np.searchsorted(halo, self.noff)),
+                                             num_cut=np.bincount(etype[remote], minlength=num_types))
+        del remote, halo
+        for r, et in enumerate(self.meta.edge_types):
+            data = self.hg.edge_data.get(et, {})
+            if not data:
+                continue
+            typed_ids = ids[etype == r] - self.eoff[r]
+            for name, arr in data.items():
+                key = edge_data_key(et, name)
+                part["arrays"][key] = writer.write_chunks(f"{part_dir(p)}/{key}", dtype_name(arr.dtype), arr.shape[1:],
+                                                          typed_ids.shape[0], gather_chunks(arr, typed_ids)).to_json()
+
+    def nodes(self, writer: Any, owned: Callable[[int], np.ndarray]) -> list[dict[str, Any]]:
+        """Typed node data of every partition (array entries per partition); records per-type owned counts.
+
+        Owned nodes of a type are one block of each partition's owned list, ascending in typed
+        id, so each typed array is written in one sequential pass over its rows, each chunk
+        split by owner (as gpart.partition writes homogeneous node data), never gathered."""
+        num_parts = self.owner_counts.shape[0]
+        for p in range(num_parts):
+            self.counts.setdefault(p, {})["num_owned"] = self.owner_counts[p]
+        entries: list[dict[str, Any]] = [{} for _ in range(num_parts)]
+        for t, ntype in enumerate(self.meta.node_types):
+            owner = self.owner[self.noff[t]:self.noff[t + 1]]
+            for name, arr in self.hg.node_data.get(ntype, {}).items():
+                key = node_data_key(ntype, name)
+                writers = [writer.array(f"{part_dir(p)}/{key}", dtype_name(arr.dtype), arr.shape[1:], int(self.owner_counts[p][t]))
+                           for p in range(num_parts)]
+                for start, block, bounds in split_by_owner(arr, owner, num_parts):
+                    for p in np.flatnonzero(bounds[1:] > bounds[:-1]):
+                        writers[p].write(block[bounds[p]:bounds[p + 1]])
+                for p in range(num_parts):
+                    entries[p][key] = writers[p].finish().to_json()
+        return entries
+
+    def manifest(self, m: dict[str, Any]) -> None:
+        """Add `hetero` to the manifest, its partitions and its stats."""
+        m[HETERO_KEY] = self.meta.to_json()
+        for p, part in enumerate(m["partitions"]):
+            c = self.counts[p]
+            part[HETERO_KEY] = part_counts_json(c["num_owned"], c["num_halo"], c["num_edges"], c["num_cut"])
+        m["stats"][HETERO_KEY] = typed_stats(self.meta, m["partitions"])
+
+
+def typed_stats(meta: HeteroMeta, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per node type: nodes and node balance; per edge type: edges, cut and edge balance (SPEC.md 8.4 stats.hetero)."""
+    owned = np.array([p[HETERO_KEY]["num_owned"] for p in parts], dtype=np.int64).reshape(len(parts), -1)
+    edges = np.array([p[HETERO_KEY]["num_edges"] for p in parts], dtype=np.int64).reshape(len(parts), -1)
+    cut = np.array([p[HETERO_KEY]["num_cut"] for p in parts], dtype=np.int64).reshape(len(parts), -1)
+    return {
+        "node_types": {t: {"num_nodes": int(owned[:, i].sum()), "node_balance": share_balance(owned[:, i])}
+                       for i, t in enumerate(meta.node_types)},
+        "edge_types": {etype_key(e): {"num_edges": int(edges[:, r].sum()), "edge_cut": int(cut[:, r].sum()),
+                                      "edge_balance": share_balance(edges[:, r])}
+                       for r, e in enumerate(meta.edge_types)},
+    }
+
+
+def split_by_owner(arr: np.ndarray, owner: np.ndarray, num_parts: int, chunk_bytes: int = CHUNK_BYTES):
+    """(start, rows, bounds) per chunk of `arr`: the chunk's rows ordered by owner (stable, so ascending ids
+    within each owner), partition p's rows being rows[bounds[p]:bounds[p+1]]."""
+    row_bytes = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize)
+    step = max(1, chunk_bytes // row_bytes)
+    for start in range(0, arr.shape[0], step):
+        own = owner[start:start + step]
+        block = arr[start:start + step]
+        if num_parts > 1 and not bool(np.all(own[1:] >= own[:-1])):
+            block = np.take(block, np.argsort(own, kind="stable"), axis=0)
+        bounds = np.zeros(num_parts + 1, dtype=np.int64)
+        np.cumsum(np.bincount(own, minlength=num_parts), out=bounds[1:])
+        yield start, block, bounds
+
+
+def gather_chunks(arr: np.ndarray, ids: np.ndarray, chunk_bytes: int = CHUNK_BYTES):
+    """Rows arr[ids] in pieces of about chunk_bytes (ids ascending or not), so a mapped input is read piecewise."""
+    row_bytes = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize)
+    step = max(1, chunk_bytes // row_bytes)
+    for start in range(0, ids.shape[0], step):
+        yield np.take(arr, ids[start:start + step], axis=0)
+
+
+def _specs(data: dict[str, np.ndarray]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    return {name: (dtype_name(arr.dtype), tuple(int(s) for s in arr.shape[1:])) for name, arr in data.items()}

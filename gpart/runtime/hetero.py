@@ -1,0 +1,195 @@
+"""One partition of a typed result on a device: typed lookups and the per-edge-type CSC slices (SPEC.md 8).
+
+    part = gr.load_partition("parts/", rank)          # a HeteroPartition for a typed result
+    x = part.gather(("paper", "feat"), paper_ids)    # typed ids in, rows in request order out
+
+The erased partition (topology over erased ids, the book) is a
+LoadedPartition (`part.base`); typed node data is loaded per type. A typed id
+`i` of type `t` is the erased id `noff[t] + i`; its owner `p` and local id
+`l` come from the book, and its row in `p`'s data of type `t` is
+`l - S[p][t]` (S: start of type t's block among p's owned nodes, known to
+every rank from the manifest). Remote rows come from their owners in the
+same two all_to_all exchanges as homogeneous gathers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from gpart.errors import InputError
+from gpart.runtime import dist as _dist
+from gpart.bytes.torch_bridge import numpy_to_tensor
+from gpart.runtime.device import place, resolve_device
+from gpart.runtime.partition import NotLocalError
+
+PathLike = Union[str, "os.PathLike[str]"]
+TypedKey = tuple[str, str]
+
+
+class HeteroPartition:
+    """A typed partition: `base` (the erased LoadedPartition), `meta` (HeteroMeta), typed node data and CSC slices.
+
+    `node_data[(ntype, name)]` holds the owned rows of type `ntype` in typed id order.
+    `edge_type` (int64 [num_edges]) is the type index of every stored edge;
+    `type_start[r]`, `type_deg[r]` (int64 [num_owned]) locate the in-edges of
+    edge type r of each owned column: one contiguous slice (SPEC.md 8.2).
+    """
+
+    is_hetero = True
+
+    def __init__(self, base: Any, meta: Any, node_data: dict[TypedKey, torch.Tensor], edge_type: torch.Tensor,
+                 owned_counts: np.ndarray):
+        self.base, self.meta, self.node_data, self.edge_type = base, meta, node_data, edge_type
+        dev = base.device
+        self.node_types, self.edge_types = list(meta.node_types), list(meta.edge_types)
+        self.node_offsets = torch.as_tensor(meta.node_offsets, device=dev)
+        self.edge_offsets = torch.as_tensor(meta.edge_offsets, device=dev)
+        counts = torch.as_tensor(owned_counts, dtype=torch.int64)
+        self.type_starts = (torch.cumsum(counts, 1) - counts).to(dev)  # [P, T]: start of each type's block
+        self.num_owned_by_type = counts[base.rank].tolist()
+        t_of = torch.repeat_interleave(torch.arange(len(self.node_types)), counts[base.rank])
+        self.local_ntype = t_of.to(dev)  # node type index of each owned local node
+        self.type_start, self.type_deg = _type_slices(base.indptr, self.edge_type, len(self.edge_types))
+        self._checked = False
+
+    # the erased partition's attributes the loader and callers use
+    def __getattr__(self, name: str) -> Any:
+        if name in ("base", "__setstate__"):
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    def __repr__(self) -> str:
+        return (f"HeteroPartition({str(self.base.directory)!r}, rank={self.base.rank}/{self.base.num_parts}, "
+                f"node_types={self.node_types}, edge_types={[':'.join(e) for e in self.edge_types]}, "
+                f"node_data={list(self.node_data)})")
+
+    def num_nodes_of(self, ntype: str) -> int:
+        return int(self.meta.num_nodes[self.meta.ntype_index(ntype, self.base.directory)])
+
+    def owned_ids(self, ntype: str) -> torch.Tensor:
+        """Typed ids of this partition's owned nodes of `ntype` (ascending)."""
+        t = self.meta.ntype_index(ntype, self.base.directory)
+        start = sum(self.num_owned_by_type[:t])
+        return self.base.node_ids[start:start + self.num_owned_by_type[t]] - self.node_offsets[t]
+
+    # -- lookups
+
+    def gather(self, key: Any, ids: Any, *, timeout_s: Optional[float] = None) -> torch.Tensor:
+        """Rows of typed node data `key` = (ntype, name) for typed ids `ids`, in request order (a collective
+        when torch.distributed is initialised: every rank calls it, with its own ids, possibly none)."""
+        ntype, name = key if isinstance(key, (tuple, list)) else str(key).split("/", 1)
+        t = self.meta.ntype_index(ntype, self.base.directory)
+        table = self._table((ntype, name))
+        rank, world_size = _dist.world()
+        wait = timeout_s or self.base.timeout_s
+        try:
+            flat = self._typed_ids(t, ids)
+        except (TypeError, IndexError):
+            if world_size > 1:  # serve the peers' requests before reporting, so they do not wait for a timeout
+                self._check_distributed(world_size, rank, wait)
+                self._exchange(table, t, torch.zeros(0, dtype=torch.int64, device=self.base.device), world_size, wait)
+            raise
+        shape = torch.as_tensor(ids).shape
+        if world_size == 1:
+            rows = self._local(table, t, flat)
+        else:
+            self._check_distributed(world_size, rank, wait)
+            rows = self._exchange(table, t, flat, world_size, wait)
+        return rows.reshape(*shape, *table.shape[1:])
+
+    def _table(self, key: TypedKey) -> torch.Tensor:
+        try:
+            return self.node_data[key]
+        except KeyError:
+            have = ", ".join("/".join(k) for k in self.node_data) or "none"
+            raise KeyError(f"{self.base.directory}: no typed node data {key!r} (loaded: {have})") from None
+
+    def _typed_ids(self, t: int, ids: Any) -> torch.Tensor:
+        ids = torch.as_tensor(ids)
+        if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+            raise TypeError(f"typed node ids must be integers, got {ids.dtype}")
+        ids = ids.to(device=self.base.device, dtype=torch.int64).reshape(-1)
+        n = int(self.meta.num_nodes[t])
+        if ids.numel():
+            lo, hi = (int(v) for v in torch.aminmax(ids))
+            if lo < 0 or hi >= n:
+                raise IndexError(f"typed ids outside 0..{n - 1} of node type {self.node_types[t]!r} (min {lo}, max {hi})")
+        return ids
+
+    def _rows(self, t: int, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        owner, local = self.base.book.owner_and_local(ids + self.node_offsets[t])
+        owner = owner.to(torch.int64)
+        return owner, local - self.type_starts[owner, t]
+
+    def _index(self, table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        return torch.index_select(table, 0, rows.to(table.device)).to(self.base.device)
+
+    def _local(self, table: torch.Tensor, t: int, ids: torch.Tensor) -> torch.Tensor:
+        owner, rows = self._rows(t, ids)
+        away = owner != self.base.rank
+        if bool(away.any()):
+            raise NotLocalError(self.base.directory, f"{int(away.sum())} of {ids.numel()} typed ids of {self.node_types[t]!r} are not in "
+                                                     f"partition {self.base.rank}; initialise torch.distributed with one rank per partition")
+        return self._index(table, rows)
+
+    def _check_distributed(self, world_size: int, rank: int, wait: float) -> None:
+        base = self.base
+        if world_size != base.num_parts or rank != base.rank:
+            raise InputError(base.directory, f"rank {rank} of {world_size} holds partition {base.rank} of {base.num_parts}: "
+                                             "a distributed gather needs rank r on partition r")
+        if not self._checked:
+            _dist.check_same_across_ranks(f"manifest {base.digest} ({base.num_parts} parts)", "the partition result (manifest.json digest)",
+                                          timeout_s=wait, path=base.directory)
+            self._checked = True
+
+    def _exchange(self, table: torch.Tensor, t: int, ids: torch.Tensor, world_size: int, wait: float) -> torch.Tensor:
+        owner, rows = self._rows(t, ids)
+        send_rows, send_counts, order = _dist.group_by_owner(rows, owner, world_size)
+        send_counts = send_counts.tolist()
+        recv_counts = _dist.exchange_counts(send_counts, timeout_s=wait)
+        wanted = _dist.all_to_all_rows(send_rows, send_counts, recv_counts, timeout_s=wait)
+        got = _dist.all_to_all_rows(self._index(table, wanted), recv_counts, send_counts, timeout_s=wait)
+        return torch.empty_like(got).index_copy_(0, order, got)
+
+
+def _type_slices(indptr: torch.Tensor, edge_type: torch.Tensor, num_types: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per edge type r: start and length of each owned column's type-r in-edges ([R, num_owned] each)."""
+    num_owned = indptr.numel() - 1
+    deg = torch.diff(indptr)
+    col = torch.repeat_interleave(torch.arange(num_owned, device=indptr.device), deg)
+    counts = torch.bincount(edge_type * num_owned + col, minlength=num_types * num_owned).reshape(num_types, num_owned)
+    before = torch.cumsum(counts, 0) - counts  # edges of earlier types in the column: they come first
+    return indptr[:-1].unsqueeze(0) + before, counts
+
+
+def load_hetero_partition(path: PathLike, rank: Optional[int] = None, device: Any = None, feature_device: Any = None,
+                          verify: bool = False, *, node_data: Optional[Sequence[Any]] = None, timeout_s: float = 60.0) -> HeteroPartition:
+    """Load partition `rank` of a typed result (what gpart.runtime.load_partition returns for one)."""
+    from gpart.formats.hetero_partition import HETERO_KEY, node_data_key
+    from gpart.formats.partition import PartitionReader
+    from gpart.runtime.partition import load_partition
+
+    base = load_partition(path, rank, device, feature_device, verify, node_data=[], edge_data=[], timeout_s=timeout_s, hetero=False)
+    fdev = resolve_device(feature_device) if feature_device is not None else base.device
+    with PartitionReader(path) as reader:
+        meta = reader.hetero
+        keys = [(t, n) for t in meta.node_types for n in meta.node_data[t]]
+        wanted = keys if node_data is None else [tuple(k) if isinstance(k, (tuple, list)) else tuple(str(k).split("/", 1)) for k in node_data]
+        unknown = [k for k in wanted if k not in keys]
+        if unknown:
+            raise InputError(Path(path), f"no typed node data {unknown[0]!r} (has: {', '.join('/'.join(k) for k in keys) or 'none'})")
+
+        def load(key: str, to: torch.device) -> torch.Tensor:
+            entry = reader.entry(base.rank, key)
+            host = numpy_to_tensor(reader.read_entry(entry, verify, mode="c"), entry.dtype)
+            return place(host, to, pin=to.type == "cpu" and base.device.type == "cuda")
+
+        data = {k: load(node_data_key(*k), fdev) for k in wanted}
+        edge_type = load("edge_type", base.device).to(torch.int64)
+        owned = np.array([reader.part_info(p)[HETERO_KEY]["num_owned"] for p in range(reader.num_parts)], dtype=np.int64)
+    return HeteroPartition(base, meta, data, edge_type, owned.reshape(reader.num_parts, -1))
