@@ -109,12 +109,12 @@ def _render_typed(h: dict[str, Any]) -> None:
     """Per node type and per edge type figures of a typed result (SPEC.md 8.5)."""
     from rich.table import Table
 
-    nodes = Table(title="node types")
-    for col in ("type", "nodes", "owned per part", "balance", "data"):
+    nodes = Table(title="node types" + (" (data rows of halo nodes stored)" if h.get("halo_rows") else ""))
+    for col in ("type", "nodes", "owned per part", "halo per part", "balance", "data"):
         nodes.add_column(col, justify="left" if col in ("type", "data") else "right")
     for t in h["node_types"]:
-        nodes.add_row(t["name"], f"{t['num_nodes']:,}", " ".join(f"{c:,}" for c in t["owned"]), f"{t['node_balance']:.3f}",
-                      ", ".join(t["node_data"]))
+        nodes.add_row(t["name"], f"{t['num_nodes']:,}", " ".join(f"{c:,}" for c in t["owned"]), " ".join(f"{c:,}" for c in t["halo"]),
+                      f"{t['node_balance']:.3f}", ", ".join(t["node_data"]))
     stdout.print(nodes)
     edges = Table(title="edge types")
     for col in ("edge type", "edges", "cut", "stored per part", "balance"):

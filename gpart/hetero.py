@@ -57,8 +57,6 @@ def partition_hetero(
 
     hg = input if isinstance(input, HeteroGraph) else read_hetero_graph(input)
     where = hg.source
-    if halo:
-        raise InputError(where, "typed graphs are partitioned with --halo 0 (halo rows per type are not part of the format, SPEC.md 8.4)")
     for key in ("node_data", "edge_data"):
         if method_params.pop(key, None):
             raise InputError(where, f"--{key.replace('_', '-')} adds arrays to homogeneous inputs; put typed arrays into the typed .npz")
@@ -75,7 +73,7 @@ def partition_hetero(
         book, params = typed_book(hg, erased, num_parts, method, progress=progress, **method_params)
         ext = TypedArrays(hg, erased, book.owner_array, book.num_parts)
         return partition_with_book(erased, book, out_dir, method=method if method_params.get("assignment") is None else "assignment",
-                                   params=params, storage=storage, force=force, progress=progress,
+                                   params=params, storage=storage, halo=halo, force=force, progress=progress,
                                    verbose_log=verbose_log, extension=ext)
 
 
@@ -253,26 +251,34 @@ class TypedArrays:
                 part["arrays"][key] = writer.write_chunks(f"{part_dir(p)}/{key}", dtype_name(arr.dtype), arr.shape[1:],
                                                           typed_ids.shape[0], gather_chunks(arr, typed_ids)).to_json()
 
-    def nodes(self, writer: Any, owned: Callable[[int], np.ndarray]) -> list[dict[str, Any]]:
+    def nodes(self, writer: Any, owned: Callable[[int], np.ndarray], halos: Optional[list[np.ndarray]] = None) -> list[dict[str, Any]]:
         """Typed node data of every partition (array entries per partition); records per-type owned counts.
 
         Owned nodes of a type are one block of each partition's owned list, ascending in typed
         id, so each typed array is written in one sequential pass over its rows, each chunk
-        split by owner (as gpart.partition writes homogeneous node data), never gathered."""
+        split by owner (as gpart.partition writes homogeneous node data), never gathered.
+        With `halos` (erased halo ids per partition, ascending: halo 1) the rows of the halo
+        nodes of the type follow, gathered in ascending id order (SPEC.md 8.4)."""
         num_parts = self.owner_counts.shape[0]
+        halos = halos if halos is not None else [np.zeros(0, np.int64)] * num_parts
         for p in range(num_parts):
             self.counts.setdefault(p, {})["num_owned"] = self.owner_counts[p]
+        # typed ids of each partition's halo nodes of each type: one block per type (erased ids ascend)
+        halo_typed = [[h[b0:b1] - self.noff[t] for t, (b0, b1) in enumerate(zip(bnd[:-1], bnd[1:]))]
+                      for h, bnd in ((h, np.searchsorted(h, self.noff)) for h in halos)]
         entries: list[dict[str, Any]] = [{} for _ in range(num_parts)]
         for t, ntype in enumerate(self.meta.node_types):
             owner = self.owner[self.noff[t]:self.noff[t + 1]]
             for name, arr in self.hg.node_data.get(ntype, {}).items():
                 key = node_data_key(ntype, name)
-                writers = [writer.array(f"{part_dir(p)}/{key}", dtype_name(arr.dtype), arr.shape[1:], int(self.owner_counts[p][t]))
-                           for p in range(num_parts)]
+                writers = [writer.array(f"{part_dir(p)}/{key}", dtype_name(arr.dtype), arr.shape[1:],
+                                        int(self.owner_counts[p][t]) + halo_typed[p][t].shape[0]) for p in range(num_parts)]
                 for start, block, bounds in split_by_owner(arr, owner, num_parts):
                     for p in np.flatnonzero(bounds[1:] > bounds[:-1]):
                         writers[p].write(block[bounds[p]:bounds[p + 1]])
                 for p in range(num_parts):
+                    for chunk in gather_chunks(arr, halo_typed[p][t]):
+                        writers[p].write(chunk)
                     entries[p][key] = writers[p].finish().to_json()
         return entries
 

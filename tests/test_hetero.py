@@ -212,8 +212,6 @@ def test_small_typed_graph_roundtrip_and_key_without_type(capsys, tmp_path):
             np.lib.format.write_array(fh, np.array([0]))
     rc, _, err = run(capsys, "partition", tmp_path / "mixed.npz", "--parts", 2, "-o", tmp_path / "p2")
     assert rc == 2 and "is not <type>/<field>" in err
-    rc, _, err = run(capsys, "partition", src, "--parts", 2, "-o", tmp_path / "p3", "--halo", "1")
-    assert rc == 2 and "--halo 0" in err and not (tmp_path / "p3").exists()
 
 
 def test_typed_metis_stops_up_front_past_max_memory(capsys, tmp_path):
