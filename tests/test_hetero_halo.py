@@ -1,4 +1,4 @@
-"""Typed results with halo rows (`--halo 1`, SPEC.md 8.4) and typed edge data in the runtime (SPEC.md 8.5)."""
+"""Typed results with halo rows (`--halo 1`, SPEC.md 8.4), typed edge data in the runtime (SPEC.md 8.5), the sampler's split by type."""
 
 from __future__ import annotations
 
@@ -189,3 +189,41 @@ def test_load_partition_loads_typed_edge_data(capsys, tmp_path, halo):
         only.gather_edges((cites, "weight"), [0])
     with pytest.raises(Exception, match="no typed edge data author:writes:paper/nope"):
         gr.load_partition(out, 0, device="cpu", edge_data=[(writes, "nope")])
+
+
+# ---------------------------------------------------------------- the sampler's split by type
+
+
+def test_split_by_type_counting_and_sorting_paths_agree(monkeypatch, tmp_path):
+    """The counting sort (small batches) and the stable-sort fallback give the same typed batches, which hold
+    only input edges, grouped by type with the batch order kept, per-hop counts adding up."""
+    from gpart.runtime import hetero_loader
+
+    out = tmp_path / "parts"
+    assert main(["partition", str(HETERO), "--parts", "1", "-o", str(out), "--method", "range", "-q"]) == 0
+    data = {k: v for k, v in np.load(HETERO).items()}
+    part = gr.load_partition(out, device="cpu")
+    seeds = np.flatnonzero(data["paper/train_mask"])
+
+    def batches():
+        loader = gr.DistNeighborLoader(part, {"paper": seeds}, fanouts=FANOUTS, batch_size=40, seed=7, shuffle=False)
+        return list(loader)
+
+    counted = batches()
+    monkeypatch.setattr(hetero_loader, "ONE_HOT_LIMIT", 0)
+    sorted_ = batches()
+    assert len(counted) == len(sorted_) == 4
+    for a, b in zip(counted, sorted_):
+        assert a.n_id.keys() == b.n_id.keys() and all(torch.equal(a.n_id[t], b.n_id[t]) for t in a.n_id)
+        assert a.edge_index.keys() == b.edge_index.keys() == set(FANOUTS)
+        assert all(torch.equal(a.edge_index[e], b.edge_index[e]) and torch.equal(a.e_id[e], b.e_id[e]) for e in a.edge_index)
+        assert a.num_sampled_nodes == b.num_sampled_nodes and a.num_sampled_edges == b.num_sampled_edges
+        for etype, ei in a.edge_index.items():
+            key = ":".join(etype)
+            e = a.e_id[etype].numpy()
+            assert np.array_equal(data[f"{key}/src"][e], a.n_id[etype[0]][ei[0]].numpy())
+            assert np.array_equal(data[f"{key}/dst"][e], a.n_id[etype[2]][ei[1]].numpy())
+            assert sum(a.num_sampled_edges[etype]) == e.shape[0] > 0
+        for t, ids in a.n_id.items():
+            assert sum(a.num_sampled_nodes[t]) == ids.numel() and np.unique(ids.numpy()).shape[0] == ids.numel()
+        assert torch.equal(a.n_id["paper"][: a.batch_size], torch.from_numpy(seeds[: a.batch_size]))
