@@ -104,14 +104,33 @@ def typed_book(hg: HeteroGraph, erased: Graph, num_parts: int, method: str, *, s
         if name not in g.node_data:
             g.node_data[name] = _erased_mask(hg, name, required=True)
     if method == "balanced":
-        return _balanced(g, num_parts, list(masks), seed, params.get("threads"), progress)
+        return repair_types(g, *_balanced(g, num_parts, list(masks), seed, params.get("threads"), progress), masks)
     if method == "metis" and params.get("algorithm", "auto") == "auto":
-        return _metis_recursive_first(g, num_parts, names, {m: masks[m] for m in masks}, seed, progress, params)
+        return repair_types(g, *_metis_recursive_first(g, num_parts, names, {m: masks[m] for m in masks}, seed, progress, params), masks)
     if method in ("metis", "kaminpar", "stream"):
         a = assign(g, num_parts, method, seed=seed, balance=names, progress=progress, **params)
-        return a.book, dict(a.params, type_constraints=list(masks))
+        return repair_types(g, a.book, dict(a.params, type_constraints=list(masks)), masks)
     a = assign(g, num_parts, method, seed=seed, progress=progress, **params)  # an assignment given by the user
     return a.book, dict(a.params)
+
+
+def repair_types(g: Graph, book: ArrayBook, params: dict[str, Any], masks: dict[str, np.ndarray]) -> tuple[ArrayBook, dict[str, Any]]:
+    """The partitioner's book, or, when a node type's balance exceeds the bound, the book after moving the
+    cheapest nodes of over-full types to parts with room (gpart.hetero_balance; recorded in params.repair)."""
+    from gpart.hetero_balance import column_balance, repair_balance
+    from gpart.symmetric import symmetric_csr
+
+    shares = np.column_stack([masks[m] for m in masks]).astype(np.float64)
+    before = column_balance(book.owner_array, shares, book.num_parts)
+    if max(before, default=1.0) <= BALANCE_BOUND:
+        return book, params
+    xadj, adjncy = symmetric_csr(g)
+    owner = repair_balance(book.owner_array, shares, book.num_parts, BALANCE_BOUND, xadj, adjncy)
+    del xadj, adjncy
+    after = column_balance(owner, shares, book.num_parts)
+    params = dict(params, repair={"bound": BALANCE_BOUND, "moved": int(np.count_nonzero(owner != book.owner_array)),
+                                  "before": dict(zip(masks, before)), "after": dict(zip(masks, after))})
+    return ArrayBook(owner, book.num_parts), params
 
 
 def _metis_recursive_first(g: Graph, num_parts: int, names: list[str], masks: dict[str, np.ndarray], seed: int, progress: Any,
