@@ -71,6 +71,11 @@ def test_halo_rows_follow_owned_rows_per_type(capsys, halo_parts, storage):
     assert rc == 0 and h["halo_rows"] is True and sum(sum(t["halo"]) for t in h["node_types"]) == total_halo
     rc, text, _ = run(capsys, "info", out)
     assert rc == 0 and "halo per part" in text and "halo nodes stored" in text
+    if storage == "binary":  # export-feat reads the owned rows only: typed id order, no halo row twice
+        wg = out.parent / "wg_halo"
+        assert run(capsys, "export-feat", out, "--node-type", "paper", "--name", "label", "-o", wg, "--files", 1, "-q")[0] == 0
+        label = g.node_data["paper"]["label"]
+        assert np.array_equal(np.fromfile(next(wg.glob("paper.label_part_*")), label.dtype), label)
 
 
 def test_verify_finds_a_damaged_halo_row(capsys, halo_parts, tmp_path):
