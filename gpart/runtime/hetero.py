@@ -85,6 +85,13 @@ class HeteroPartition:
         start = sum(self.num_owned_by_type[:t])
         return self.base.node_ids[start:start + self.num_owned_by_type[t]] - self.node_offsets[t]
 
+    def local_rows(self, ntype: str, ids: Any) -> torch.Tensor:
+        """Row of each typed id of `ntype` in this partition's arrays of that type (owned, or halo when halo
+        rows are stored), -1 elsewhere (as LoadedPartition.local_rows for homogeneous results)."""
+        t = self.meta.ntype_index(ntype, self.base.directory)
+        owner, rows = self._rows(t, self._typed_ids(t, ids))
+        return torch.where(owner == self.base.rank, rows, torch.full_like(rows, -1))
+
     # -- lookups
 
     def gather(self, key: Any, ids: Any, *, timeout_s: Optional[float] = None) -> torch.Tensor:
