@@ -272,15 +272,24 @@ class _Layout:
 
 
 def _layout(part: int, src: np.ndarray, nodes: _NodeOrder, edges: _EdgeOrder, scratch: "_Scratch") -> _Layout:
+    edge_ids, local_dst = edges.part(part)
+    sources = np.asarray(src[edge_ids], dtype=np.int64)
+    _release(src)
+    return part_layout(part, sources, local_dst, edge_ids, nodes, scratch)
+
+
+def part_layout(part: int, sources: np.ndarray, local_dst: np.ndarray, edge_ids: np.ndarray, nodes: _NodeOrder,
+                scratch: "_Scratch") -> _Layout:
+    """Partition `part`'s topology from its in-edges in CSC order (global sources, local destinations, edge ids).
+
+    Also used by gpart.distributed, whose ranks hold only their partitions' edges.
+    """
     owned = nodes.owned(part)
     num_owned = owned.shape[0]
-    edge_ids, local_dst = edges.part(part)
     num_edges = edge_ids.shape[0]
     indptr = np.zeros(num_owned + 1, dtype=np.int64)
     np.cumsum(np.bincount(local_dst, minlength=num_owned), out=indptr[1:])
     del local_dst
-    sources = np.asarray(src[edge_ids], dtype=np.int64)
-    _release(src)
     # Sources owned here map to their position minus the partition's start; the rest are halo.
     indices = nodes.position[sources] - nodes.offsets[part]
     remote = (indices < 0) | (indices >= num_owned)
@@ -417,15 +426,22 @@ def _write_book(writer: PartitionWriter, book: PartitionBook) -> dict[str, Any]:
 
 def _write_topology(writer: PartitionWriter, part: int, layout: _Layout, graph: Graph, bar) -> dict[str, Any]:
     """A partition's node ids, CSC arrays and edge data rows; node data follows in one pass for all."""
+    edge_rows = {name: (dtype_name(arr.dtype), arr.shape[1:], _gather_chunks(arr, layout.edge_ids, writer.after_writes))
+                 for name, arr in graph.edge_data.items()}
+    return write_part_topology(writer, part, layout, edge_rows, bar)
+
+
+def write_part_topology(writer: PartitionWriter, part: int, layout: _Layout, edge_rows: Mapping[str, Any], bar) -> dict[str, Any]:
+    """Write a partition's topology arrays and its edge data (name -> (dtype name, row shape, row chunks in
+    CSC order)); return its manifest entry. Also used by gpart.distributed, so the bytes are the same."""
     base = part_dir(part)
     arrays: dict[str, Any] = {}
     for key in ("node_ids", "indptr", "indices", "edge_ids"):
         arrays[key] = writer.write_array(f"{base}/{key}", getattr(layout, key), "int64").to_json()
         bar.advance(1)
-    for name, arr in graph.edge_data.items():
-        chunks = _gather_chunks(arr, layout.edge_ids, writer.after_writes)
+    for name, (dtype, row_shape, chunks) in edge_rows.items():
         arrays[f"edge_data/{name}"] = writer.write_chunks(
-            f"{base}/edge_data/{name}", dtype_name(arr.dtype), arr.shape[1:], layout.edge_ids.shape[0], chunks
+            f"{base}/edge_data/{name}", dtype, row_shape, layout.edge_ids.shape[0], chunks
         ).to_json()
         bar.advance(1)
     return {
@@ -638,3 +654,28 @@ def partition_stats(parts: list[dict[str, Any]], num_nodes: int, num_edges: int,
         "halo_ratio": halo / num_nodes if num_nodes else 0.0,
         "train_balance": share_balance([p["num_train"] for p in parts]) if parts and "num_train" in parts[0] else None,
     }
+
+
+# --------------------------------------------------------------------------- shared with gpart.distributed
+
+# The distributed pipeline writes its partitions with these same pieces, so that
+# with the same book its files and manifest are byte-identical to this module's.
+NodeOrder = _NodeOrder
+LayoutScratch = _Scratch
+
+
+def node_order(book: PartitionBook) -> _NodeOrder:
+    """Nodes in partition-major order (each partition's owned nodes ascending)."""
+    return _node_order(book)
+
+
+def write_book(writer: PartitionWriter, book: PartitionBook) -> dict[str, Any]:
+    """Write an array book's owner/local arrays (nothing for rule books); return the manifest's book entry."""
+    return _write_book(writer, book)
+
+
+def build_manifest(graph: Any, book_json: dict[str, Any], method: str, params: dict[str, Any], storage: str, halo: int,
+                   parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The result's manifest; `graph` needs source, input_format, num_nodes, num_edges and
+    node_data / edge_data arrays (only their dtype and row shape are read)."""
+    return _manifest(graph, book_json, method, params, storage, halo, parts, None, None)

@@ -1,0 +1,362 @@
+"""Partition a chunked graph on W torch.distributed ranks (SPEC.md 10.2).
+
+    read my chunks -> book (every rank from N, or on rank 0 from gathered edges)
+    -> shuffle edges to the rank writing their destination's partition, node
+       rows to the rank writing their owner's partition (bounded rounds)
+    -> each rank writes its partitions with gpart.partition's writer pieces
+    -> every rank reports; rank 0 writes the manifest last, only if all succeeded
+
+Partition p is written by rank p % W. Because the arrays are computed by the
+same functions from the same values in the same order (edges of a partition
+sorted by destination position, then edge id), the result is byte-identical
+to single-machine `gpart partition` of the same chunked directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Union
+
+import numpy as np
+
+from gpart.book import PartitionBook
+from gpart.bounded import key_shift
+from gpart.distributed.comm import Comm
+from gpart.distributed.shuffle import PartFiles, column, pack, rows_per_round, shuffle
+from gpart.errors import GpartError, InputError
+from gpart.formats.chunked import ChunkedGraph, check_same_layout
+from gpart.formats.commit import staged_output
+from gpart.formats.dtypes import dtype_name
+from gpart.formats.manifest import write_manifest
+from gpart.formats.partition import PartitionWriter, part_dir
+from gpart.formats.scratch import ScratchDir
+from gpart.graph import Graph
+from gpart.partition import LayoutScratch, NodeOrder, build_manifest, node_order, part_layout, write_book, write_part_topology
+from gpart.progress import NullProgress
+
+PathLike = Union[str, "os.PathLike[str]"]
+Log = Optional[Callable[[str], None]]
+
+DEFAULT_MAX_MESSAGE = 256 << 20
+LOCAL_METHODS = ("remainder", "range", "random", "assignment")  # computed on every rank from N alone
+GATHER_METHODS = ("balanced", "metis", "kaminpar", "stream")  # need the whole graph on rank 0
+ID_BYTES = 8
+
+
+@dataclass
+class RunInfo:
+    """What a distributed run did, beside the manifest (every rank gets the same)."""
+
+    manifest: dict[str, Any]
+    world_size: int
+    largest_message: int  # bytes, over all ranks and rounds
+    rounds: dict[str, int] = field(default_factory=dict)
+    peak_rss: list[int] = field(default_factory=list)  # bytes, per rank
+
+
+@dataclass
+class _Job:
+    comm: Comm
+    cg: ChunkedGraph
+    num_parts: int
+    max_message: int
+    log: Log
+    node_layout: dict[str, tuple[np.dtype, tuple[int, ...]]] = field(default_factory=dict)
+    edge_layout: dict[str, tuple[np.dtype, tuple[int, ...]]] = field(default_factory=dict)
+    rounds: dict[str, int] = field(default_factory=dict)
+
+    def my_parts(self) -> list[int]:
+        return list(range(self.comm.rank, self.num_parts, self.comm.world))
+
+    def my_chunks(self, count: int) -> list[int]:
+        return list(range(self.comm.rank, count, self.comm.world))
+
+    def say(self, what: str, start: float) -> None:
+        if self.log is not None:
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            self.log(f"rank {self.comm.rank}: {what:<16} {time.perf_counter() - start:8.2f} s   peak RSS {rss:8.1f} MiB")
+
+
+def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method: str = "remainder", *,
+                     storage: str = "binary", halo: int = 0, force: bool = False,
+                     max_message: int = DEFAULT_MAX_MESSAGE, timeout_s: float = 600.0, comm: Optional[Comm] = None,
+                     log: Log = None, **method_params: Any) -> RunInfo:
+    """Partition the chunked graph `chunks` into `num_parts` partitions under `out_dir` on every rank of the job.
+
+    Call on every rank (torch.distributed initialised, or a world of one).
+    `method_params` go to gpart.assign.assign (seed, assignment, imbalance,
+    balance, ...). Raises on every rank, within `timeout_s` of a peer's
+    failure, when any rank fails; the manifest is then not written.
+    """
+    comm = comm or Comm(timeout_s)
+    if method_params.get("assignment") is not None:
+        method = "assignment"
+    job, error = None, None
+    try:
+        _check_options(storage, halo, num_parts, method, max_message)
+        job = _Job(comm, ChunkedGraph(chunks), int(num_parts), int(max_message), log)
+        _check_input(job)
+    except GpartError as exc:
+        error = exc
+    comm.agree(error, "reading the chunked input")
+    assert job is not None
+    with ExitStack() as stack:
+        stage = _open_stage(job, stack, out_dir, force, chunks, method_params)
+        reports, book_json, book, params = _run(job, stage, method, method_params)
+        manifest = None
+        if comm.rank == 0:
+            try:
+                manifest = _commit(job, stage, chunks, book_json, method, params, reports)
+            except BaseException as exc:
+                comm.broadcast_bytes(json.dumps({"error": _text(exc)}).encode())
+                raise
+    if comm.rank == 0:
+        comm.broadcast_bytes(json.dumps({"manifest": manifest}).encode())
+    else:
+        answer = json.loads(comm.broadcast_bytes(None))
+        if "error" in answer:
+            raise GpartError(None, f"rank {comm.rank}: rank 0 could not commit the result: {answer['error']}")
+        manifest = answer["manifest"]
+    largest = max(r["largest_message"] for r in reports)
+    return RunInfo(manifest, comm.world, largest, dict(job.rounds), [r["peak_rss"] for r in reports])
+
+
+def _text(exc: BaseException) -> str:
+    return exc.one_line() if isinstance(exc, GpartError) else f"{type(exc).__name__}: {exc}"
+
+
+def _check_options(storage: str, halo: int, num_parts: int, method: str, max_message: int) -> None:
+    if storage != "binary":
+        raise InputError(None, f"the distributed partitioner writes binary storage only, not {storage!r}")
+    if halo != 0:
+        raise InputError(None, "the distributed partitioner writes --halo 0 only")
+    if method not in LOCAL_METHODS + GATHER_METHODS:
+        raise InputError(None, f"unknown partition method {method!r}")
+    if not isinstance(max_message, int) or max_message < 1:
+        raise InputError(None, f"--max-message must be a positive number of bytes, got {max_message!r}")
+
+
+def _check_input(job: _Job) -> None:
+    """Metadata, part count and the headers of this rank's chunks: all cheap, all before any output."""
+    cg = job.cg
+    if job.num_parts < 1 or job.num_parts > cg.num_nodes:
+        raise InputError(cg.directory, f"cannot split {cg.num_nodes} nodes into {job.num_parts} parts "
+                                       f"(parts must be between 1 and the number of nodes)")
+    job.node_layout, job.edge_layout = cg.data_layout("node"), cg.data_layout("edge")
+    for kind, layout, count in (("node", job.node_layout, cg.num_node_chunks), ("edge", job.edge_layout, cg.num_edge_chunks)):
+        for name in layout:
+            for i in job.my_chunks(count):
+                check_same_layout((cg.node_data if kind == "node" else cg.edge_data)[name][i], name,
+                                  cg.data_chunk(kind, name, i), layout[name])
+    mask = job.node_layout.get("train_mask")
+    if mask is not None and (mask[1] != () or (mask[0] != np.bool_ and mask[0].kind not in "iu")):
+        raise InputError(cg.directory, f"training mask 'train_mask' must be 1-D boolean or 0/1, got {mask[0]} rows {list(mask[1])}")
+
+
+def _open_stage(job: _Job, stack: ExitStack, out_dir: PathLike, force: bool, chunks: PathLike, params: dict) -> Path:
+    """Rank 0 creates the staging directory (removed again if the run fails); every rank learns its name."""
+    error, stage = None, None
+    if job.comm.rank == 0:
+        try:
+            inputs = [chunks] + ([params["assignment"]] if isinstance(params.get("assignment"), (str, os.PathLike)) else [])
+            stage = stack.enter_context(staged_output(out_dir, force=force, inputs=inputs))
+        except GpartError as exc:
+            error = exc
+    job.comm.agree(error, "creating the output directory")
+    return Path(job.comm.broadcast_bytes(os.fsencode(stage) if stage is not None else None).decode())
+
+
+def _run(job: _Job, stage: Path, method: str, method_params: dict) -> tuple[list[dict], dict, PartitionBook, dict]:
+    """Book, shuffles and this rank's partitions; returns every rank's report (in rank order)."""
+    comm = job.comm
+    start = time.perf_counter()
+    book, params = _book(job, method, method_params, stage)
+    nodes = node_order(book)
+    job.say("assign", start)
+    error, parts, book_json = None, [], {}
+    with ScratchDir(stage.parent, prefix=f"{stage.name}-scratch-{comm.rank}-") as scratch:
+        start = time.perf_counter()
+        edge_files = _shuffle_edges(job, book, scratch.path)
+        job.say("shuffle edges", start)
+        start = time.perf_counter()
+        node_files = _shuffle_nodes(job, book, scratch.path)
+        job.say("shuffle nodes", start)
+        start = time.perf_counter()
+        writer = PartitionWriter(stage, "binary")
+        try:
+            book_json = write_book(writer, book) if comm.rank == 0 else {}
+            parts = [_write_part(job, writer, p, nodes, edge_files, node_files) for p in job.my_parts()]
+            writer.close({})
+        except Exception as exc:
+            writer.abort()
+            error = exc
+        job.say("write", start)
+    comm.agree(error, "writing partitions")
+    mine = {"parts": parts, "largest_message": comm.largest_message,
+            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    reports = [json.loads(r) for r in comm.all_gather_bytes(json.dumps(mine).encode())]
+    return reports, book_json, book, params
+
+
+def _commit(job: _Job, stage: Path, chunks: PathLike, book_json: dict, method: str, params: dict, reports: list[dict]) -> dict:
+    parts = sorted((p for r in reports for p in r["parts"]), key=lambda p: p["part"])
+    assert [p["part"] for p in parts] == list(range(job.num_parts))
+    cg = job.cg
+    info = _GraphInfo(os.fspath(chunks), "chunked", cg.num_nodes, cg.num_edges,
+                      {k: np.empty((0, *s), dtype=d) for k, (d, s) in job.node_layout.items()},
+                      {k: np.empty((0, *s), dtype=d) for k, (d, s) in job.edge_layout.items()})
+    manifest = build_manifest(info, book_json, method, params, "binary", 0, parts)
+    assert sum(p["num_owned"] for p in parts) == cg.num_nodes and sum(p["num_edges"] for p in parts) == cg.num_edges
+    write_manifest(stage, manifest)
+    return manifest
+
+
+@dataclass
+class _GraphInfo:
+    """What the manifest needs of the graph: no edges held."""
+
+    source: str
+    input_format: str
+    num_nodes: int
+    num_edges: int
+    node_data: dict[str, np.ndarray]
+    edge_data: dict[str, np.ndarray]
+
+
+# --------------------------------------------------------------------------- book
+
+
+def _book(job: _Job, method: str, method_params: dict, stage: Path) -> tuple[PartitionBook, dict]:
+    from gpart.assign import assign
+
+    comm, cg = job.comm, job.cg
+    if method in LOCAL_METHODS:
+        error, result = None, None
+        try:  # every rank computes the same book from N (and the same seed or file)
+            empty = np.zeros(0, dtype=np.int64)
+            result = assign(Graph(cg.num_nodes, empty, empty, source=os.fspath(cg.directory), input_format="chunked"),
+                            job.num_parts, method, **method_params)
+        except GpartError as exc:
+            error = exc
+        comm.agree(error, "assigning nodes")
+        return result.book, result.params
+    from gpart.distributed.gather import gathered_book
+
+    return gathered_book(job, method, method_params, stage)
+
+
+# --------------------------------------------------------------------------- shuffles
+
+
+def _edge_row_bytes(job: _Job) -> int:
+    return 3 * ID_BYTES + sum(int(np.prod(s, dtype=np.int64)) * d.itemsize for d, s in job.edge_layout.values())
+
+
+def edge_blocks(job: _Job, dest_of: Callable[[np.ndarray], np.ndarray], names: Sequence[str]):
+    """(local rounds, blocks) of this rank's edge chunks: rows src, dst, edge id, then the edge arrays `names`."""
+    cg = job.cg
+    row_bytes = 3 * ID_BYTES + sum(int(np.prod(job.edge_layout[n][1], dtype=np.int64)) * job.edge_layout[n][0].itemsize for n in names)
+    step = rows_per_round(job.max_message, row_bytes)
+    mine = job.my_chunks(cg.num_edge_chunks)
+    rounds = sum(-(-int(cg.edge_counts[i]) // step) for i in mine)
+
+    def blocks():
+        for i in mine:
+            src, dst = cg.edges(i)
+            data = [cg.data_chunk("edge", n, i) for n in names]
+            first = int(cg.edge_offsets[i])
+            for a in range(0, int(cg.edge_counts[i]), step):
+                b = min(a + step, int(cg.edge_counts[i]))
+                d = np.asarray(dst[a:b], dtype=np.int64)
+                cols = [np.stack([np.asarray(src[a:b], dtype=np.int64), d,
+                                  np.arange(first + a, first + b, dtype=np.int64)], axis=1)]
+                yield pack(cols + [np.asarray(arr[a:b]) for arr in data], b - a), dest_of(d)
+
+    return rounds, blocks(), row_bytes
+
+
+def node_blocks(job: _Job, dest_of: Callable[[np.ndarray], np.ndarray], names: Sequence[str]):
+    """(local rounds, blocks) of this rank's node chunks: rows node id, then the node arrays `names`."""
+    cg = job.cg
+    row_bytes = ID_BYTES + sum(int(np.prod(job.node_layout[n][1], dtype=np.int64)) * job.node_layout[n][0].itemsize for n in names)
+    step = rows_per_round(job.max_message, row_bytes)
+    mine = job.my_chunks(cg.num_node_chunks) if names else []
+    rounds = sum(-(-int(cg.node_counts[j]) // step) for j in mine)
+
+    def blocks():
+        for j in mine:
+            data = [cg.data_chunk("node", n, j) for n in names]
+            first = int(cg.node_offsets[j])
+            for a in range(0, int(cg.node_counts[j]), step):
+                b = min(a + step, int(cg.node_counts[j]))
+                ids = np.arange(first + a, first + b, dtype=np.int64)
+                yield pack([ids] + [np.asarray(arr[a:b]) for arr in data], b - a), dest_of(ids)
+
+    return rounds, blocks(), row_bytes
+
+
+def _shuffle_edges(job: _Job, book: PartitionBook, directory: Path) -> PartFiles:
+    world = job.comm.world
+    rounds, blocks, row_bytes = edge_blocks(job, lambda dst: np.asarray(book.owner(dst)) % world, list(job.edge_layout))
+    files = PartFiles(directory, "edges", job.my_parts(), row_bytes)
+
+    def deliver(rows: np.ndarray) -> None:
+        files.append_grouped(rows, np.asarray(book.owner(column(rows, ID_BYTES, np.int64))))
+
+    job.rounds["edges"] = shuffle(job.comm, blocks, rounds, row_bytes, deliver, "shuffling edges")
+    return files
+
+
+def _shuffle_nodes(job: _Job, book: PartitionBook, directory: Path) -> PartFiles:
+    world = job.comm.world
+    rounds, blocks, row_bytes = node_blocks(job, lambda ids: np.asarray(book.owner(ids)) % world, list(job.node_layout))
+    files = PartFiles(directory, "nodes", job.my_parts(), row_bytes)
+
+    def deliver(rows: np.ndarray) -> None:
+        files.append_grouped(rows, np.asarray(book.owner(column(rows, 0, np.int64))))
+
+    job.rounds["nodes"] = shuffle(job.comm, blocks, rounds, row_bytes, deliver, "shuffling node data")
+    return files
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _write_part(job: _Job, writer: PartitionWriter, part: int, nodes: NodeOrder, edge_files: PartFiles,
+                node_files: PartFiles) -> dict[str, Any]:
+    """Partition `part` from the rows it received, through gpart.partition's writer pieces."""
+    rows = edge_files.read(part)
+    src, dst, eid = (column(rows, k * ID_BYTES, np.int64) for k in range(3))
+    shift, packed = key_shift(nodes.position.shape[0], job.cg.num_edges)
+    position = nodes.position[dst]
+    # CSC order: destination position, then edge id (as gpart.partition's one sort of packed keys)
+    order = np.argsort((position << shift) | eid) if packed else np.lexsort((eid, position))
+    rows, src, eid, local_dst = rows[order], src[order], eid[order], position[order] - nodes.offsets[part]
+    del position, dst, order
+    layout = part_layout(part, src, local_dst, eid, nodes, LayoutScratch(nodes.position.shape[0]))
+    at, edge_rows = 3 * ID_BYTES, {}
+    for name, (dtype, shape) in job.edge_layout.items():
+        edge_rows[name] = (dtype_name(dtype), shape, [column(rows, at, dtype, shape)])
+        at += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    del rows
+    with NullProgress().stage("write") as bar:
+        entry = write_part_topology(writer, part, layout, edge_rows, bar)
+    del layout, edge_rows
+    node_rows = node_files.read(part)
+    owned = nodes.owned(part)
+    assert node_rows.shape[0] == (owned.shape[0] if job.node_layout else 0), "node rows do not cover the owned nodes"
+    order = np.argsort(column(node_rows, 0, np.int64), kind="stable")  # owned nodes ascend: local order
+    node_rows, at = node_rows[order], ID_BYTES
+    for name, (dtype, shape) in job.node_layout.items():
+        values = column(node_rows, at, dtype, shape)
+        entry["arrays"][f"node_data/{name}"] = writer.write_array(f"{part_dir(part)}/node_data/{name}", values, dtype_name(dtype)).to_json()
+        if name == "train_mask":
+            entry["num_train"] = int(np.count_nonzero(values.astype(bool)))
+        at += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    return entry
