@@ -90,6 +90,80 @@ def partition(chunks: str, num_parts: int, out_dir: str, method: str, assignment
                      f"edge cut {m['stats']['edge_cut']:,}", soft_wrap=True)
 
 
+@cli.command("gather-ckpt", context_settings={"show_default": True})
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory (global layout), seen by every rank.")
+@click.option("--npy", is_flag=True, help="Write <tensor>.npy files instead of flat <tensor>_part_0_of_1 + <tensor>.json.")
+@click.option("--force", is_flag=True, help="Replace an existing result.")
+@timeout_option
+@quiet_option
+@json_option
+def gather_ckpt(run_dir: str, out: str, npy: bool, force: bool, timeout_s: float, quiet: bool, as_json: bool) -> None:
+    """Gather the sharded checkpoint RUN_DIR into global row order; tensor i is written by rank i % W.
+
+    Byte-identical to `gpart gather-ckpt RUN_DIR -o OUT`.
+
+    \b
+    Example:
+      torchrun --standalone --nproc-per-node 4 -m gpart.distributed gather-ckpt run/ -o full/
+    """
+    from gpart.distributed.ckpt import gather_ckpt as gather
+    from gpart.distributed.comm import init_from_env
+
+    comm = init_from_env(timeout_s)
+    manifest = gather(run_dir, out, npy=npy, force=force, comm=comm)
+    _report_ckpt(comm, manifest, out, "gathered", quiet, as_json)
+
+
+@cli.command("scatter-ckpt", context_settings={"show_default": True})
+@click.argument("full_dir", type=click.Path(file_okay=False))
+@click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory (sharded layout), seen by every rank.")
+@click.option("-w", "--world-size", required=True, type=click.IntRange(min=1), help="Number of ranks of the new job.")
+@click.option("--policy", type=click.Choice(["remainder", "range"]), default="remainder", help="Sharding policy.")
+@click.option("--boundaries", default=None, help="range only: W+1 comma-separated row boundaries (default: WholeGraph's split).")
+@click.option("--force", is_flag=True, help="Replace an existing result.")
+@timeout_option
+@quiet_option
+@json_option
+def scatter_ckpt(full_dir: str, out: str, world_size: int, policy: str, boundaries: str | None, force: bool,
+                 timeout_s: float, quiet: bool, as_json: bool) -> None:
+    """Re-shard the checkpoint FULL_DIR for a job of W ranks; target shard q is written by rank q % (this job's size).
+
+    Byte-identical to `gpart scatter-ckpt FULL_DIR -o OUT -w W`.
+
+    \b
+    Example:
+      torchrun --standalone --nproc-per-node 4 -m gpart.distributed scatter-ckpt full/ --world-size 16 -o run16/
+    """
+    from gpart.distributed.ckpt import scatter_ckpt as scatter
+    from gpart.distributed.comm import init_from_env
+
+    comm = init_from_env(timeout_s)
+    manifest = scatter(full_dir, out, world_size, policy, boundaries=_parse_boundaries(boundaries), force=force, comm=comm)
+    _report_ckpt(comm, manifest, out, f"scattered over {world_size} ranks", quiet, as_json)
+
+
+def _parse_boundaries(text: str | None) -> list[int] | None:
+    from gpart.errors import InputError
+
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x != ""]
+    except ValueError:
+        raise InputError(None, f"--boundaries must be comma-separated integers, got {text!r}") from None
+
+
+def _report_ckpt(comm, manifest: dict, out: str, verb: str, quiet: bool, as_json: bool) -> None:
+    if comm.rank != 0 or quiet:
+        return
+    if as_json:
+        print_json({"directory": out, "world_size": manifest["world_size"], "ranks": comm.world,
+                    "tensors": [t["name"] for t in manifest["tensors"]]})
+    else:
+        stdout.print(f"{out}: {len(manifest['tensors'])} tensors {verb} by {comm.world} ranks", soft_wrap=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a failure is one line `error: ...` and exit 2 (1 for damaged artifacts)."""
     from gpart.errors import GpartError

@@ -462,41 +462,48 @@ def gather_checkpoint(
     """
     src = ck.read_checkpoint(run_dir, verify=verify)
     progress = or_null(progress)
-    tensors_json = []
     with staged_output(out_dir, force=force, inputs=[run_dir]) as stage:
-        for name, t in src.tensors.items():
-            entry = _gather_npy(src, name, t, stage, chunk_rows, progress) if npy else _gather_flat(src, name, t, stage, chunk_rows, progress)
-            tensors_json.append(
-                {
-                    **t.describe(),
-                    "storage": "npy" if npy else "flat",
-                    "file": entry,
-                }
-            )
-        manifest = {
-            "format": ck.FORMAT,
-            "version": ck.VERSION,
-            "layout": "global",
-            "created_by": f"gpart {__version__}",
-            "world_size": 1,
-            "optimizer": src.optimizer,
-            "embeddings": [
-                {
-                    "name": e.name,
-                    "num_rows": e.num_rows,
-                    "row_shape": list(e.row_shape),
-                    "dtype": e.dtype,
-                    "states": list(e.states),
-                    "source_policy": e.source_policy if src.layout == "global" else e.policy.to_json(),
-                }
-                for e in src.embeddings.values()
-            ],
-            "tensors": tensors_json,
-            "source": {"directory": os.fspath(run_dir), "world_size": src.world_size},
-        }
-        if "extra" in src.manifest:
-            manifest["extra"] = src.manifest["extra"]
+        tensors_json = [gather_tensor(src, name, stage, npy=npy, chunk_rows=chunk_rows, progress=progress) for name in src.tensors]
+        manifest = gather_manifest(src, run_dir, tensors_json)
         ck.write_checkpoint_manifest(stage, manifest)
+    return manifest
+
+
+def gather_tensor(src: ck.Checkpoint, name: str, stage: Path, *, npy: bool = False, chunk_rows: Optional[int] = None,
+                  progress=None) -> dict[str, Any]:
+    """Write tensor `name` of `src` in global row order into `stage`; return its manifest entry
+    (gpart.distributed gathers different tensors on different ranks with it)."""
+    t = src.tensors[name]
+    progress = or_null(progress)
+    entry = _gather_npy(src, name, t, stage, chunk_rows, progress) if npy else _gather_flat(src, name, t, stage, chunk_rows, progress)
+    return {**t.describe(), "storage": "npy" if npy else "flat", "file": entry}
+
+
+def gather_manifest(src: ck.Checkpoint, run_dir: PathLike, tensors_json: list[dict[str, Any]]) -> dict[str, Any]:
+    """The manifest of a gathered checkpoint, its tensors' entries in `src.tensors` order."""
+    manifest = {
+        "format": ck.FORMAT,
+        "version": ck.VERSION,
+        "layout": "global",
+        "created_by": f"gpart {__version__}",
+        "world_size": 1,
+        "optimizer": src.optimizer,
+        "embeddings": [
+            {
+                "name": e.name,
+                "num_rows": e.num_rows,
+                "row_shape": list(e.row_shape),
+                "dtype": e.dtype,
+                "states": list(e.states),
+                "source_policy": e.source_policy if src.layout == "global" else e.policy.to_json(),
+            }
+            for e in src.embeddings.values()
+        ],
+        "tensors": tensors_json,
+        "source": {"directory": os.fspath(run_dir), "world_size": src.world_size},
+    }
+    if "extra" in src.manifest:
+        manifest["extra"] = src.manifest["extra"]
     return manifest
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Optional
+from pathlib import Path
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
@@ -155,6 +156,40 @@ class Comm:
                                             [int(c) * row_bytes for c in send], async_op=True)
         self._wait(work, "exchanging rows")
         return out.numpy().reshape(-1, row_bytes), recv_counts
+
+
+def staged_on_root(comm: Comm, stack: Any, out_dir: Any, force: bool, inputs: Sequence[Any]) -> Path:
+    """Rank 0 creates the staging directory of `out_dir` (formats.commit.staged_output, entered on
+    `stack`: removed if the run fails, swapped into place when the stack closes after the manifest
+    is written); every rank returns its path, or every rank raises rank 0's error."""
+    from gpart.formats.commit import staged_output
+
+    error, stage = None, None
+    if comm.rank == 0:
+        try:
+            stage = stack.enter_context(staged_output(out_dir, force=force, inputs=inputs))
+        except GpartError as exc:
+            error = exc
+    comm.agree(error, "creating the output directory")
+    return Path(comm.broadcast_bytes(os.fsencode(stage) if stage is not None else None).decode())
+
+
+def finish_on_root(comm: Comm, commit: Any) -> Any:
+    """Rank 0 runs `commit()` (returns a JSON-able result) and tells every rank its result or error."""
+    import json
+
+    if comm.rank == 0:
+        try:
+            result = commit()
+        except BaseException as exc:
+            comm.broadcast_bytes(json.dumps({"error": exc.one_line() if isinstance(exc, GpartError) else repr(exc)}).encode())
+            raise
+        comm.broadcast_bytes(json.dumps({"result": result}).encode())
+        return result
+    answer = json.loads(comm.broadcast_bytes(None))
+    if "error" in answer:
+        raise GpartError(None, f"rank {comm.rank}: rank 0 could not commit the result: {answer['error']}")
+    return answer["result"]
 
 
 class ShuffleAborted(Exception):

@@ -27,11 +27,10 @@ import numpy as np
 
 from gpart.book import PartitionBook
 from gpart.bounded import key_shift
-from gpart.distributed.comm import Comm
+from gpart.distributed.comm import Comm, finish_on_root, staged_on_root
 from gpart.distributed.shuffle import PartFiles, column, pack, rows_per_round, shuffle
 from gpart.errors import GpartError, InputError
 from gpart.formats.chunked import ChunkedGraph, check_same_layout
-from gpart.formats.commit import staged_output
 from gpart.formats.dtypes import dtype_name
 from gpart.formats.manifest import write_manifest
 from gpart.formats.partition import PartitionWriter, part_dir
@@ -107,28 +106,19 @@ def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method
     comm.agree(error, "reading the chunked input")
     assert job is not None
     with ExitStack() as stack:
-        stage = _open_stage(job, stack, out_dir, force, chunks, method_params)
-        reports, book_json, book, params = _run(job, stage, method, method_params)
-        manifest = None
-        if comm.rank == 0:
-            try:
-                manifest = _commit(job, stage, chunks, book_json, method, params, reports)
-            except BaseException as exc:
-                comm.broadcast_bytes(json.dumps({"error": _text(exc)}).encode())
-                raise
-    if comm.rank == 0:
-        comm.broadcast_bytes(json.dumps({"manifest": manifest}).encode())
-    else:
-        answer = json.loads(comm.broadcast_bytes(None))
-        if "error" in answer:
-            raise GpartError(None, f"rank {comm.rank}: rank 0 could not commit the result: {answer['error']}")
-        manifest = answer["manifest"]
+        inputs = [chunks] + ([method_params["assignment"]] if isinstance(method_params.get("assignment"), (str, os.PathLike)) else [])
+        stage = staged_on_root(comm, stack, out_dir, force, inputs)
+        reports, book_json, params = _run(job, stage, method, method_params)
+
+        def commit() -> dict[str, Any]:
+            manifest = _manifest(job, chunks, book_json, method, params, reports)
+            write_manifest(stage, manifest)
+            stack.close()  # swaps the result into place (rank 0's staged_output)
+            return manifest
+
+        manifest = finish_on_root(comm, commit)
     largest = max(r["largest_message"] for r in reports)
     return RunInfo(manifest, comm.world, largest, dict(job.rounds), [r["peak_rss"] for r in reports])
-
-
-def _text(exc: BaseException) -> str:
-    return exc.one_line() if isinstance(exc, GpartError) else f"{type(exc).__name__}: {exc}"
 
 
 def _check_options(storage: str, halo: int, num_parts: int, method: str, max_message: int) -> None:
@@ -159,20 +149,7 @@ def _check_input(job: _Job) -> None:
         raise InputError(cg.directory, f"training mask 'train_mask' must be 1-D boolean or 0/1, got {mask[0]} rows {list(mask[1])}")
 
 
-def _open_stage(job: _Job, stack: ExitStack, out_dir: PathLike, force: bool, chunks: PathLike, params: dict) -> Path:
-    """Rank 0 creates the staging directory (removed again if the run fails); every rank learns its name."""
-    error, stage = None, None
-    if job.comm.rank == 0:
-        try:
-            inputs = [chunks] + ([params["assignment"]] if isinstance(params.get("assignment"), (str, os.PathLike)) else [])
-            stage = stack.enter_context(staged_output(out_dir, force=force, inputs=inputs))
-        except GpartError as exc:
-            error = exc
-    job.comm.agree(error, "creating the output directory")
-    return Path(job.comm.broadcast_bytes(os.fsencode(stage) if stage is not None else None).decode())
-
-
-def _run(job: _Job, stage: Path, method: str, method_params: dict) -> tuple[list[dict], dict, PartitionBook, dict]:
+def _run(job: _Job, stage: Path, method: str, method_params: dict) -> tuple[list[dict], dict, dict]:
     """Book, shuffles and this rank's partitions; returns every rank's report (in rank order)."""
     comm = job.comm
     start = time.perf_counter()
@@ -201,20 +178,18 @@ def _run(job: _Job, stage: Path, method: str, method_params: dict) -> tuple[list
     mine = {"parts": parts, "largest_message": comm.largest_message,
             "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
     reports = [json.loads(r) for r in comm.all_gather_bytes(json.dumps(mine).encode())]
-    return reports, book_json, book, params
+    return reports, book_json, params
 
 
-def _commit(job: _Job, stage: Path, chunks: PathLike, book_json: dict, method: str, params: dict, reports: list[dict]) -> dict:
+def _manifest(job: _Job, chunks: PathLike, book_json: dict, method: str, params: dict, reports: list[dict]) -> dict:
     parts = sorted((p for r in reports for p in r["parts"]), key=lambda p: p["part"])
     assert [p["part"] for p in parts] == list(range(job.num_parts))
     cg = job.cg
     info = _GraphInfo(os.fspath(chunks), "chunked", cg.num_nodes, cg.num_edges,
                       {k: np.empty((0, *s), dtype=d) for k, (d, s) in job.node_layout.items()},
                       {k: np.empty((0, *s), dtype=d) for k, (d, s) in job.edge_layout.items()})
-    manifest = build_manifest(info, book_json, method, params, "binary", 0, parts)
     assert sum(p["num_owned"] for p in parts) == cg.num_nodes and sum(p["num_edges"] for p in parts) == cg.num_edges
-    write_manifest(stage, manifest)
-    return manifest
+    return build_manifest(info, book_json, method, params, "binary", 0, parts)
 
 
 @dataclass
