@@ -34,9 +34,13 @@ def wait_rss(proc: subprocess.Popen) -> tuple[int, int]:
     return proc.returncode, usage.ru_maxrss * 1024
 
 
+VERBOSE = False  # --verbose: every process prints its stage times and peak RSS (-v) to stderr
+
+
 def run_one(args: list[str], env: dict | None = None) -> tuple[float, int, str]:
     start = time.perf_counter()
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(args + (["-v"] if VERBOSE and "partition" in args else []), env=env, stdout=subprocess.PIPE,
+                            stderr=None if VERBOSE else subprocess.DEVNULL, text=True)
     out = proc.stdout.read()
     code, rss = wait_rss(proc)
     if code:
@@ -58,7 +62,8 @@ def run_distributed(world: int, chunks: Path, out: Path, parts: int, method: str
                "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank)}
         procs.append(subprocess.Popen([sys.executable, "-m", "gpart.distributed", "partition", str(chunks), "--parts",
                                        str(parts), "-o", str(out), "--method", method, "--max-message", max_message,
-                                       "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+                                       "--json"] + (["-v"] if VERBOSE else []), env=env, stdout=subprocess.PIPE,
+                                      stderr=None if VERBOSE else subprocess.DEVNULL, text=True))
     summary = json.loads(procs[0].stdout.read())
     results = [wait_rss(p) for p in procs]
     seconds = time.perf_counter() - start
@@ -85,7 +90,10 @@ def main() -> None:
     parser.add_argument("--max-message", default="256MiB")
     parser.add_argument("--worlds", default="2,4")
     parser.add_argument("--work", type=Path, default=Path("/tmp/gpart_bench_distributed"))
+    parser.add_argument("--verbose", action="store_true", help="stage times and peak RSS of every process on stderr")
     args = parser.parse_args()
+    global VERBOSE
+    VERBOSE = args.verbose
     args.work.mkdir(parents=True, exist_ok=True)
     gpart = [sys.executable, "-m", "gpart.cli.main"]
     graph = args.work / f"powerlaw_{args.nodes}_{args.edges}_{args.feat_dim}.npz"
@@ -94,7 +102,7 @@ def main() -> None:
                         "--edges", str(args.edges), "--feat-dim", str(args.feat_dim)], check=True)
     chunks = args.work / f"chunks_{graph.stem}_{args.chunks}"
     if not chunks.exists():
-        seconds, rss, _ = run_one(gpart + ["chunk", str(graph), "--chunks", str(args.chunks), "-o", str(chunks), "-q"])
+        seconds, rss, _ = run_one(gpart + ["chunk", str(graph), "--chunks", str(args.chunks), "-o", str(chunks)])
         print(f"gpart chunk: {seconds:.1f} s, peak RSS {rss / 2**20:.0f} MiB")
     E = args.edges
     print(f"graph {args.nodes:,} nodes, {E:,} edges, feat {args.feat_dim} float32, {args.chunks} chunks -> "

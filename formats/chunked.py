@@ -24,7 +24,7 @@ from gpart.formats.arrays import close_quietly
 from gpart.formats.commit import staged_output
 from gpart.formats.manifest import fsync_dir, read_json, write_json_atomic
 from gpart.formats.names import safe_name, safe_relpath
-from gpart.formats.readers import open_array_input, open_npy, scan_range
+from gpart.formats.readers import drop_pages, open_array_input, open_npy, scan_range
 from gpart.graph import Graph
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -89,8 +89,10 @@ def _write_rows(path: Path, arr: np.ndarray, start: int, stop: int, dtype: np.dt
     row_bytes = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * np.dtype(dtype).itemsize)
     step = max(1, WRITE_BYTES // row_bytes)
     try:
+        in_row = int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
         for a in range(start, stop, step):
             out.write(np.asarray(arr[a:min(a + step, stop)]))
+            drop_pages(arr, a * in_row, (min(a + step, stop) - a) * in_row)  # a mapped input's pages: read once
     except BaseException:
         close_quietly(out._fh)
         raise

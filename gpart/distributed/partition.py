@@ -34,6 +34,7 @@ from gpart.formats.chunked import ChunkedGraph, check_same_layout
 from gpart.formats.dtypes import dtype_name
 from gpart.formats.manifest import write_manifest
 from gpart.formats.partition import PartitionWriter, part_dir
+from gpart.formats.readers import drop_pages
 from gpart.formats.scratch import ScratchDir
 from gpart.graph import Graph
 from gpart.partition import LayoutScratch, NodeOrder, build_manifest, node_order, part_layout, write_book, write_part_topology
@@ -252,6 +253,7 @@ def edge_blocks(job: _Job, dest_of: Callable[[np.ndarray], np.ndarray], names: S
                 cols = [np.stack([np.asarray(src[a:b], dtype=np.int64), d,
                                   np.arange(first + a, first + b, dtype=np.int64)], axis=1)]
                 yield pack(cols + [np.asarray(arr[a:b]) for arr in data], b - a), dest_of(d)
+                _release_rows([src, dst, *data], a, b)
 
     return rounds, blocks(), row_bytes
 
@@ -272,8 +274,16 @@ def node_blocks(job: _Job, dest_of: Callable[[np.ndarray], np.ndarray], names: S
                 b = min(a + step, int(cg.node_counts[j]))
                 ids = np.arange(first + a, first + b, dtype=np.int64)
                 yield pack([ids] + [np.asarray(arr[a:b]) for arr in data], b - a), dest_of(ids)
+                _release_rows(data, a, b)
 
     return rounds, blocks(), row_bytes
+
+
+def _release_rows(arrays: Sequence[np.ndarray], a: int, b: int) -> None:
+    """Drop the mapped pages of rows [a, b) of chunk memmaps once sent (else they count in RSS)."""
+    for arr in arrays:
+        row_bytes = int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
+        drop_pages(arr, a * row_bytes, (b - a) * row_bytes)
 
 
 def _shuffle_edges(job: _Job, book: PartitionBook, directory: Path) -> PartFiles:
