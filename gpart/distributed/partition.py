@@ -28,7 +28,7 @@ import numpy as np
 from gpart.book import PartitionBook
 from gpart.bounded import key_shift
 from gpart.distributed.comm import Comm, finish_on_root, staged_on_root
-from gpart.distributed.shuffle import PartFiles, column, pack, rows_per_round, shuffle
+from gpart.distributed.shuffle import PartFiles, column, pack, rows_per_round, shuffle, take_rows
 from gpart.errors import GpartError, InputError
 from gpart.formats.chunked import ChunkedGraph, check_same_layout
 from gpart.formats.dtypes import dtype_name
@@ -322,10 +322,11 @@ def _write_part(job: _Job, writer: PartitionWriter, part: int, nodes: NodeOrder,
     position = nodes.position[dst]
     # CSC order: destination position, then edge id (as gpart.partition's one sort of packed keys)
     order = np.argsort((position << shift) | eid) if packed else np.lexsort((eid, position))
-    rows, src, eid, local_dst = rows[order], src[order], eid[order], position[order] - nodes.offsets[part]
+    src, eid, local_dst = src[order], eid[order], position[order] - nodes.offsets[part]
+    rows = take_rows(rows[:, 3 * ID_BYTES:], order) if job.edge_layout else rows[:0, 3 * ID_BYTES:]
     del position, dst, order
     layout = part_layout(part, src, local_dst, eid, nodes, LayoutScratch(nodes.position.shape[0]))
-    at, edge_rows = 3 * ID_BYTES, {}
+    at, edge_rows = 0, {}  # rows now hold the edge arrays alone
     for name, (dtype, shape) in job.edge_layout.items():
         edge_rows[name] = (dtype_name(dtype), shape, [column(rows, at, dtype, shape)])
         at += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -337,7 +338,7 @@ def _write_part(job: _Job, writer: PartitionWriter, part: int, nodes: NodeOrder,
     owned = nodes.owned(part)
     assert node_rows.shape[0] == (owned.shape[0] if job.node_layout else 0), "node rows do not cover the owned nodes"
     order = np.argsort(column(node_rows, 0, np.int64), kind="stable")  # owned nodes ascend: local order
-    node_rows, at = node_rows[order], ID_BYTES
+    node_rows, at = take_rows(node_rows, order), ID_BYTES
     for name, (dtype, shape) in job.node_layout.items():
         values = column(node_rows, at, dtype, shape)
         entry["arrays"][f"node_data/{name}"] = writer.write_array(f"{part_dir(part)}/node_data/{name}", values, dtype_name(dtype)).to_json()

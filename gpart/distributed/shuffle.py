@@ -38,6 +38,16 @@ def pack(columns: Iterable[np.ndarray], num_rows: int) -> np.ndarray:
     return pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=1)
 
 
+def take_rows(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """rows[order] for packed byte rows, each row moved as one void item (numpy gathers a 2-D uint8
+    array element by element; as 1-D void items it copies whole rows: several times faster)."""
+    rows = np.ascontiguousarray(rows)
+    if rows.shape[1] == 0:
+        return rows[order]
+    items = rows.view(np.dtype((np.void, rows.shape[1]))).reshape(-1)
+    return items[order].view(np.uint8).reshape(-1, rows.shape[1])
+
+
 def column(rows: np.ndarray, start: int, dtype, row_shape: tuple[int, ...] = ()) -> np.ndarray:
     """Column bytes [start, start + row size) of packed rows, as an array of `dtype` and `row_shape` rows."""
     dtype = np.dtype(dtype)
@@ -62,7 +72,7 @@ def shuffle(comm: Comm, blocks: Iterator[Block], local_rounds: int, row_bytes: i
                 if block is not None:
                     rows, dest = block
                     if comm.world > 1 and not bool(np.all(dest[1:] >= dest[:-1])):
-                        rows = rows[np.argsort(dest, kind="stable")]
+                        rows = take_rows(rows, np.argsort(dest, kind="stable"))
                     counts = np.bincount(dest, minlength=comm.world).astype(np.int64)
             except Exception as exc:  # handed to every rank through the counts, then Comm.agree
                 error = exc
@@ -103,7 +113,7 @@ class PartFiles:
         if rows.shape[0] == 0:
             return
         order = np.argsort(part_of_row, kind="stable")
-        ordered, parts = rows[order], part_of_row[order]
+        ordered, parts = take_rows(rows, order), part_of_row[order]
         bounds = np.flatnonzero(np.diff(parts)) + 1
         for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [parts.shape[0]]])):
             self.append(int(parts[lo]), ordered[lo:hi])
