@@ -145,3 +145,20 @@ def test_killed_rank_makes_the_others_exit_in_bounded_time(tmp_path, chunks):
         assert rc != 0 and "error: rank" in err.splitlines()[-1], err
     assert not (tmp_path / "out").exists()
     assert not [p for p in tmp_path.iterdir() if ".gpart-" in p.name and "staging" not in p.name]
+
+
+def test_stopped_rank_makes_the_others_give_up_after_the_timeout(tmp_path, chunks):
+    # a rank that hangs (SIGSTOP) keeps its sockets open: only the collectives' time limit ends the wait
+    procs = launch(2, chunks, "--parts", 4, "-o", tmp_path / "out", "--max-message", 24, "-v", timeout=5)
+    victim = procs[1]
+    assert "rank 1: assign" in victim.stderr.readline()
+    victim.send_signal(signal.SIGSTOP)
+    start = time.monotonic()
+    try:
+        rc, err = finish(procs[:1], limit=60)[0]
+        assert time.monotonic() - start < 30
+    finally:
+        victim.kill()
+        victim.wait()
+    assert rc != 0 and "within 5 s" in err.splitlines()[-1], err
+    assert not (tmp_path / "out").exists()
