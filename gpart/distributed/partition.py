@@ -249,10 +249,9 @@ def edge_blocks(job: _Job, dest_of: Callable[[np.ndarray], np.ndarray], names: S
             first = int(cg.edge_offsets[i])
             for a in range(0, int(cg.edge_counts[i]), step):
                 b = min(a + step, int(cg.edge_counts[i]))
-                d = np.asarray(dst[a:b], dtype=np.int64)
-                cols = [np.stack([np.asarray(src[a:b], dtype=np.int64), d,
-                                  np.arange(first + a, first + b, dtype=np.int64)], axis=1)]
-                yield pack(cols + [np.asarray(arr[a:b]) for arr in data], b - a), dest_of(d)
+                ids = np.empty((b - a, 3), dtype=np.int64)  # src, dst, edge id side by side: one row per edge
+                ids[:, 0], ids[:, 1], ids[:, 2] = src[a:b], dst[a:b], np.arange(first + a, first + b, dtype=np.int64)
+                yield pack([ids] + [np.asarray(arr[a:b]) for arr in data], b - a), dest_of(ids[:, 1])
                 _release_rows([src, dst, *data], a, b)
 
     return rounds, blocks(), row_bytes
@@ -292,7 +291,7 @@ def _shuffle_edges(job: _Job, book: PartitionBook, directory: Path) -> PartFiles
     files = PartFiles(directory, "edges", job.my_parts(), row_bytes)
 
     def deliver(rows: np.ndarray) -> None:
-        files.append_grouped(rows, np.asarray(book.owner(column(rows, ID_BYTES, np.int64))))
+        files.append_grouped(rows, np.asarray(book.owner(column(rows, ID_BYTES, np.int64))), job.num_parts)
 
     job.rounds["edges"] = shuffle(job.comm, blocks, rounds, row_bytes, deliver, "shuffling edges")
     return files
@@ -304,7 +303,7 @@ def _shuffle_nodes(job: _Job, book: PartitionBook, directory: Path) -> PartFiles
     files = PartFiles(directory, "nodes", job.my_parts(), row_bytes)
 
     def deliver(rows: np.ndarray) -> None:
-        files.append_grouped(rows, np.asarray(book.owner(column(rows, 0, np.int64))))
+        files.append_grouped(rows, np.asarray(book.owner(column(rows, 0, np.int64))), job.num_parts)
 
     job.rounds["nodes"] = shuffle(job.comm, blocks, rounds, row_bytes, deliver, "shuffling node data")
     return files

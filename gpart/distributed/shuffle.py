@@ -38,6 +38,12 @@ def pack(columns: Iterable[np.ndarray], num_rows: int) -> np.ndarray:
     return pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=1)
 
 
+def narrow(keys: np.ndarray, bound: int) -> np.ndarray:
+    """Small non-negative keys (< bound) in the narrowest unsigned dtype: numpy's stable argsort
+    radix-sorts 8- and 16-bit keys in linear time, wider ones by merge sort."""
+    return keys.astype(np.uint8 if bound <= 256 else np.uint16 if bound <= 65536 else np.int64, copy=False)
+
+
 def take_rows(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
     """rows[order] for packed byte rows, each row moved as one void item (numpy gathers a 2-D uint8
     array element by element; as 1-D void items it copies whole rows: several times faster)."""
@@ -72,7 +78,7 @@ def shuffle(comm: Comm, blocks: Iterator[Block], local_rounds: int, row_bytes: i
                 if block is not None:
                     rows, dest = block
                     if comm.world > 1 and not bool(np.all(dest[1:] >= dest[:-1])):
-                        rows = take_rows(rows, np.argsort(dest, kind="stable"))
+                        rows = take_rows(rows, np.argsort(narrow(dest, comm.world), kind="stable"))
                     counts = np.bincount(dest, minlength=comm.world).astype(np.int64)
             except Exception as exc:  # handed to every rank through the counts, then Comm.agree
                 error = exc
@@ -108,11 +114,11 @@ class PartFiles:
             raise OutputError(path, f"write failed: {exc.strerror or exc}") from None
         self.rows[part] += rows.shape[0]
 
-    def append_grouped(self, rows: np.ndarray, part_of_row: np.ndarray) -> None:
+    def append_grouped(self, rows: np.ndarray, part_of_row: np.ndarray, num_parts: int) -> None:
         """Append each row to its partition's file (rows keep their order within a partition)."""
         if rows.shape[0] == 0:
             return
-        order = np.argsort(part_of_row, kind="stable")
+        order = np.argsort(narrow(part_of_row, num_parts), kind="stable")
         ordered, parts = take_rows(rows, order), part_of_row[order]
         bounds = np.flatnonzero(np.diff(parts)) + 1
         for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [parts.shape[0]]])):
