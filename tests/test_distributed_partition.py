@@ -67,10 +67,11 @@ def test_same_bytes_as_single_machine(tmp_path, chunks, method, world, max_messa
     assert not [p for p in tmp_path.iterdir() if ".gpart-" in p.name]
 
 
-def test_metis_gathers_the_graph_on_rank_zero(tmp_path, chunks):
+@pytest.mark.parametrize("method", ["metis", "stream"])
+def test_whole_graph_methods_gather_on_rank_zero(tmp_path, chunks, method):
     single, dist = tmp_path / "single", tmp_path / "dist"
-    partition_graph(chunks, single, 3, "metis", seed=3)
-    run_distributed(_partition, 2, str(chunks), str(dist), 3, "metis", {"seed": 3}, 1 << 16, timeout_s=120)
+    partition_graph(chunks, single, 3, method, seed=3)
+    run_distributed(_partition, 2, str(chunks), str(dist), 3, method, {"seed": 3}, 1 << 16, timeout_s=120)
     same_files(single, dist)
 
 
