@@ -163,3 +163,17 @@ def test_stopped_rank_makes_the_others_give_up_after_the_timeout(tmp_path, chunk
         victim.wait()
     assert rc != 0 and "within 5 s" in err.splitlines()[-1], err
     assert not (tmp_path / "out").exists()
+
+
+def test_edge_data_travels_with_its_edges(tmp_path, capsys):
+    from gpart.cli.main import main
+
+    np.save(tmp_path / "w.npy", np.arange(5429 * 3, dtype=np.float32).reshape(5429, 3))
+    np.save(tmp_path / "t.npy", (np.arange(5429) % 7).astype(np.int16))
+    assert main(["chunk", str(CORA), "--chunks", "4", "-o", str(tmp_path / "c"), "-q", "--edge-data",
+                 f"edge_w={tmp_path / 'w.npy'}", "--edge-data", f"edge_t={tmp_path / 't.npy'}"]) == 0
+    single, dist = tmp_path / "single", tmp_path / "dist"
+    partition_graph(tmp_path / "c", single, 3, "random", seed=5)
+    run_distributed(_partition, 2, str(tmp_path / "c"), str(dist), 3, "random", {"seed": 5}, 1000, timeout_s=120)
+    files = same_files(single, dist)
+    assert "part_2/edge_data/edge_w.bin" in files and "part_0/edge_data/edge_t.bin" in files
