@@ -47,6 +47,8 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
 @click.option("--assignment", metavar="FILE", default=None, help="Owner of every node from a file (.npy or text); replaces --method.")
 @click.option("--seed", type=int, default=0, help="Seed of random, metis, kaminpar.")
 @click.option("--imbalance", type=float, default=0.03, help="Imbalance tolerance of metis, kaminpar, stream.")
+@click.option("--halo", type=click.IntRange(0, 1), default=0,
+              help="1: also store node data rows of halo nodes (fetched from the ranks that read them).")
 @click.option("--max-message", "max_message", default="256MiB", help="Most bytes a rank sends in one all_to_all round.")
 @click.option("--force", is_flag=True, help="Replace an existing result in DIR.")
 @timeout_option
@@ -54,10 +56,10 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
 @quiet_option
 @json_option
 def partition(chunks: str, num_parts: int, out_dir: str, method: str, assignment: str | None, seed: int, imbalance: float,
-              max_message: str, force: bool, timeout_s: float, verbose: bool, quiet: bool, as_json: bool) -> None:
+              halo: int, max_message: str, force: bool, timeout_s: float, verbose: bool, quiet: bool, as_json: bool) -> None:
     """Partition the chunked graph CHUNKS (gpart chunk) into P partitions under DIR, on every rank.
 
-    Byte-identical to `gpart partition CHUNKS` with the same options (binary, --halo 0).
+    Byte-identical to `gpart partition CHUNKS` with the same options (binary storage).
 
     \b
     Examples:
@@ -75,7 +77,7 @@ def partition(chunks: str, num_parts: int, out_dir: str, method: str, assignment
     if assignment is not None:
         params = {"assignment": assignment}
     log = (lambda line: click.echo(line, err=True)) if verbose else None
-    info = partition_chunks(chunks, out_dir, num_parts, method, force=force, max_message=_size(max_message),
+    info = partition_chunks(chunks, out_dir, num_parts, method, halo=halo, force=force, max_message=_size(max_message),
                             timeout_s=timeout_s, comm=comm, log=log, **params)
     if comm.rank != 0 or quiet:
         return

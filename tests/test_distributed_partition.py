@@ -40,10 +40,11 @@ def same_files(a: Path, b: Path) -> list[str]:
     return files
 
 
-def _partition(rank: int, world_size: int, chunks: str, out: str, parts: int, method: str, params: dict, max_message: int):
+def _partition(rank: int, world_size: int, chunks: str, out: str, parts: int, method: str, params: dict, max_message: int,
+               halo: int = 0):
     from gpart.distributed.partition import partition_chunks
 
-    info = partition_chunks(chunks, out, parts, method, max_message=max_message, timeout_s=30, **params)
+    info = partition_chunks(chunks, out, parts, method, max_message=max_message, timeout_s=30, halo=halo, **params)
     return info.largest_message, info.rounds
 
 
@@ -65,6 +66,14 @@ def test_same_bytes_as_single_machine(tmp_path, chunks, method, world, max_messa
     if max_message == 4096:  # node rows of 5.7 KiB: one per round; edges: 170 per round
         assert rounds["nodes"] >= 2708 // world and rounds["edges"] >= 5429 // 170 // world
     assert not [p for p in tmp_path.iterdir() if ".gpart-" in p.name]
+
+
+@pytest.mark.parametrize("world, parts, max_message", [(2, 3, 1 << 20), (4, 5, 20000)])
+def test_halo_rows_come_from_the_ranks_that_read_them(tmp_path, chunks, world, parts, max_message):
+    single, dist = tmp_path / "single", tmp_path / "dist"
+    partition_graph(chunks, single, parts, "random", halo=1)
+    run_distributed(_partition, world, str(chunks), str(dist), parts, "random", {}, max_message, 1, timeout_s=120)
+    same_files(single, dist)
 
 
 @pytest.mark.parametrize("method", ["metis", "stream"])

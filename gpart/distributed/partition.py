@@ -28,6 +28,7 @@ import numpy as np
 from gpart.book import PartitionBook
 from gpart.bounded import key_shift
 from gpart.distributed.comm import Comm, finish_on_root, staged_on_root
+from gpart.distributed.halo import fetch_halo_rows
 from gpart.distributed.shuffle import PartFiles, column, pack, rows_per_round, shuffle, take_rows
 from gpart.errors import GpartError, InputError
 from gpart.formats.chunked import ChunkedGraph, check_same_layout
@@ -67,6 +68,7 @@ class _Job:
     num_parts: int
     max_message: int
     log: Log
+    halo: int = 0
     node_layout: dict[str, tuple[np.dtype, tuple[int, ...]]] = field(default_factory=dict)
     edge_layout: dict[str, tuple[np.dtype, tuple[int, ...]]] = field(default_factory=dict)
     rounds: dict[str, int] = field(default_factory=dict)
@@ -100,7 +102,7 @@ def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method
     job, error = None, None
     try:
         _check_options(storage, halo, num_parts, method, max_message)
-        job = _Job(comm, ChunkedGraph(chunks), int(num_parts), int(max_message), log)
+        job = _Job(comm, ChunkedGraph(chunks), int(num_parts), int(max_message), log, int(halo))
         _check_input(job)
     except GpartError as exc:
         error = exc
@@ -125,8 +127,8 @@ def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method
 def _check_options(storage: str, halo: int, num_parts: int, method: str, max_message: int) -> None:
     if storage != "binary":
         raise InputError(None, f"the distributed partitioner writes binary storage only, not {storage!r}")
-    if halo != 0:
-        raise InputError(None, "the distributed partitioner writes --halo 0 only")
+    if halo not in (0, 1):
+        raise InputError(None, f"halo must be 0 or 1, got {halo!r}")
     if method not in LOCAL_METHODS + GATHER_METHODS:
         raise InputError(None, f"unknown partition method {method!r}")
     if not isinstance(max_message, int) or max_message < 1:
@@ -167,13 +169,29 @@ def _run(job: _Job, stage: Path, method: str, method_params: dict) -> tuple[list
         job.say("shuffle nodes", start)
         start = time.perf_counter()
         writer = PartitionWriter(stage, "binary")
+        halos: dict[int, np.ndarray] = {}
         try:
             book_json = write_book(writer, book) if comm.rank == 0 else {}
-            parts = [_write_part(job, writer, p, nodes, edge_files, node_files) for p in job.my_parts()]
-            writer.close({})
+            for p in job.my_parts():
+                entry, halos[p] = _write_topology(job, writer, p, nodes, edge_files)
+                parts.append(entry)
         except Exception as exc:
-            writer.abort()
             error = exc
+        # halo 1: every rank takes part in the exchange (a rank that failed above reports it there)
+        try:
+            halo_files = fetch_halo_rows(job, halos, scratch.path, error) if job.halo and job.node_layout else None
+        except BaseException:
+            writer.abort()
+            raise
+        try:
+            if error is None:
+                for entry in parts:
+                    _write_node_data(job, writer, entry, nodes, node_files, halo_files)
+                writer.close({})
+        except Exception as exc:
+            error = exc
+        if error is not None:
+            writer.abort()
         job.say("write", start)
     comm.agree(error, "writing partitions")
     mine = {"parts": parts, "largest_message": comm.largest_message,
@@ -190,7 +208,7 @@ def _manifest(job: _Job, chunks: PathLike, book_json: dict, method: str, params:
                       {k: np.empty((0, *s), dtype=d) for k, (d, s) in job.node_layout.items()},
                       {k: np.empty((0, *s), dtype=d) for k, (d, s) in job.edge_layout.items()})
     assert sum(p["num_owned"] for p in parts) == cg.num_nodes and sum(p["num_edges"] for p in parts) == cg.num_edges
-    return build_manifest(info, book_json, method, params, "binary", 0, parts)
+    return build_manifest(info, book_json, method, params, "binary", job.halo, parts)
 
 
 @dataclass
@@ -312,9 +330,10 @@ def _shuffle_nodes(job: _Job, book: PartitionBook, directory: Path) -> PartFiles
 # --------------------------------------------------------------------------- writing
 
 
-def _write_part(job: _Job, writer: PartitionWriter, part: int, nodes: NodeOrder, edge_files: PartFiles,
-                node_files: PartFiles) -> dict[str, Any]:
-    """Partition `part` from the rows it received, through gpart.partition's writer pieces."""
+def _write_topology(job: _Job, writer: PartitionWriter, part: int, nodes: NodeOrder,
+                    edge_files: PartFiles) -> tuple[dict[str, Any], np.ndarray]:
+    """Partition `part`'s topology and edge data from the edges it received, through gpart.partition's
+    writer pieces; returns its manifest entry and its halo nodes (ascending)."""
     rows = edge_files.read(part)
     src, dst, eid = (column(rows, k * ID_BYTES, np.int64) for k in range(3))
     shift, packed = key_shift(nodes.position.shape[0], job.cg.num_edges)
@@ -332,16 +351,28 @@ def _write_part(job: _Job, writer: PartitionWriter, part: int, nodes: NodeOrder,
     del rows
     with NullProgress().stage("write") as bar:
         entry = write_part_topology(writer, part, layout, edge_rows, bar)
-    del layout, edge_rows
+    return entry, layout.node_ids[layout.num_owned:]
+
+
+def _write_node_data(job: _Job, writer: PartitionWriter, entry: dict[str, Any], nodes: NodeOrder, node_files: PartFiles,
+                     halo_files: Optional[PartFiles]) -> None:
+    """Partition `entry["part"]`'s node data: its owned rows in local order, then (halo 1) its halo rows."""
+    part = entry["part"]
     node_rows = node_files.read(part)
     owned = nodes.owned(part)
     assert node_rows.shape[0] == (owned.shape[0] if job.node_layout else 0), "node rows do not cover the owned nodes"
-    order = np.argsort(column(node_rows, 0, np.int64), kind="stable")  # owned nodes ascend: local order
-    node_rows, at = take_rows(node_rows, order), ID_BYTES
+    if halo_files is not None:
+        halo_rows = halo_files.read(part)
+        assert halo_rows.shape[0] == entry["num_halo"], "halo rows do not cover the halo"
+        node_rows = np.concatenate([node_rows, halo_rows])
+    # owned nodes ascend (local order), then halo nodes ascend: one sort by id gives both runs
+    # because every halo id is placed after the owned ones by its key
+    key = column(node_rows, 0, np.int64).copy()
+    key[owned.shape[0]:] += np.int64(job.cg.num_nodes)
+    node_rows, at = take_rows(node_rows, np.argsort(key, kind="stable")), ID_BYTES
     for name, (dtype, shape) in job.node_layout.items():
         values = column(node_rows, at, dtype, shape)
+        if name == "train_mask":  # owned rows only, as gpart.partition counts
+            entry["num_train"] = int(np.count_nonzero(values[:owned.shape[0]].astype(bool)))
         entry["arrays"][f"node_data/{name}"] = writer.write_array(f"{part_dir(part)}/node_data/{name}", values, dtype_name(dtype)).to_json()
-        if name == "train_mask":
-            entry["num_train"] = int(np.count_nonzero(values.astype(bool)))
         at += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    return entry
