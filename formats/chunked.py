@@ -12,7 +12,6 @@ for (single-machine runs over the same input).
 
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
@@ -20,11 +19,14 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from gpart.errors import InputError, OutputError
-from gpart.formats.arrays import close_quietly
+from gpart.bytes.reader import drop_pages
+from gpart.bytes.sink import ByteSink, npy_header
 from gpart.formats.commit import staged_output
 from gpart.formats.manifest import fsync_dir, read_json, write_json_atomic
 from gpart.formats.names import safe_name, safe_relpath
-from gpart.formats.readers import drop_pages, open_array_input, open_npy, scan_range
+from gpart.formats.input_checks import scan_range
+from gpart.formats.npz import open_npy
+from gpart.formats.readers import open_array_input
 from gpart.graph import Graph
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -45,39 +47,6 @@ def is_chunked_dir(path: PathLike) -> bool:
 # --------------------------------------------------------------------------- writer
 
 
-class _NpyFile:
-    """Streams rows into a new `.npy` file (header first, shape known up front), fsynced on close."""
-
-    def __init__(self, path: Path, dtype: np.dtype, shape: tuple[int, ...]):
-        self.path, self.dtype = path, np.dtype(dtype)
-        header = io.BytesIO()
-        np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(self.dtype),
-                                                      "fortran_order": False, "shape": tuple(shape)})
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(path, "wb")
-            self._fh.write(header.getvalue())  # magic, version 1.0 and the padded header dict
-        except OSError as exc:
-            raise OutputError(path, f"cannot write: {exc.strerror or exc}") from None
-
-    def write(self, rows: np.ndarray) -> None:
-        arr = np.ascontiguousarray(rows, dtype=self.dtype)
-        try:
-            self._fh.write(memoryview(arr.reshape(-1).view(np.uint8)))
-        except OSError as exc:
-            close_quietly(self._fh)
-            raise OutputError(self.path, f"write failed: {exc.strerror or exc}") from None
-
-    def close(self) -> None:
-        try:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-        except OSError as exc:
-            raise OutputError(self.path, f"write failed: {exc.strerror or exc}") from None
-        finally:
-            close_quietly(self._fh)
-
-
 def chunk_bounds(total: int, num_chunks: int) -> np.ndarray:
     """Boundaries of `num_chunks` chunks of ceil(total / num_chunks) rows (the last ones smaller, maybe empty)."""
     step = -(-total // num_chunks) if total else 0
@@ -85,18 +54,17 @@ def chunk_bounds(total: int, num_chunks: int) -> np.ndarray:
 
 
 def _write_rows(path: Path, arr: np.ndarray, start: int, stop: int, dtype: np.dtype) -> None:
-    out = _NpyFile(path, dtype, (stop - start, *arr.shape[1:]))
-    row_bytes = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * np.dtype(dtype).itemsize)
-    step = max(1, WRITE_BYTES // row_bytes)
+    """Rows [start, stop) of `arr` as a new .npy file, streamed in pieces, the input's pages dropped after use."""
     try:
-        in_row = int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(path.parent, f"cannot create directory: {exc.strerror or exc}") from None
+    in_row = int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
+    step = max(1, WRITE_BYTES // max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * np.dtype(dtype).itemsize))
+    with ByteSink(path, npy_header(np.dtype(dtype), (stop - start, *arr.shape[1:]))) as out:
         for a in range(start, stop, step):
-            out.write(np.asarray(arr[a:min(a + step, stop)]))
+            out.write(np.ascontiguousarray(arr[a:min(a + step, stop)], dtype=dtype))
             drop_pages(arr, a * in_row, (min(a + step, stop) - a) * in_row)  # a mapped input's pages: read once
-    except BaseException:
-        close_quietly(out._fh)
-        raise
-    out.close()
 
 
 def write_chunked(graph: Graph, out_dir: PathLike, num_chunks: int, *, force: bool = False,

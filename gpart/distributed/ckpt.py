@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
-from gpart.ckpt import GlobalRows, gather_manifest, gather_tensor, iter_global_chunks, target_policy
+from gpart.ckpt import GlobalRows, gather_tensor, iter_global_chunks, target_policy
 from gpart.distributed.comm import Comm, finish_on_root, staged_on_root
 from gpart.errors import GpartError
 from gpart.formats import checkpoint as ck
@@ -72,7 +72,7 @@ def gather_ckpt(run_dir: PathLike, out_dir: PathLike, *, npy: bool = False, forc
         entries = {k: v for r in _reports(comm, error, mine, "gathering tensors") for k, v in r.items()}
 
         def commit() -> dict[str, Any]:
-            manifest = gather_manifest(src, run_dir, [entries[name] for name in names])
+            manifest = ck.build_global_manifest(src, [entries[name] for name in names], os.fspath(run_dir))
             ck.write_checkpoint_manifest(stage, manifest)
             stack.close()  # swaps the result into place (rank 0's staged_output)
             return manifest

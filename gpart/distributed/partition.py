@@ -32,14 +32,13 @@ from gpart.distributed.halo import fetch_halo_rows
 from gpart.distributed.shuffle import PartFiles, column, pack, rows_per_round, shuffle, take_rows
 from gpart.errors import GpartError, InputError
 from gpart.formats.chunked import ChunkedGraph, check_same_layout
-from gpart.formats.dtypes import dtype_name
 from gpart.formats.manifest import write_manifest
-from gpart.formats.partition import PartitionWriter, part_dir
-from gpart.formats.readers import drop_pages
+from gpart.bytes.reader import release_rows
+from gpart.formats.partition import PartitionWriter, build_manifest, data_key, part_entry
 from gpart.formats.scratch import ScratchDir
 from gpart.graph import Graph
-from gpart.partition import LayoutScratch, NodeOrder, build_manifest, node_order, part_layout, write_book, write_part_topology
-from gpart.progress import NullProgress
+from gpart.layout import NodeOrder, Scratch, node_order, part_layout
+from gpart.partition import partition_stats
 
 PathLike = Union[str, "os.PathLike[str]"]
 Log = Optional[Callable[[str], None]]
@@ -171,7 +170,7 @@ def _run(job: _Job, stage: Path, method: str, method_params: dict) -> tuple[list
         writer = PartitionWriter(stage, "binary")
         halos: dict[int, np.ndarray] = {}
         try:
-            book_json = write_book(writer, book) if comm.rank == 0 else {}
+            book_json = writer.write_book(book) if comm.rank == 0 else {}
             for p in job.my_parts():
                 entry, halos[p] = _write_topology(job, writer, p, nodes, edge_files)
                 parts.append(entry)
@@ -201,26 +200,24 @@ def _run(job: _Job, stage: Path, method: str, method_params: dict) -> tuple[list
 
 
 def _manifest(job: _Job, chunks: PathLike, book_json: dict, method: str, params: dict, reports: list[dict]) -> dict:
+    """The manifest gpart.partition writes for the same input (its graph entry and stats, built alike)."""
+    from gpart import __version__
+
     parts = sorted((p for r in reports for p in r["parts"]), key=lambda p: p["part"])
     assert [p["part"] for p in parts] == list(range(job.num_parts))
     cg = job.cg
-    info = _GraphInfo(os.fspath(chunks), "chunked", cg.num_nodes, cg.num_edges,
-                      {k: np.empty((0, *s), dtype=d) for k, (d, s) in job.node_layout.items()},
-                      {k: np.empty((0, *s), dtype=d) for k, (d, s) in job.edge_layout.items()})
     assert sum(p["num_owned"] for p in parts) == cg.num_nodes and sum(p["num_edges"] for p in parts) == cg.num_edges
-    return build_manifest(info, book_json, method, params, "binary", job.halo, parts)
+    num_cut = sum(p.pop("num_cut") for p in parts)
+    graph = {"source": os.fspath(chunks), "input_format": "chunked", "num_nodes": cg.num_nodes, "num_edges": cg.num_edges}
+    return build_manifest(
+        graph=graph, storage="binary", created_by=f"gpart {__version__}", method=method, params=params, halo=job.halo,
+        book=book_json, node_data=_like(job.node_layout), edge_data=_like(job.edge_layout), parts=parts,
+        stats=partition_stats(parts, cg.num_nodes, cg.num_edges, num_cut))
 
 
-@dataclass
-class _GraphInfo:
-    """What the manifest needs of the graph: no edges held."""
-
-    source: str
-    input_format: str
-    num_nodes: int
-    num_edges: int
-    node_data: dict[str, np.ndarray]
-    edge_data: dict[str, np.ndarray]
+def _like(layout: dict) -> dict[str, np.ndarray]:
+    """Empty arrays of each data array's dtype and row shape (what the manifest describes)."""
+    return {k: np.empty((0, *s), dtype=d) for k, (d, s) in layout.items()}
 
 
 # --------------------------------------------------------------------------- book
@@ -270,7 +267,8 @@ def edge_blocks(job: _Job, dest_of: Callable[[np.ndarray], np.ndarray], names: S
                 ids = np.empty((b - a, 3), dtype=np.int64)  # src, dst, edge id side by side: one row per edge
                 ids[:, 0], ids[:, 1], ids[:, 2] = src[a:b], dst[a:b], np.arange(first + a, first + b, dtype=np.int64)
                 yield pack([ids] + [np.asarray(arr[a:b]) for arr in data], b - a), dest_of(ids[:, 1])
-                _release_rows([src, dst, *data], a, b)
+                for arr in (src, dst, *data):  # chunk pages, once sent, would otherwise count in RSS
+                    release_rows(arr, a, b)
 
     return rounds, blocks(), row_bytes
 
@@ -291,16 +289,10 @@ def node_blocks(job: _Job, dest_of: Callable[[np.ndarray], np.ndarray], names: S
                 b = min(a + step, int(cg.node_counts[j]))
                 ids = np.arange(first + a, first + b, dtype=np.int64)
                 yield pack([ids] + [np.asarray(arr[a:b]) for arr in data], b - a), dest_of(ids)
-                _release_rows(data, a, b)
+                for arr in data:
+                    release_rows(arr, a, b)
 
     return rounds, blocks(), row_bytes
-
-
-def _release_rows(arrays: Sequence[np.ndarray], a: int, b: int) -> None:
-    """Drop the mapped pages of rows [a, b) of chunk memmaps once sent (else they count in RSS)."""
-    for arr in arrays:
-        row_bytes = int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
-        drop_pages(arr, a * row_bytes, (b - a) * row_bytes)
 
 
 def _shuffle_edges(job: _Job, book: PartitionBook, directory: Path) -> PartFiles:
@@ -343,14 +335,15 @@ def _write_topology(job: _Job, writer: PartitionWriter, part: int, nodes: NodeOr
     src, eid, local_dst = src[order], eid[order], position[order] - nodes.offsets[part]
     rows = take_rows(rows[:, 3 * ID_BYTES:], order) if job.edge_layout else rows[:0, 3 * ID_BYTES:]
     del position, dst, order
-    layout = part_layout(part, src, local_dst, eid, nodes, LayoutScratch(nodes.position.shape[0]))
-    at, edge_rows = 0, {}  # rows now hold the edge arrays alone
+    layout = part_layout(part, src, local_dst, eid, nodes, Scratch(nodes.position.shape[0]))
+    num_edges = int(layout.edge_ids.shape[0])
+    arrays = {key: writer.write_topology(part, key, getattr(layout, key)) for key in ("node_ids", "indptr", "indices", "edge_ids")}
+    at = 0  # rows now hold the edge arrays alone
     for name, (dtype, shape) in job.edge_layout.items():
-        edge_rows[name] = (dtype_name(dtype), shape, [column(rows, at, dtype, shape)])
+        arrays[data_key("edge", name)] = writer.write_data(part, "edge", name, np.empty((0, *shape), dtype), num_edges,
+                                                          [column(rows, at, dtype, shape)])
         at += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    del rows
-    with NullProgress().stage("write") as bar:
-        entry = write_part_topology(writer, part, layout, edge_rows, bar)
+    entry = part_entry(part, layout.num_owned, layout.num_halo, num_edges, layout.num_cut, arrays)
     return entry, layout.node_ids[layout.num_owned:]
 
 
@@ -374,5 +367,5 @@ def _write_node_data(job: _Job, writer: PartitionWriter, entry: dict[str, Any], 
         values = column(node_rows, at, dtype, shape)
         if name == "train_mask":  # owned rows only, as gpart.partition counts
             entry["num_train"] = int(np.count_nonzero(values[:owned.shape[0]].astype(bool)))
-        entry["arrays"][f"node_data/{name}"] = writer.write_array(f"{part_dir(part)}/node_data/{name}", values, dtype_name(dtype)).to_json()
+        entry["arrays"][data_key("node", name)] = writer.write_data(part, "node", name, values, values.shape[0], [values])
         at += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
