@@ -27,13 +27,13 @@ import numpy as np
 
 from gpart.book import PartitionBook
 from gpart.bounded import key_shift
+from gpart.bytes.reader import release_rows
 from gpart.distributed.comm import Comm, finish_on_root, staged_on_root
 from gpart.distributed.halo import fetch_halo_rows
 from gpart.distributed.shuffle import PartFiles, column, pack, rows_per_round, shuffle, take_rows
 from gpart.errors import GpartError, InputError
 from gpart.formats.chunked import ChunkedGraph, check_same_layout
 from gpart.formats.manifest import write_manifest
-from gpart.bytes.reader import release_rows
 from gpart.formats.partition import PartitionWriter, build_manifest, data_key, part_entry
 from gpart.formats.scratch import ScratchDir
 from gpart.graph import Graph
