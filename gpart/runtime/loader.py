@@ -200,10 +200,10 @@ class DistNeighborLoader:
         n_ids, srcs, dsts, eids = [seeds], [], [], []
         frontier, first = seeds, 0
         num_nodes, num_edges = [int(seeds.numel())], []
-        for fanout in self.fanouts:
+        for hop, fanout in enumerate(self.fanouts):
             counts, src, eid, order = self._sample_hop(frontier, fanout, gen)
             dst = torch.repeat_interleave(order + first, counts, output_size=int(src.numel()))
-            pos, added = relabel.add_unique(src)
+            pos, added = relabel.add_unique(src, final=hop == len(self.fanouts) - 1)
             first += int(frontier.numel())
             srcs.append(pos), dsts.append(dst), eids.append(eid), n_ids.append(added)
             num_nodes.append(int(added.numel())), num_edges.append(int(src.numel()))
