@@ -75,6 +75,7 @@ def assign(
     threads: Optional[int] = None,
     max_memory: Optional[int] = None,
     scratch_dir: Union[str, "os.PathLike[str]", None] = None,
+    passes: Optional[int] = None,
     progress: Optional[Progress] = None,
 ) -> Assignment:
     """Assign each node of `graph` to one of `num_parts` partitions.
@@ -94,11 +95,14 @@ def assign(
     (default 1: only then is a seed's result reproducible). `max_memory` (bytes) lets
     "balanced" skip its METIS fallback where METIS would not fit;
     `scratch_dir` is where "stream" spills its edges (default: the system's
-    temporary directory).
+    temporary directory); `passes` is its number of streaming passes (default
+    gpart.stream.PASSES; the first places, the others restream).
     """
     method = _resolve_method(method, assignment, graph)
     _check_num_parts(graph, num_parts)
     _check_common(graph, seed, imbalance, objective, algorithm, trials, iterations)
+    if passes is not None and (not _is_int(passes) or passes < 1):
+        raise InputError(graph.source, f"passes must be an integer >= 1, got {passes!r}")
     threads = _check_threads(graph, threads)
     num_parts = int(num_parts)
     params: dict[str, Any] = {"num_parts": num_parts}
@@ -127,8 +131,9 @@ def assign(
     elif method == "stream":
         from gpart.stream import stream_book
 
+        more = {} if passes is None else {"passes": int(passes)}
         book, stream_params = stream_book(graph, num_parts, imbalance=imbalance, balance=_names(balance),
-                                          balance_edges=balance_edges, scratch_dir=scratch_dir, progress=or_null(progress))
+                                          balance_edges=balance_edges, scratch_dir=scratch_dir, progress=or_null(progress), **more)
         params.update(stream_params)
     else:
         book, balanced_params = _balanced_book(graph, num_parts, seed=seed, threads=threads, max_memory=max_memory,

@@ -272,10 +272,15 @@ def _ranks_check(rank: int, world_size: int, parts: dict) -> dict:
         part = gr.load_partition(parts[(world_size, method)], device="cpu")
         ids = gr.node_split(part, torch.arange(0, n, 2))  # half the nodes as seeds
         loader = gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=96, seed=3)
+        unfused = gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=96, seed=3, fuse=False)
         seen = []
-        for batch in loader:
+        for batch, plain in zip(loader, unfused):
             check_batch(batch, FANOUTS, data, indeg)
+            # node data in the sampling answers: the same batch as sampling, then gathering (and fewer collectives)
+            assert all(torch.equal(getattr(batch, k), getattr(plain, k)) for k in ("n_id", "edge_index", "e_id", "x", "y"))
             seen += batch.n_id[: batch.batch_size].tolist()
+        assert loader.stats["collectives"] == len(loader) * (8 + (0 if part.halo else 3))
+        assert unfused.stats["collectives"] == len(loader) * (8 + 3 + 3)
         owned = int((part.owner(ids) == rank).sum())
         owned_selected = int((part.owner(torch.arange(0, n, 2)) == rank).sum())
         train = gr.node_split(part, "train_mask")

@@ -27,6 +27,7 @@ import torch
 
 from gpart.errors import InputError
 from gpart.runtime import dist as _dist
+from gpart.runtime.fused import fused_sample
 from gpart.runtime.sampling import Relabeller, sample_columns
 
 
@@ -82,7 +83,9 @@ class DistNeighborLoader:
     fixed world size. node_data: names whose rows of n_id make `x` (the first)
     and `node_data`; labels: name whose seed rows make `y` (None: no y).
     drop_last: drop each rank's last partial batch. timeout_s: bound of every
-    wait on a peer (None: the partition's timeout_s).
+    wait on a peer (None: the partition's timeout_s). fuse: across ranks,
+    carry node data with the sampling answers (gpart.runtime.fused) instead
+    of gathering it after the last hop; False: the separate gathers.
     Building the loader is a collective when torch.distributed is initialised.
     """
 
@@ -99,6 +102,7 @@ class DistNeighborLoader:
         replace: bool = False,
         drop_last: bool = False,
         timeout_s: Optional[float] = None,
+        fuse: bool = True,
     ):
         self.part = part
         self.fanouts = [int(f) for f in fanouts]
@@ -113,11 +117,15 @@ class DistNeighborLoader:
         self.device = part.device
         self.rank, self.world_size = _dist.world()
         self.epoch = 0
-        self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0}
+        self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
         self.seeds, problem = self._seed_tensor(seeds)
         problem = self._check_arguments() or problem
         self.num_batches = self._agree(problem)
         self._relabel: Optional[Relabeller] = None
+        # Node data fused into the sampling answers (every rank decides alike: same manifest, same settings).
+        self.fuse = bool(fuse) and self.world_size > 1
+        self.fused_names = list(dict.fromkeys(self.node_data_names + ([labels] if labels is not None else []))) if self.fuse else []
+        self.fuse_last = self.fuse and bool(part.halo)  # halo data: every sampled source's rows are at its answerer
 
     # -- set-up
 
@@ -195,6 +203,13 @@ class DistNeighborLoader:
             yield batch
 
     def _sample(self, seeds: torch.Tensor, gen: torch.Generator) -> Batch:
+        if self.fuse:
+            sampled = fused_sample(self, self._relabel, seeds, gen)
+            batch = Batch(n_id=sampled.n_id, batch_size=int(seeds.numel()), edge_index=sampled.edge_index, e_id=sampled.e_id,
+                          num_sampled_nodes=sampled.num_nodes, num_sampled_edges=sampled.num_edges, node_data=sampled.node_data)
+            batch.x = batch.node_data[self.node_data_names[0]] if self.node_data_names else None
+            batch.y = sampled.y
+            return batch
         relabel = self._relabel
         relabel.start(seeds)
         n_ids, srcs, dsts, eids = [seeds], [], [], []
@@ -226,6 +241,7 @@ class DistNeighborLoader:
     def _timed(self, fn, *args, **kwargs):
         if self.world_size == 1:
             return fn(*args, **kwargs)
+        self.stats["collectives"] += 3  # a distributed gather: counts, ids, rows
         start = time.perf_counter()
         try:
             return fn(*args, **kwargs)
@@ -250,6 +266,7 @@ class DistNeighborLoader:
         recv_counts = _dist.exchange_counts(send_counts, timeout_s=wait)
         cols = _dist.all_to_all_rows(send_cols, send_counts, recv_counts, timeout_s=wait)
         self.stats["collective_s"] += time.perf_counter() - start
+        self.stats["collectives"] += 4
         counts, src, eid = self._serve(cols, fanout, gen)
         start = time.perf_counter()
         got_counts = _dist.all_to_all_rows(counts, recv_counts, send_counts, timeout_s=wait)
