@@ -133,17 +133,20 @@ def _rank_run(rank: int, world_size: int, parts: str, batches: int) -> dict:
     part = gr.load_partition(parts, device="cpu", node_data=["feat", "label", "train_mask"])
     warm(part)
     seeds = gr.node_split(part, "train_mask")
-    out = {}
+    loaders, iters = {}, {}
     for label, names, fuse in RUNS:
-        loader = gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=1024, node_data=names,
-                                       labels=None if names is None else "label", fuse=fuse)
-        it = iter(loader)
-        next(it)  # warm-up batch
-        loader.stats.update(batches=0, sampled_edges=0, seeds=0, collective_s=0.0, total_s=0.0, collectives=0)
-        start = time.perf_counter()
-        for _, _b in zip(range(batches), it):
-            pass
-        out[label] = dict(loader.stats, wall_s=time.perf_counter() - start)
+        loaders[label] = gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=1024, node_data=names,
+                                               labels=None if names is None else "label", fuse=fuse)
+        iters[label] = iter(loaders[label])
+        next(iters[label])  # warm-up batch
+        loaders[label].stats.update(batches=0, sampled_edges=0, seeds=0, collective_s=0.0, total_s=0.0, collectives=0)
+    walls = dict.fromkeys(loaders, 0.0)
+    for _ in range(batches):  # one batch of each run in turn, so all see the same machine load
+        for label, it in iters.items():
+            start = time.perf_counter()
+            next(it)
+            walls[label] += time.perf_counter() - start
+    out = {label: dict(loader.stats, wall_s=walls[label]) for label, loader in loaders.items()}
     out["rss_mb"] = peak_rss_mb()
     return out
 
@@ -153,7 +156,7 @@ def multi_process(parts: dict, world_sizes: list[int], methods: list[str], halos
 
     print(f"\ngloo processes (one thread each), one per partition; {batches} batches per rank after a warm-up batch;")
     print("  x = 128 float32 per node (+ the seeds' labels): 'gathered after' = sample, then LoadedPartition.gather;")
-    print("  'fused' = rows carried in the sampling answers (gpart.runtime.fused), measured in the same run")
+    print("  'fused' = rows carried in the sampling answers (gpart.runtime.fused); the three runs take turns batch by batch")
     print(f"  {'parts':<14} {'procs':>5} {'M edges/s':>10} {'per rank':>9} {'run':<18} {'coll/batch':>10} {'in coll.':>9} "
           f"{'batches/s':>10} {'RSS/proc':>9}")
     for method in methods:

@@ -271,11 +271,26 @@ def test_verify_catches_a_wrong_training_count(tmp_path):
     assert not report["ok"] and any("num_train is" in line for line in report["problems"]), report["problems"]
 
 
-def test_balanced_keeps_the_closest_kaminpar_try_when_metis_cannot_fit():
+def test_balanced_repairs_a_share_kaminpar_left_past_the_bound():
     if kaminpar_missing():
         pytest.skip(kaminpar_missing())
     from gpart.assign import assign
 
+    _, graph = graph_of("cora")  # KaMinPar's node + in-degree weight leaves train balance ~1.26 at 4 parts
+    result = assign(graph, 4, "balanced")
+    params = result.params
+    assert params["backend"] == "kaminpar" and "bound_missed" not in params
+    assert params["tried"][0]["train_balance"] > 1.10 and params["tried"][1]["repaired"]
+    kept = balances(result.book.owner_array, 4, in_degrees(graph), train_mask(graph))
+    assert max(kept.values()) <= 1.10 and kept == pytest.approx({k: params["tried"][1][k] for k in kept})
+
+
+def test_balanced_keeps_the_closest_kaminpar_try_when_metis_cannot_fit(monkeypatch):
+    if kaminpar_missing():
+        pytest.skip(kaminpar_missing())
+    from gpart.assign import assign
+
+    monkeypatch.setattr("gpart.refine.repair_balance", lambda owner, *args, **kwargs: owner)  # a repair that cannot help
     _, graph = graph_of("cora")
     result = assign(graph, 4, "balanced", max_memory=1)  # METIS's estimate never fits one byte
     params = result.params

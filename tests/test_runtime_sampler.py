@@ -279,7 +279,7 @@ def _ranks_check(rank: int, world_size: int, parts: dict) -> dict:
             # node data in the sampling answers: the same batch as sampling, then gathering (and fewer collectives)
             assert all(torch.equal(getattr(batch, k), getattr(plain, k)) for k in ("n_id", "edge_index", "e_id", "x", "y"))
             seen += batch.n_id[: batch.batch_size].tolist()
-        assert loader.stats["collectives"] == len(loader) * (8 + (0 if part.halo else 3))
+        assert loader.stats["collectives"] == len(loader) * (8 + 3)
         assert unfused.stats["collectives"] == len(loader) * (8 + 3 + 3)
         owned = int((part.owner(ids) == rank).sum())
         owned_selected = int((part.owner(torch.arange(0, n, 2)) == rank).sum())

@@ -84,8 +84,9 @@ class DistNeighborLoader:
     and `node_data`; labels: name whose seed rows make `y` (None: no y).
     drop_last: drop each rank's last partial batch. timeout_s: bound of every
     wait on a peer (None: the partition's timeout_s). fuse: across ranks,
-    carry node data with the sampling answers (gpart.runtime.fused) instead
-    of gathering it after the last hop; False: the separate gathers.
+    carry the rows of every hop's requested nodes (and the seeds' labels) in
+    the sampling answers (gpart.runtime.fused), so only the last hop's nodes
+    are gathered afterwards; False: gather all rows and labels after sampling.
     Building the loader is a collective when torch.distributed is initialised.
     """
 
@@ -125,7 +126,6 @@ class DistNeighborLoader:
         # Node data fused into the sampling answers (every rank decides alike: same manifest, same settings).
         self.fuse = bool(fuse) and self.world_size > 1
         self.fused_names = list(dict.fromkeys(self.node_data_names + ([labels] if labels is not None else []))) if self.fuse else []
-        self.fuse_last = self.fuse and bool(part.halo)  # halo data: every sampled source's rows are at its answerer
 
     # -- set-up
 

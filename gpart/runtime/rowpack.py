@@ -54,7 +54,8 @@ class RowLayout:
         n = int(packed.shape[0])
         arrays, at = [], 0
         for (dtype, shape), width in zip(self.fields, self.field_bytes):
-            column = packed[:, at:at + width].contiguous()
+            # a fresh [n, width] block: a dtype view needs standard strides and an aligned start
+            column = torch.empty((n, width), dtype=torch.uint8, device=packed.device).copy_(packed[:, at:at + width])
             if width and n:
                 arrays.append(column.view(dtype).reshape(n, *shape))
             else:  # nothing to view (and an empty slice keeps strides a dtype view rejects)

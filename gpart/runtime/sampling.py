@@ -155,16 +155,15 @@ class Relabeller:
         self._touched.append(seeds)
         self.size = int(seeds.numel())
 
-    def add_unique(self, ids: torch.Tensor, final: bool = False, return_first: bool = False):
+    def add_unique(self, ids: torch.Tensor, final: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """(positions of `ids` (int64), the ids newly appended, in first-appearance order).
 
-        return_first=True adds a third tensor: the index in `ids` of each new id's first occurrence.
         final=True: no later call will look the new ids up (the last hop), so
         the map keeps their claims instead of their positions (reset() still
         clears them) and one global-size write pass is saved.
         """
         if ids.numel() == 0:
-            return (ids.clone(), ids, ids.clone()) if return_first else (ids.clone(), ids)
+            return ids.clone(), ids
         # Listed ids keep their position (< size); an unlisted id takes size + the index of its first occurrence.
         claim = torch.arange(self.size, self.size + ids.numel(), dtype=torch.int32, device=ids.device)
         self.slot.scatter_reduce_(0, ids, claim, reduce="amin")
@@ -180,8 +179,6 @@ class Relabeller:
             self.slot.index_copy_(0, new_ids, torch.arange(self.size, self.size + new_ids.numel(), dtype=torch.int32, device=ids.device))
         self._touched.append(new_ids)
         self.size += int(new_ids.numel())
-        if return_first:
-            return got.to(torch.int64), new_ids, torch.nonzero(first).reshape(-1)
         return got.to(torch.int64), new_ids
 
     def reset(self) -> None:
