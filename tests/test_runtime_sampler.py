@@ -121,6 +121,18 @@ def test_floyd_paths_agree_and_degrees_just_above_fanout_are_uniform():
     assert len(subsets) == 15 and _chi2(np.array(list(subsets.values()))) < _chi2_critical(14)
 
 
+def test_rowpack_round_trip():
+    from gpart.runtime.rowpack import RowLayout
+
+    arrays = [torch.arange(5), torch.randn(5, 3), torch.tensor([True, False, True, True, False]), torch.randn(5, 2).bfloat16()]
+    layout = RowLayout.of(arrays)
+    packed = layout.pack(arrays)
+    assert packed.dtype == torch.uint8 and packed.shape == (5, 8 + 12 + 1 + 4) == (5, layout.row_bytes)
+    assert all(torch.equal(a, b) for a, b in zip(arrays, layout.unpack(packed)))
+    assert all(torch.equal(a[2:3], b) for a, b in zip(arrays, layout.unpack(packed[2:3])))  # one row: strides differ
+    assert [t.shape for t in layout.unpack(layout.pack([a[:0] for a in arrays]))] == [a[:0].shape for a in arrays]
+
+
 def test_relabeller_first_appearance():
     rel = Relabeller(100, torch.device("cpu"))
     rel.start(torch.tensor([7, 3]))
