@@ -9,7 +9,10 @@ is grouped by owner; every rank sends its requests to the owners in one
 all_to_all (local column ids, its own included), samples the columns it
 received from its CSC of in-edges (gpart.runtime.sampling), and answers in
 request order in a second all_to_all (counts, then source ids and edge ids).
-The final node set's rows come through LoadedPartition.gather. Every rank
+Across ranks the counts' message also carries the node data rows of the
+requested nodes the requester does not hold (gpart.runtime.fused), so only
+the last hop's nodes come through LoadedPartition.gather (fuse=False: all
+rows and labels through it, after sampling). Every rank
 runs the same number of batches (agreed when the loader is built) and the
 same collectives per batch, so a rank out of seeds serves its peers with
 empty batches. Each collective waits at most `timeout_s`. With one partition
