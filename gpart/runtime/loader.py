@@ -122,13 +122,13 @@ class DistNeighborLoader:
         self.rank, self.world_size = _dist.world()
         self.epoch = 0
         self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
+        # Node data fused into the sampling answers (part of the settings every rank must agree on).
+        self.fuse = bool(fuse) and self.world_size > 1
+        self.fused_names = list(dict.fromkeys(self.node_data_names + ([labels] if labels is not None else []))) if self.fuse else []
         self.seeds, problem = self._seed_tensor(seeds)
         problem = self._check_arguments() or problem
         self.num_batches = self._agree(problem)
         self._relabel: Optional[Relabeller] = None
-        # Node data fused into the sampling answers (every rank decides alike: same manifest, same settings).
-        self.fuse = bool(fuse) and self.world_size > 1
-        self.fused_names = list(dict.fromkeys(self.node_data_names + ([labels] if labels is not None else []))) if self.fuse else []
 
     # -- set-up
 
@@ -168,6 +168,7 @@ class DistNeighborLoader:
     def _agree(self, problem: Optional[str]) -> int:
         """Check the settings agree on every rank (raising on all of them otherwise); the common batch count."""
         config = f"fanouts={self.fanouts} replace={self.replace} node_data={self.node_data_names} labels={self.labels} " \
+                 f"fuse={self.fuse} " \
                  f"manifest={self.part.digest}"
         _dist.agree_or_raise(problem, config, "the DistNeighborLoader settings", self.timeout_s, path=self.part.directory)
         counts = _dist.exchange_counts([self.seeds.numel()] * self.world_size, timeout_s=self.timeout_s)
