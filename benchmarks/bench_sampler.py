@@ -15,7 +15,10 @@ Prints, for 2-hop fanouts [15, 10] and 1024 seeds per batch:
   random, without and with halo data): total and per-rank edges/s, and for
   topology only, x gathered after sampling, and x fused into the sampling
   answers: collectives per batch, share of the loader's time spent in
-  collectives, batches/s, peak RSS per process.
+  collectives, batches/s, peak RSS per process;
+- with --baseline CHECKOUT: the same single-process loader from another gpart
+  checkout (e.g. /work/main, through PYTHONPATH), one child process per run,
+  the two alternating: before/after in the same run.
 Partitions are written under --workdir when missing (1 part remainder, and
 the metis/random ones). On a shared machine the figures are noisy: compare
 each with its baseline from the same run.
@@ -24,6 +27,7 @@ each with its baseline from the same run.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -177,6 +181,44 @@ def multi_process(parts: dict, world_sizes: list[int], methods: list[str], halos
                           f"{max(r['rss_mb'] for r in res):>6.0f} MiB", flush=True)
 
 
+def _loader_rate(parts: str, batches: int, skip: int) -> dict:
+    """Child process: edges per wall and per CPU second of the loader over `batches` batches (after `skip` + 2)."""
+    import gpart.runtime as gr
+
+    torch.set_num_threads(1)
+    part = gr.load_partition(parts, device="cpu", node_data=[])
+    warm(part)
+    seeds = torch.randperm(part.num_nodes, generator=torch.Generator().manual_seed(0))[: 1024 * (skip + batches + 2)]
+    it = iter(gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=1024, node_data=None, labels=None))
+    for _ in range(skip + 2):
+        next(it)
+    wall, cpu = time.perf_counter(), time.process_time()
+    edges = sum(next(it).num_edges for _ in range(batches))
+    return {"wall": edges / (time.perf_counter() - wall), "cpu": edges / (time.process_time() - cpu)}
+
+
+def against_checkout(parts: Path, batches: int, repeats: int, baseline: Path) -> None:
+    """This checkout's loader and `baseline`'s (e.g. main), one child process each, alternating."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys; sys.path.insert(0, %r); from bench_sampler import _loader_rate; "
+            "print(json.dumps(_loader_rate(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))))") % str(Path(__file__).parent)
+    rates: dict[str, list[dict]] = {"this checkout": [], f"baseline {baseline}": []}
+    for rep in range(repeats):
+        for name in (list(rates) if rep % 2 == 0 else list(rates)[::-1]):
+            env = dict(os.environ, PYTHONPATH=str(baseline)) if name != "this checkout" else dict(os.environ)
+            done = subprocess.run([sys.executable, "-c", code, str(parts), str(batches), str(rep * batches)],
+                                  capture_output=True, text=True, env=env, check=True)
+            rates[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    print(f"\nloader against another checkout, one process each, {repeats} alternating runs of {batches} batches (median):")
+    for name, runs in rates.items():
+        wall = sorted(r["wall"] for r in runs)[repeats // 2]
+        cpu = sorted(r["cpu"] for r in runs)[repeats // 2]
+        print(f"  {name:<40} {wall / 1e6:7.2f} M edges/s wall  {cpu / 1e6:7.2f} M edges/CPU-s", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--input", type=Path, default=Path("/tmp/g.npz"), help="graph from make_powerlaw.py")
@@ -186,12 +228,16 @@ def main() -> None:
     parser.add_argument("--methods", default="metis,random")
     parser.add_argument("--halo", default="0,1", help="halo settings of the multi-process partitions (default 0,1)")
     parser.add_argument("--repeats", type=int, default=5, help="single-process repeats, loader and baseline alternating (default 5)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="also time the single-process loader of this gpart checkout (e.g. /work/main), alternating")
     args = parser.parse_args()
     world_sizes = [int(w) for w in args.world_sizes.split(",") if w]
     methods = [m for m in args.methods.split(",") if m]
     halos = [int(h) for h in args.halo.split(",") if h]
     parts = ensure_partitions(args.input, args.workdir, world_sizes, methods, halos)
     single_process(parts[("remainder", 1, 0)], args.batches, args.repeats)
+    if args.baseline is not None:
+        against_checkout(parts[("remainder", 1, 0)], args.batches, 2 * args.repeats, args.baseline)
     if world_sizes:
         multi_process(parts, world_sizes, methods, halos, args.batches)
 
