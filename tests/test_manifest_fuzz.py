@@ -60,9 +60,11 @@ def _mutate(obj: Any, data: st.DataObject) -> Any:
         if action == "delete" and isinstance(parent, dict):
             del parent[path[-1]]
         elif action == "add" and isinstance(parent, dict):
-            parent[data.draw(st.sampled_from(["file", "crc32", "bytes", "dataset", "shape", "zz"]))] = data.draw(HOSTILE)
+            parent[data.draw(st.sampled_from(["file", "crc32", "bytes", "dataset", "shape", "zz"]))] = copy.deepcopy(data.draw(HOSTILE))
         else:
-            parent[path[-1]] = data.draw(HOSTILE)
+            # a copy: sampled_from hands out the same list/dict object every time, and a later
+            # mutation inside it could make the manifest contain itself (endless recursion)
+            parent[path[-1]] = copy.deepcopy(data.draw(HOSTILE))
     return obj
 
 
