@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--imbalances", default="0.03,0.1,0.2,0.4,0.8,1.5,3")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    from gpart.assign import symmetric_csr
+    from gpart.symmetric import symmetric_csr
     from gpart.balance import combined_weights, in_degrees, train_mask
     from gpart.formats.readers import read_graph
     from gpart.kaminpar_backend import kaminpar_partition

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from gpart.cli.ui import human_bytes, json_option, print_json, progress_for, quiet_option, stdout
+from gpart.cli.ui import data_options, human_bytes, json_option, print_json, progress_for, quiet_option, stdout
 
 
 @click.command()
@@ -36,10 +36,8 @@ def info(directory: str, as_json: bool) -> None:
 @click.option("--graph", "graph", metavar="INPUT", default=None,
               help="The input the result was made from: also prove that the partitions reconstruct its edges "
                    "(with edge ids) and node/edge data exactly. Default: checksums and invariants only.")
-@click.option("--node-data", "node_data", multiple=True, metavar="NAME=PATH",
-              help="A node array that was added with --node-data when partitioning (default: the files the manifest records). Repeatable.")
-@click.option("--edge-data", "edge_data", multiple=True, metavar="NAME=PATH",
-              help="An edge array that was added with --edge-data when partitioning. Repeatable.")
+@data_options("A node array that was added with --node-data when partitioning (default: the files the manifest records). Repeatable.",
+              "An edge array that was added with --edge-data when partitioning. Repeatable.")
 @quiet_option
 @json_option
 def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_data: tuple[str, ...],

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from gpart.cli.ui import (force_option, human_bytes, json_option, print_json, progress_for, quiet_option, stderr, stdout,
+from gpart.cli.ui import (data_options, force_option, human_bytes, json_option, print_json, progress_for, quiet_option, stderr, stdout,
                           train_balance_text)
 
 
@@ -53,10 +53,8 @@ from gpart.cli.ui import (force_option, human_bytes, json_option, print_json, pr
               help="Balance the count of True entries of this boolean node array (e.g. train_mask) across parts, "
                    "as DGL's balance_ntypes. Repeatable.")
 @click.option("--balance-edges", is_flag=True, help="Also balance the in-degree sum across parts (DGL's balance_edges).")
-@click.option("--node-data", "node_data", multiple=True, metavar="NAME=PATH",
-              help="Add a node array from a .npy file (first dimension N). Repeatable.")
-@click.option("--edge-data", "edge_data", multiple=True, metavar="NAME=PATH",
-              help="Add an edge array from a .npy file (first dimension E, edge-id order). Repeatable.")
+@data_options("Add a node array from a .npy file (first dimension N). Repeatable.",
+              "Add an edge array from a .npy file (first dimension E, edge-id order). Repeatable.")
 @force_option
 @quiet_option
 @click.option("-v", "--verbose", is_flag=True, help="Print each stage's wall time and the peak RSS so far.")

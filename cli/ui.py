@@ -106,6 +106,15 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print machin
 force_option = click.option("--force", is_flag=True, help="Replace an existing result in the output directory.")
 
 
+def data_options(node_help: str, edge_help: str):
+    """--node-data and --edge-data NAME=PATH, repeatable (partition and verify name extra arrays so)."""
+    def wrap(command):
+        command = click.option("--edge-data", "edge_data", multiple=True, metavar="NAME=PATH", help=edge_help)(command)
+        return click.option("--node-data", "node_data", multiple=True, metavar="NAME=PATH", help=node_help)(command)
+
+    return wrap
+
+
 def key_value_pairs(pairs: tuple[str, ...], option: str, form: str = "NAME=VALUE") -> dict[str, str]:
     """Repeated `--option A=B` values as a dict; a malformed one is a one-line input error."""
     from gpart.errors import InputError

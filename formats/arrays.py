@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import math
 import os
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
+# CHUNK_BYTES, the CRC helpers and preallocate live in the byte layer; imported here
+# too because the format modules (and callers) have always found them here.
+from gpart.bytes.crc import CHUNK_BYTES, OnTheWayCrc, array_crc32, file_crc32  # noqa: F401
+from gpart.bytes.sink import ByteSink, preallocate  # noqa: F401
 from gpart.errors import InputError, IntegrityError, OutputError, short_repr
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.names import safe_relpath
 
-# Bytes per write/CRC step: large enough for disk speed, small enough that
-# streaming writers stay far below the memory targets.
-CHUNK_BYTES = 64 << 20
 
 
 @dataclass
@@ -83,25 +83,20 @@ def _exact_int(value: Any) -> int:
     return value
 
 
-class ArrayWriter:
-    """Appends row chunks to one flat file, counting bytes and a CRC-32 as it goes.
+class ArrayWriter(ByteSink):
+    """Appends row chunks of one dtype and row shape to one flat file (a buffered ByteSink).
 
-    Use as a context manager; `entry()` describes the finished file. The file is
-    flushed and fsynced on close, so a manifest written afterwards never names
-    data that is not on disk.
+    Use as a context manager; `entry()` describes the finished file as an
+    ArrayEntry. The file is flushed and fsynced on close, so a manifest written
+    afterwards never names data that is not on disk.
     """
 
     def __init__(self, path: os.PathLike | str, dtype_name: str, row_shape: Sequence[int] = ()):
-        self.path = Path(path)
         self.dtype_name = dtype_name
         self.dtype = storage_dtype(dtype_name)
         self.row_shape = tuple(int(s) for s in row_shape)
         self.rows = 0
-        self.crc = 0
-        try:
-            self._fh = open(self.path, "wb")
-        except OSError as exc:
-            raise OutputError(self.path, f"cannot create file: {exc.strerror or exc}") from None
+        super().__init__(Path(path), crc_in_thread=False, buffered=True)
 
     def write(self, chunk: np.ndarray) -> None:
         arr = np.asarray(chunk)
@@ -109,51 +104,11 @@ class ArrayWriter:
             raise ValueError(f"{self.path}: chunk rows {arr.shape[1:]} differ from {self.row_shape}")
         if arr.dtype != self.dtype:
             arr = arr.astype(self.dtype)
-        arr = np.ascontiguousarray(arr)
-        view = memoryview(arr.reshape(-1).view(np.uint8)) if arr.size else memoryview(b"")
-        try:
-            self._fh.write(view)
-        except OSError as exc:
-            close_quietly(self._fh)  # unusable now; closed here so no descriptor outlives the error
-            raise OutputError(self.path, f"write failed: {exc.strerror or exc}") from None
-        self.crc = zlib.crc32(view, self.crc)
+        super().write(arr)
         self.rows += arr.shape[0] if arr.ndim else 1
 
-    def close(self) -> None:
-        if self._fh.closed:
-            return
-        try:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-        except OSError as exc:
-            close_quietly(self._fh)
-            raise OutputError(self.path, f"write failed: {exc.strerror or exc}") from None
-        close_quietly(self._fh)
-
-    def discard(self) -> None:
-        """Close without flushing errors: the caller is abandoning the file."""
-        close_quietly(self._fh)
-
-    def entry(self, name: Optional[str] = None) -> ArrayEntry:
+    def entry(self, name: Optional[str] = None) -> ArrayEntry:  # type: ignore[override]
         return ArrayEntry(name or self.path.name, self.dtype_name, (self.rows, *self.row_shape), self.crc)
-
-    def __enter__(self) -> "ArrayWriter":
-        return self
-
-    def __exit__(self, exc_type, *rest) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            close_quietly(self._fh)
-
-
-def close_quietly(fh: Any) -> None:
-    """Close a file whose data no longer matters (the caller reports a failure or removes the file):
-    a buffered file's close() flushes, and on a full disk that flush must not raise a second error."""
-    try:
-        fh.close()  # closes the descriptor even when the final flush fails
-    except OSError:
-        pass
 
 
 def write_array(
@@ -188,34 +143,6 @@ def iter_row_chunks(arr: np.ndarray, chunk_bytes: int = CHUNK_BYTES) -> Iterable
         return
     for start in range(0, arr.shape[0], step):
         yield arr[start : start + step]
-
-
-def file_crc32(path: os.PathLike | str, chunk_bytes: int = CHUNK_BYTES, offset: int = 0) -> int:
-    """CRC-32 of a file's bytes from `offset` on (a .npy file's data starts after its header)."""
-    crc = 0
-    try:
-        with open(path, "rb", buffering=0) as fh:
-            fh.seek(offset)
-            # a buffer no larger than the data: small files must not pay for a 64 MiB allocation
-            buf = bytearray(max(1, min(chunk_bytes, os.fstat(fh.fileno()).st_size - offset)))
-            view = memoryview(buf)
-            while True:
-                n = fh.readinto(view)
-                if not n:
-                    break
-                crc = zlib.crc32(view[:n], crc)
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    return crc
-
-
-def array_crc32(arr: np.ndarray, chunk_bytes: int = CHUNK_BYTES) -> int:
-    """CRC-32 of a C-contiguous array's bytes, in chunks (a memory map is not read whole at once)."""
-    flat = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(0, np.uint8)
-    crc = 0
-    for start in range(0, flat.shape[0], chunk_bytes):
-        crc = zlib.crc32(memoryview(flat[start : start + chunk_bytes]), crc)
-    return crc
 
 
 def inside(directory: os.PathLike | str, name: str) -> Path:
@@ -257,67 +184,3 @@ def open_array(
     if entry.nbytes == 0:
         return np.zeros(entry.shape, dtype=dtype)
     return np.memmap(path, dtype=dtype, mode=mode, shape=entry.shape)
-
-
-class OnTheWayCrc:
-    """Checks the CRC-32 of input files that a reader reads through anyway, as it reads them.
-
-    `feed(i, offset, data)` hands over the bytes of file i at data offset
-    `offset`. Reads in order (each starting where the last ended) are
-    checksummed; once a file has been read to its end its CRC-32 must equal the
-    manifest's, or IntegrityError names the file: damaged input is refused
-    instead of being passed on under a fresh checksum. A file read out of
-    order is simply not checked on the way.
-    """
-
-    def __init__(self, paths: Sequence[Path], sizes: Sequence[int], expected: Sequence[Optional[int]]):
-        self.paths, self.sizes, self.expected = list(paths), [int(s) for s in sizes], list(expected)
-        self.pos = [0] * len(self.paths)
-        self.crc = [0] * len(self.paths)
-        self.active = [e is not None for e in self.expected]
-
-    def feed(self, index: int, offset: int, data: np.ndarray) -> None:
-        if not self.active[index]:
-            return
-        if offset != self.pos[index]:
-            self.active[index] = False
-            return
-        flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8) if data.size else np.zeros(0, np.uint8)
-        self.crc[index] = zlib.crc32(memoryview(flat), self.crc[index])
-        self.pos[index] += flat.shape[0]
-        if self.pos[index] >= self.sizes[index]:
-            self.active[index] = False
-            if self.crc[index] != self.expected[index]:
-                raise IntegrityError(self.paths[index], f"checksum mismatch: crc32 {self.crc[index]:08x}, manifest says {self.expected[index]:08x} (the input is damaged)")
-
-    def finish(self, index: int, arr: np.ndarray, chunk_bytes: int = CHUNK_BYTES) -> None:
-        """Read the part of file `index` (whose whole content is `arr`) that the reader skipped, and check it."""
-        if not self.active[index]:
-            return
-        flat = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(0, np.uint8)
-        for start in range(self.pos[index], flat.shape[0], chunk_bytes):
-            self.feed(index, start, flat[start : start + chunk_bytes])
-        if self.active[index]:  # nothing left to read: an empty file
-            self.feed(index, self.pos[index], np.zeros(0, np.uint8))
-
-
-def preallocate(path: os.PathLike | str, nbytes: int) -> None:
-    """Create `path` with `nbytes` of disk space reserved (posix_fallocate), for a file that is
-    then written through a memory map: a full disk is an OutputError here, not a SIGBUS on a
-    page write later. The file is removed again when the space cannot be had."""
-    path = Path(path)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-    except OSError as exc:
-        raise OutputError(path, f"cannot create file: {exc.strerror or exc}") from None
-    try:
-        if nbytes > 0:
-            if hasattr(os, "posix_fallocate"):
-                os.posix_fallocate(fd, 0, nbytes)
-            else:  # no way to reserve: at least size it (a full disk may then show up as a signal)
-                os.ftruncate(fd, nbytes)
-    except OSError as exc:
-        os.close(fd)
-        path.unlink(missing_ok=True)
-        raise OutputError(path.parent, f"cannot reserve {nbytes} bytes for a scratch file: {exc.strerror or exc}") from None
-    os.close(fd)

@@ -103,17 +103,29 @@ def read_manifest(
 ) -> dict[str, Any]:
     """Read and check `directory/manifest.json`: a JSON object of a known format and version."""
     path = manifest_path(directory)
-    obj = read_json(path)
+    return check_format(read_json(path), path, expected_format, supported_versions)
+
+
+def check_format(
+    obj: Any,
+    where: os.PathLike | str,
+    expected_format: Optional[str] = None,
+    supported_versions: tuple[int, ...] = (1,),
+    what: str = "manifest",
+) -> dict[str, Any]:
+    """The one format/version check of a JSON description (a manifest, an export's `<name>.json`):
+    a JSON object whose `format` is `expected_format` and whose `version` is supported."""
+    prefix = f"{what} " if what else ""
     if not isinstance(obj, dict):
-        raise InputError(path, "manifest is not a JSON object")
+        raise InputError(where, f"{prefix}is not a JSON object" if what else "not a JSON object")
     fmt = obj.get("format")
-    if not isinstance(fmt, str):
-        raise InputError(path, "manifest has no 'format' string")
+    if what and not isinstance(fmt, str):
+        raise InputError(where, f"{what} has no 'format' string")
     if expected_format is not None and fmt != expected_format:
-        raise InputError(path, f"format is {fmt!r}, expected {expected_format!r}")
+        raise InputError(where, f"format is {fmt!r}, expected {expected_format!r}")
     version = obj.get("version")
     if version not in supported_versions:
-        raise InputError(path, f"{fmt} version {version!r} is not supported (supported: {list(supported_versions)})")
+        raise InputError(where, f"{fmt} version {version!r} is not supported (supported: {list(supported_versions)})")
     return obj
 
 

@@ -8,26 +8,20 @@ gpart writes these files but never reads one back except with
 from __future__ import annotations
 
 import os
-import warnings
 import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gpart.bytes.torch_bridge import numpy_to_tensor
 from gpart.errors import OutputError
 from gpart.formats.arrays import file_crc32
 
 
 def as_torch(rows: np.ndarray, dtype: str) -> Any:
     """A CPU tensor over `rows` (no copy); bfloat16 rows are stored as their uint16 bit patterns."""
-    import torch
-
-    with warnings.catch_warnings():  # read-only maps: the tensors are only ever saved, never written
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        if dtype == "bfloat16":
-            return torch.from_numpy(rows.view(np.int16)).view(torch.bfloat16)
-        return torch.from_numpy(rows)
+    return numpy_to_tensor(rows, dtype, read_only_ok=True)  # read-only maps: only ever saved, never written
 
 
 class _CrcWriter:

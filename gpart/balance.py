@@ -30,7 +30,7 @@ DEGREE_CHUNK = 1 << 22
 
 def in_degrees(graph: Graph) -> np.ndarray:
     """Number of in-edges of every node (int64 [N]), counted chunk by chunk over the (mapped) dst."""
-    from gpart.formats.readers import drop_pages
+    from gpart.bytes.reader import drop_pages
 
     degree = np.zeros(graph.num_nodes, dtype=np.int64)
     dst = graph.dst

@@ -27,7 +27,7 @@ from typing import Optional, Union
 import numpy as np
 
 from gpart.errors import InputError
-from gpart.formats.readers import drop_pages
+from gpart.bytes.reader import drop_pages
 from gpart.formats.scratch import ScratchDir
 from gpart.spill import bucket_rows
 
@@ -37,7 +37,7 @@ DEFAULT_FRACTION = 0.75  # of the available memory, when --max-memory is not giv
 # benchmarks/bench_balance.py on the 1M/10M power-law graph (4 parts):
 # METIS multi-constraint 2.78 GB, pymetis 2.7 GB, KaMinPar 0.90 GB (incl. the symmetric CSR).
 # `balanced` is checked against KaMinPar's figure; its METIS fallback is skipped
-# when METIS's would not fit (gpart.assign._balanced_book).
+# when METIS's would not fit (gpart.assign, the balanced default).
 ASSIGN_BYTES_PER_EDGE = {"metis": 300, "balanced": 100, "kaminpar": 100}
 NODE_BYTES = 64  # N-sized arrays of the pass: node order, positions, owner, halo marks and lookups
 LAYOUT_BYTES_PER_EDGE = 56  # one partition's edge ids, local ids, sort order and source gather

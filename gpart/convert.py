@@ -73,15 +73,7 @@ def convert_partitions(
         dgl.require_dgl()
         check_export_name(graph_name)
     reader = PartitionReader(parts_dir)
-    nodes, edges = reader.node_data_names(), reader.edge_data_names()
-    if reader.halo and nodes:
-        raise InputError(
-            parts_dir, f"stores node data for halo nodes (halo: 1), which {to}'s layout has no place for; partition with --halo 0 to convert"
-        )
-    if to == "glt":
-        plan = _glt_plan(nodes, edges, node_feat, edge_feat, label, parts_dir)
-    else:
-        plan = _keys_plan(nodes, edges, rename or {}, PYG_DEFAULT_KEYS if to == "pyg" else {}, parts_dir)
+    plan = _plan(reader, to, parts_dir, rename, node_feat, edge_feat, label)
     progress = or_null(progress)
     with staged_output(out_dir, force=force, inputs=[parts_dir]) as stage:
         if to == "dgl":
@@ -121,6 +113,18 @@ def _keys_plan(nodes: list[str], edges: list[str], rename: Mapping[str, str], de
             raise InputError(where, f"two {kind} arrays would both be key {dup!r}; choose other keys with --rename NAME=KEY")
         plan[kind] = keys
     return plan
+
+
+def _plan(reader: PartitionReader, to: str, parts_dir: PathLike, rename, node_feat, edge_feat, label) -> dict[str, Any]:
+    """Which arrays go where in `to`'s layout (node, edge, label, skipped)."""
+    nodes, edges = reader.node_data_names(), reader.edge_data_names()
+    if reader.halo and nodes:
+        raise InputError(
+            parts_dir, f"stores node data for halo nodes (halo: 1), which {to}'s layout has no place for; partition with --halo 0 to convert"
+        )
+    if to == "glt":
+        return _glt_plan(nodes, edges, node_feat, edge_feat, label, parts_dir)
+    return _keys_plan(nodes, edges, rename or {}, PYG_DEFAULT_KEYS if to == "pyg" else {}, parts_dir)
 
 
 def _glt_plan(nodes: list[str], edges: list[str], node_feat, edge_feat, label, where: PathLike) -> dict[str, Any]:

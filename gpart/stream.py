@@ -35,7 +35,7 @@ import numpy as np
 
 from gpart.balance import TRAIN_MASK, in_degrees, train_mask
 from gpart.book import ArrayBook
-from gpart.formats.readers import drop_pages
+from gpart.bytes.reader import drop_pages
 from gpart.formats.scratch import ScratchDir
 from gpart.graph import Graph
 from gpart.progress import Progress, or_null

@@ -135,16 +135,8 @@ class PowerlawSpec:
         ]
 
 
-def powerlaw_graph(
-    num_nodes: int,
-    num_edges: int,
-    feat_dim: int = 128,
-    seed: int = 0,
-    *,
-    exponent: float = DEFAULT_EXPONENT,
-    num_classes: int = DEFAULT_CLASSES,
-    train_fraction: float = DEFAULT_TRAIN_FRACTION,
-) -> Graph:
+def powerlaw_graph(num_nodes: int, num_edges: int, feat_dim: int = 128, seed: int = 0, *, exponent: float = DEFAULT_EXPONENT,
+                   num_classes: int = DEFAULT_CLASSES, train_fraction: float = DEFAULT_TRAIN_FRACTION) -> Graph:
     """An in-memory synthetic power-law graph: int64 src/dst, float32 `feat`, int64 `label`, bool `train_mask`."""
     spec = PowerlawSpec(num_nodes, num_edges, feat_dim, seed, exponent, num_classes, train_fraction)
     arrays = {name: _collect(shape, dtype, chunks()) for name, shape, dtype, chunks in spec.members()}
@@ -166,18 +158,9 @@ def _collect(shape: tuple[int, ...], dtype: np.dtype, chunks: Iterator[np.ndarra
     return out
 
 
-def write_powerlaw_npz(
-    path: PathLike,
-    num_nodes: int,
-    num_edges: int,
-    feat_dim: int = 128,
-    seed: int = 0,
-    *,
-    exponent: float = DEFAULT_EXPONENT,
-    num_classes: int = DEFAULT_CLASSES,
-    train_fraction: float = DEFAULT_TRAIN_FRACTION,
-    progress: Optional[Progress] = None,
-) -> Path:
+def write_powerlaw_npz(path: PathLike, num_nodes: int, num_edges: int, feat_dim: int = 128, seed: int = 0, *,
+                       exponent: float = DEFAULT_EXPONENT, num_classes: int = DEFAULT_CLASSES,
+                       train_fraction: float = DEFAULT_TRAIN_FRACTION, progress: Optional[Progress] = None) -> Path:
     """Stream the graph `powerlaw_graph` would return into an uncompressed (memory-mappable) `.npz`.
 
     Written to `path + ".tmp"` and renamed when complete; one chunk in memory at a time

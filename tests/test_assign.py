@@ -251,7 +251,7 @@ def test_symmetric_csr_random_multigraph_with_loops():
 
 def test_symmetric_csr_chunked_compaction(monkeypatch):
     # Small chunks exercise the chunked key build and in-place duplicate compaction.
-    import gpart.assign as module
+    import gpart.symmetric as module
 
     monkeypatch.setattr(module, "KEY_CHUNK", 7)
     rng = np.random.default_rng(1)

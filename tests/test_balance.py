@@ -152,12 +152,12 @@ def test_bounded_output_is_byte_identical(tmp_path, monkeypatch, method, storage
 
 
 def test_bounded_removes_scratch_on_failure(tmp_path, monkeypatch):
-    from gpart import partition as partition_module
+    from gpart import partition_write
 
     def broken(*args, **kwargs):
         raise OSError(errno.EIO, "simulated write failure")
 
-    monkeypatch.setattr(partition_module, "_write_topology_blocks", broken)
+    monkeypatch.setattr(partition_write, "write_topology_blocks", broken)
     with pytest.raises(OSError):
         partition_graph(CORA, tmp_path / "out", 2, "remainder", max_memory="1MB")
     assert list(tmp_path.iterdir()) == []

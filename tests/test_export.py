@@ -492,7 +492,7 @@ def _graph_npz(path: Path, src, dst, num_nodes: int) -> Path:
 
 @pytest.mark.parametrize("add_reverse,dedup", [(False, False), (True, False), (False, True), (True, True)])
 def test_streaming_csr_with_tiny_chunks_on_cora(tmp_path, monkeypatch, add_reverse, dedup):
-    import gpart.export as export_module
+    import gpart.export_csr as export_module
 
     monkeypatch.setattr(export_module, "SCATTER_SLICE", 5)  # many page releases per chunk
     path, src, dst, n = _cora_coo(tmp_path)

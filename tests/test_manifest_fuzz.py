@@ -57,13 +57,13 @@ def _mutate(obj: Any, data: st.DataObject) -> Any:
         for key in path[:-1]:
             parent = parent[key]
         action = data.draw(st.sampled_from(["replace", "delete", "add"]))
+        # a copy of the drawn value: sampled_from hands out the same list/dict objects every
+        # time, and a later mutation must not change (or nest) the strategy's own constants
         if action == "delete" and isinstance(parent, dict):
             del parent[path[-1]]
         elif action == "add" and isinstance(parent, dict):
             parent[data.draw(st.sampled_from(["file", "crc32", "bytes", "dataset", "shape", "zz"]))] = copy.deepcopy(data.draw(HOSTILE))
         else:
-            # a copy: sampled_from hands out the same list/dict object every time, and a later
-            # mutation inside it could make the manifest contain itself (endless recursion)
             parent[path[-1]] = copy.deepcopy(data.draw(HOSTILE))
     return obj
 

@@ -310,9 +310,9 @@ def test_verbose_log_reports_each_stage(tmp_path):
 
 
 def test_failure_mid_write_leaves_nothing(tmp_path, monkeypatch):
-    import gpart.partition as mod
+    import gpart.partition_write as mod
 
-    real = mod._write_topology
+    real = mod.write_topology
     calls = []
 
     def failing(writer, part, *args):
@@ -321,7 +321,7 @@ def test_failure_mid_write_leaves_nothing(tmp_path, monkeypatch):
             raise OSError("disk on fire")
         return real(writer, part, *args)
 
-    monkeypatch.setattr(mod, "_write_topology", failing)
+    monkeypatch.setattr(mod, "write_topology", failing)
     with pytest.raises(OSError):
         partition_graph(small_graph(), tmp_path / "out", 3, "remainder")
     assert calls == [0, 1]
@@ -483,7 +483,7 @@ def test_failure_in_the_node_data_pass_leaves_nothing(tmp_path, monkeypatch):
     def failing(writer, graph, nodes, halos, bar):
         raise MemoryError("out of memory halfway")
 
-    monkeypatch.setattr(mod, "_write_node_data", failing)
+    monkeypatch.setattr(mod, "write_node_data", failing)
     with pytest.raises(MemoryError):
         partition_graph(small_graph(), tmp_path / "out", 3, "random")
     assert list(tmp_path.iterdir()) == []

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpart.formats.readers as readers
+import gpart.formats.text_graphs as text_graphs
 from gpart.errors import InputError
 from gpart.formats.readers import open_array_input, parse_name_paths, read_graph, read_npz_arrays, scan_range
 from gpart.synthetic import powerlaw_graph
@@ -174,7 +175,7 @@ def test_text_block_boundaries(monkeypatch, block: int) -> None:
     n, src, dst = _reference_metis(gzip.open(path, "rt").read())
     enron = needs(DATA / "email-enron" / "email-Enron.txt.gz")
     whole_enron = read_graph(enron)
-    monkeypatch.setattr(readers, "TEXT_BLOCK_BYTES", block)
+    monkeypatch.setattr(text_graphs, "TEXT_BLOCK_BYTES", block)
     g = read_graph(path)
     assert g.num_nodes == n and np.array_equal(g.src, src) and np.array_equal(g.dst, dst)
     if block >= 1000:  # (smaller blocks would make these slow, not different)
@@ -217,12 +218,12 @@ def test_snap_random_text_matches_reference(tmp_path_factory, data, block: int) 
     text, edges = data
     path = tmp_path_factory.mktemp("snap") / "g.txt"
     path.write_bytes(text.encode())
-    saved = readers.TEXT_BLOCK_BYTES
-    readers.TEXT_BLOCK_BYTES = block
+    saved = text_graphs.TEXT_BLOCK_BYTES
+    text_graphs.TEXT_BLOCK_BYTES = block
     try:
         g = read_graph(path)
     finally:
-        readers.TEXT_BLOCK_BYTES = saved
+        text_graphs.TEXT_BLOCK_BYTES = saved
     expected = np.array(edges, dtype=np.int64).reshape(-1, 2)
     assert np.array_equal(g.src, expected[:, 0]) and np.array_equal(g.dst, expected[:, 1])
     assert g.num_nodes == (int(expected.max()) + 1 if edges else 0)
@@ -247,12 +248,12 @@ def test_metis_random_graph_round_trip(tmp_path_factory, n: int, seed: int, bloc
         dst += adj[i]
     path = tmp_path_factory.mktemp("metis") / "g.graph"
     path.write_text("\n".join(out) + "\n")
-    saved = readers.TEXT_BLOCK_BYTES
-    readers.TEXT_BLOCK_BYTES = block
+    saved = text_graphs.TEXT_BLOCK_BYTES
+    text_graphs.TEXT_BLOCK_BYTES = block
     try:
         g = read_graph(path)
     finally:
-        readers.TEXT_BLOCK_BYTES = saved
+        text_graphs.TEXT_BLOCK_BYTES = saved
     assert g.num_nodes == n and g.src.tolist() == src and g.dst.tolist() == dst
 
 

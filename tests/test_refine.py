@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpart.assign import symmetric_csr
+from gpart.symmetric import symmetric_csr
 from gpart.balance import balances, in_degrees, train_mask
 from gpart.formats.readers import read_graph
 from gpart.refine import balance_shares, edge_cut, refine_cut, repair_balance

@@ -291,7 +291,7 @@ def test_float16_tables_round_trip_and_convert(tmp_path):
 )
 def test_read_plan_covers_exactly_the_owned_rows(rows, saved_world, my_world, saved_kind, my_kind):
     """Every rank's rows, under any policy pair, as few arithmetic progressions of saved shard rows."""
-    from gpart.runtime.checkpoint import _global_ids_of, _read_plan
+    from gpart.runtime.checkpoint_load import _global_ids_of, _read_plan
 
     def policy(kind, world):
         return RangePolicy.even(rows, world) if kind == "even" else make_policy(kind, rows, world)
@@ -315,7 +315,7 @@ def test_read_plan_covers_exactly_the_owned_rows(rows, saved_world, my_world, sa
 @pytest.mark.parametrize("world, policy", [(4, "remainder"), (3, "range")])
 def test_load_re_sharded_checkpoints_by_span_reads_and_by_gathers(world, policy, tmp_path, monkeypatch):
     """A 1-rank save scattered offline to `world` ranks loads back bit for bit, whichever read path runs."""
-    import gpart.runtime.checkpoint as ck
+    import gpart.runtime.checkpoint_load as ck
     from gpart.ckpt import gather_checkpoint, scatter_checkpoint
 
     embs, opt = build("remainder", "adam", "mean")

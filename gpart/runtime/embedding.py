@@ -16,7 +16,7 @@ dense gradient of the table is ever formed.
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -229,6 +229,23 @@ class _Lookup(torch.autograd.Function):
         (ids,) = ctx.saved_tensors
         ctx.emb._record(ids, grad_rows)
         return None, None, None
+
+
+def check_embedding_group(embeddings: Sequence[Any], user: str) -> list["ShardedEmbedding"]:
+    """`embeddings` as a list, checked to be ShardedEmbedding objects with distinct names in one
+    process group (what an optimizer or a checkpoint handles together); `user` names the caller."""
+    embeddings = list(embeddings)
+    if not embeddings:
+        raise ValueError(f"{user} got no embeddings")
+    for emb in embeddings:
+        if not isinstance(emb, ShardedEmbedding):
+            raise TypeError(f"{user} handles ShardedEmbedding objects, got {type(emb).__name__}")
+    names = [emb.name for emb in embeddings]
+    if len(set(names)) != len(names):
+        raise ValueError(f"embedding names must be unique in {user}, got {names}")
+    if len({(emb.rank, emb.world_size) for emb in embeddings}) != 1:
+        raise ValueError(f"all embeddings of {user} must belong to the same process group")
+    return embeddings
 
 
 def _default_device() -> torch.device:

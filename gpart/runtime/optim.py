@@ -27,7 +27,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from gpart.runtime import dist
-from gpart.runtime.embedding import ShardedEmbedding
+from gpart.runtime.embedding import ShardedEmbedding, check_embedding_group
 
 DUPLICATE_MODES = ("mean", "sum")
 STATE_DTYPES = {"float32": torch.float32, "float16": torch.float16}
@@ -40,17 +40,7 @@ class SparseOptimizer:
     state_names: tuple[str, ...] = ()
 
     def __init__(self, params: Sequence[ShardedEmbedding], lr: float, duplicates: str = "mean"):
-        params = list(params)
-        if not params:
-            raise ValueError(f"{type(self).__name__} got no embeddings")
-        for p in params:
-            if not isinstance(p, ShardedEmbedding):
-                raise TypeError(f"{type(self).__name__} optimises ShardedEmbedding objects, got {type(p).__name__}")
-        names = [p.name for p in params]
-        if len(set(names)) != len(names):
-            raise ValueError(f"embedding names must be unique in one optimizer, got {names}")
-        if len({(p.rank, p.world_size) for p in params}) != 1:
-            raise ValueError("all embeddings of one optimizer must belong to the same process group")
+        params = check_embedding_group(params, f"one {type(self).__name__} optimizer")
         if duplicates not in DUPLICATE_MODES:
             raise ValueError(f"duplicates must be 'mean' or 'sum', got {duplicates!r}")
         if not lr >= 0:

@@ -33,167 +33,19 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from gpart.bytes.torch_bridge import numpy_to_tensor
 from gpart.errors import GpartError, InputError, IntegrityError
 from gpart.runtime import dist as _dist
+# Devices, staging and the device book live in gpart.runtime.device; these names are
+# imported from here by callers too.
+from gpart.runtime.device import STAGE_BYTES, DeviceBook, DeviceLike, Stager, place, resolve_device  # noqa: F401
 
 PathLike = Union[str, "os.PathLike[str]"]
-DeviceLike = Union[str, torch.device, None]
 
-# Host staging buffer for copies to a GPU: big enough for full PCIe speed,
-# small enough to be negligible next to the data.
-STAGE_BYTES = 64 << 20
 
 
 class NotLocalError(GpartError, LookupError):
     """A single-process gather asked for rows this partition does not hold."""
-
-
-# --------------------------------------------------------------------------- devices and tensors
-
-
-def resolve_device(device: DeviceLike) -> torch.device:
-    """None -> the current CUDA device if CUDA is available, else CPU; "cuda" -> the current CUDA device."""
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    dev = torch.device(device)
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise InputError(None, f"device {device!r} requested but CUDA is not available (use device='cpu')")
-        if dev.index is None:
-            dev = torch.device("cuda", torch.cuda.current_device())
-    return dev
-
-
-def numpy_to_tensor(arr: np.ndarray, dtype_name: str) -> torch.Tensor:
-    """A tensor sharing `arr`'s memory; bfloat16 (stored as uint16 bit patterns) viewed as torch.bfloat16."""
-    if dtype_name == "bfloat16":
-        return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(arr)
-
-
-class _Stager:
-    """Copies host tensors to one CUDA device through two reused pinned buffers (double buffering)."""
-
-    def __init__(self, device: torch.device):
-        self.device = device
-        self._buffers: list[torch.Tensor] = []
-        self._events: list[Optional[torch.cuda.Event]] = [None, None]
-
-    def _buffer(self, i: int, nbytes: int) -> torch.Tensor:
-        while len(self._buffers) < 2:
-            self._buffers.append(torch.empty(0, dtype=torch.uint8, pin_memory=True))
-        if self._buffers[i].numel() < nbytes:
-            ev = self._events[i]
-            if ev is not None:
-                ev.synchronize()
-            self._buffers[i] = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
-        return self._buffers[i]
-
-    def copy(self, src: torch.Tensor) -> torch.Tensor:
-        """A device copy of host tensor `src`."""
-        out = torch.empty(src.shape, dtype=src.dtype, device=self.device)
-        self.copy_into(out, src)
-        return out
-
-    def copy_into(self, out: torch.Tensor, src: torch.Tensor) -> None:
-        """Copy host tensor `src` into the contiguous device tensor `out` (same dtype and size)."""
-        nbytes = src.numel() * src.element_size()
-        if nbytes == 0:
-            return
-        src_bytes = src.contiguous().reshape(-1).view(torch.uint8)
-        dst_bytes = out.view(-1).view(torch.uint8)
-        step = min(STAGE_BYTES, nbytes)
-        with torch.cuda.device(self.device):
-            stream = torch.cuda.current_stream()
-            for i, start in enumerate(range(0, nbytes, step)):
-                slot = i % 2
-                stop = min(nbytes, start + step)
-                buf = self._buffer(slot, step)
-                ev = self._events[slot]
-                if ev is not None:
-                    ev.synchronize()  # the previous copy out of this buffer is done
-                buf[: stop - start].copy_(src_bytes[start:stop])
-                dst_bytes[start:stop].copy_(buf[: stop - start], non_blocking=True)
-                self._events[slot] = torch.cuda.Event()
-                self._events[slot].record(stream)
-            stream.synchronize()
-
-
-def place(host: torch.Tensor, device: torch.device, pin: bool = False, stager: Optional[_Stager] = None) -> torch.Tensor:
-    """Move a (memory-mapped) host tensor to `device` without an intermediate full host copy.
-
-    CPU: returned as it is (still backed by the mapping), or copied once into
-    pinned memory with `pin` (only when CUDA is available: pinning needs it).
-    """
-    if device.type == "cpu":
-        if pin and torch.cuda.is_available():
-            return host.pin_memory()
-        return host
-    stager = stager or _Stager(device)
-    return stager.copy(host)
-
-
-# --------------------------------------------------------------------------- partition book on a device
-
-
-class DeviceBook:
-    """owner(g) and local(g) for tensors of global ids, computed on the device.
-
-    remainder: `g % P`, `g // P`; range: `searchsorted(boundaries)`, `g - b[owner]`
-    (P+1 boundaries); array books (metis, random, assignment): lookups in the
-    stored owner/local arrays. Ids must be in 0..num_nodes-1 (checked by callers).
-    """
-
-    def __init__(self, kind: str, num_nodes: int, num_parts: int, device: torch.device,
-                 boundaries: Optional[torch.Tensor] = None,
-                 owner_table: Optional[torch.Tensor] = None, local_table: Optional[torch.Tensor] = None):
-        self.kind = kind
-        self.num_nodes = int(num_nodes)
-        self.num_parts = int(num_parts)
-        self.device = device
-        self.boundaries = boundaries
-        self.owner_table = owner_table
-        self.local_table = local_table
-
-    def owner(self, gids: torch.Tensor) -> torch.Tensor:
-        """Owning partition of each id (int64, same shape, on the book's device)."""
-        return self._owner(gids.to(self.device)).to(torch.int64)
-
-    def to_local(self, gids: torch.Tensor) -> torch.Tensor:
-        """Row of each id within its owner's owned nodes (int64, same shape)."""
-        return self.owner_and_local(gids)[1]
-
-    def _owner(self, gids: torch.Tensor) -> torch.Tensor:
-        # int32 for array books (the stored table), int64 for rules; a fresh tensor either way.
-        if self.kind == "remainder":
-            return torch.remainder(gids, self.num_parts)
-        if self.kind == "range":
-            return torch.searchsorted(self.boundaries, gids, right=True).sub_(1)
-        return _lookup(self.owner_table, gids)
-
-    def owner_and_local(self, gids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(owner, local) in one pass; owner is an integer tensor (int32 for array books), both fresh."""
-        gids = gids.to(self.device)
-        if self.kind == "remainder":
-            return torch.remainder(gids, self.num_parts), torch.div(gids, self.num_parts, rounding_mode="floor")
-        if self.kind == "range":
-            owner = self._owner(gids)
-            return owner, gids - self.boundaries[owner]
-        return _lookup(self.owner_table, gids), _lookup(self.local_table, gids)
-
-    def counts(self) -> torch.Tensor:
-        """Owned nodes per partition (CPU int64)."""
-        if self.kind == "remainder":
-            p = torch.arange(self.num_parts)
-            return torch.clamp(-torch.div(-(self.num_nodes - p), self.num_parts, rounding_mode="floor"), min=0)
-        if self.kind == "range":
-            return torch.diff(self.boundaries).cpu()
-        return torch.bincount(self.owner_table.to(torch.int64), minlength=self.num_parts).cpu()
-
-
-def _lookup(table: torch.Tensor, gids: torch.Tensor) -> torch.Tensor:
-    # index_select is markedly faster than advanced indexing for 1-D lookups.
-    return torch.index_select(table, 0, gids.reshape(-1)).reshape(gids.shape)
 
 
 # --------------------------------------------------------------------------- reading arrays
@@ -437,35 +289,19 @@ def load_partition(
 
     directory = Path(path)
     reader = PartitionReader(directory)
-    manifest = reader.manifest
-    digest = _manifest_digest(reader.manifest_file)
-    num_parts = reader.num_parts
-    if rank is None:
-        rank = _dist.world()[0]
-    if not isinstance(rank, (int, np.integer)) or not 0 <= int(rank) < num_parts:
-        raise InputError(directory, f"has {num_parts} partitions; rank {rank!r} is not one of 0..{num_parts - 1}")
-    rank = int(rank)
+    rank = _check_rank(_dist.world()[0] if rank is None else rank, reader.num_parts, directory)
     dev = resolve_device(device)
     fdev = resolve_device(feature_device) if feature_device is not None else dev
     names = _select(reader.node_data_names(), node_data, "node data", directory)
     edge_names = _select(reader.edge_data_names(), edge_data, "edge data", directory)
-    stager = _Stager(dev) if dev.type == "cuda" else None
     try:
         info = reader.part_info(rank)
-
-        def load(key: str, to: torch.device) -> torch.Tensor:
-            entry = reader.entry(rank, key)
-            host = numpy_to_tensor(reader.read_entry(entry, verify, mode="c"), entry.dtype)
-            pin = to.type == "cpu" and dev.type == "cuda"
-            return place(host, to, pin=pin, stager=stager if to.type == "cuda" else None)
-
-        book = _load_book(reader, verify, dev, stager)
         fields = dict(
             directory=directory,
-            manifest=manifest,
-            digest=digest,
+            manifest=reader.manifest,
+            digest=_manifest_digest(reader.manifest_file),
             rank=rank,
-            num_parts=num_parts,
+            num_parts=reader.num_parts,
             num_nodes=reader.num_nodes,
             num_edges=reader.num_edges,
             num_owned=int(info["num_owned"]),
@@ -474,17 +310,37 @@ def load_partition(
             device=dev,
             feature_device=fdev,
             timeout_s=timeout_s,
-            book=book,
-            node_ids=load("node_ids", dev),
-            indptr=load("indptr", dev),
-            indices=load("indices", dev),
-            edge_ids=load("edge_ids", dev),
-            node_data={name: load(f"node_data/{name}", fdev) for name in names},
-            edge_data={name: load(f"edge_data/{name}", dev) for name in edge_names},
+            **_load_arrays(reader, rank, verify, dev, fdev, names, edge_names),
         )
     finally:
         reader.close()
     return LoadedPartition(**fields)
+
+
+def _check_rank(rank: Any, num_parts: int, directory: Path) -> int:
+    if not isinstance(rank, (int, np.integer)) or not 0 <= int(rank) < num_parts:
+        raise InputError(directory, f"has {num_parts} partitions; rank {rank!r} is not one of 0..{num_parts - 1}")
+    return int(rank)
+
+
+def _load_arrays(reader: Any, rank: int, verify: bool, dev: torch.device, fdev: torch.device,
+                 names: list[str], edge_names: list[str]) -> dict[str, Any]:
+    """The book, topology and data tensors of partition `rank`, each mapped and placed on its device."""
+    from gpart.formats.partition import data_key
+
+    stager = Stager(dev) if dev.type == "cuda" else None
+
+    def load(key: str, to: torch.device) -> torch.Tensor:
+        entry = reader.entry(rank, key)
+        host = numpy_to_tensor(reader.read_entry(entry, verify, mode="c"), entry.dtype)
+        pin = to.type == "cpu" and dev.type == "cuda"
+        return place(host, to, pin=pin, stager=stager if to.type == "cuda" else None)
+
+    arrays: dict[str, Any] = {"book": _load_book(reader, verify, dev, stager)}
+    arrays.update({key: load(key, dev) for key in ("node_ids", "indptr", "indices", "edge_ids")})
+    arrays["node_data"] = {name: load(data_key("node", name), fdev) for name in names}
+    arrays["edge_data"] = {name: load(data_key("edge", name), dev) for name in edge_names}
+    return arrays
 
 
 def _select(available: list[str], wanted: Optional[Sequence[str]], what: str, directory: Path) -> list[str]:
@@ -505,7 +361,7 @@ def _manifest_digest(manifest_file: Path) -> str:
         raise InputError(manifest_file, f"cannot read: {exc.strerror or exc}") from None
 
 
-def _load_book(reader: Any, verify: bool, device: torch.device, stager: Optional[_Stager]) -> DeviceBook:
+def _load_book(reader: Any, verify: bool, device: torch.device, stager: Optional[Stager]) -> DeviceBook:
     spec = reader.manifest["book"]
     kind = spec["kind"]
     n, p = reader.num_nodes, reader.num_parts

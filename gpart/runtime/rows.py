@@ -22,7 +22,8 @@ import torch
 
 from gpart.errors import InputError
 from gpart.formats.arrays import open_array
-from gpart.runtime.partition import DeviceLike, _Stager, numpy_to_tensor, resolve_device
+from gpart.bytes.torch_bridge import numpy_to_tensor, torch_dtype
+from gpart.runtime.device import DeviceLike, Stager, resolve_device
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -42,7 +43,7 @@ def load_rows(
     rows in pinned host memory (one copy; ignored when CUDA is not available,
     since pinning needs it). The result has the export's row shape and dtype.
     """
-    from gpart.formats.filelist import open_filelist
+    from gpart.formats.filelist_reader import open_filelist
 
     json_path = Path(json_path)
     if not isinstance(world_size, (int, np.integer)) or world_size < 1:
@@ -82,9 +83,7 @@ def _pieces(filelist, start: int, stop: int) -> list[torch.Tensor]:
 
 
 def _torch_dtype(filelist) -> torch.dtype:
-    if filelist.dtype == "bfloat16":
-        return torch.bfloat16
-    return torch.from_numpy(np.zeros(0, dtype=filelist.storage_dtype)).dtype
+    return torch_dtype(filelist.dtype)
 
 
 def _empty(filelist, rows: int, pin: bool = False, device: Optional[torch.device] = None) -> torch.Tensor:
@@ -93,7 +92,7 @@ def _empty(filelist, rows: int, pin: bool = False, device: Optional[torch.device
 
 def _to_cuda(pieces: list[torch.Tensor], filelist, rows: int, device: torch.device) -> torch.Tensor:
     out = _empty(filelist, rows, device=device)
-    stager = _Stager(device)
+    stager = Stager(device)
     row = 0
     for piece in pieces:
         stager.copy_into(out[row : row + piece.shape[0]], piece)

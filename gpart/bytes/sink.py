@@ -1,0 +1,148 @@
+"""The one byte sink: a new file written in whole chunks, CRC-32 of the data, fsync on close.
+
+Every writer of gpart (array files, part files of an export, checkpoint shards,
+.npy outputs) appends its bytes through `ByteSink`; the format layer decides
+names, dtypes and manifests, the commit (rename into place, manifest last) is
+gpart.formats.commit's. Also: `preallocate` for files written through a memory
+map, `npy_header` for .npy outputs streamed after their header, and
+`close_quietly` for files being abandoned.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpart.bytes.crc import crc_pool
+from gpart.bytes.reader import bytes_view
+from gpart.errors import OutputError
+
+# Chunks at least this large are checksummed in the CRC thread while being written.
+THREAD_CRC_BYTES = 1 << 20
+
+
+class ByteSink:
+    """Appends raw bytes to a new file after an optional header, with a CRC-32 of the data part.
+
+    One unbuffered handle and whole-chunk writes (`buffered`: small writes
+    gather in a write buffer; a full disk may then show only at close, still
+    as an OutputError). `crc_in_thread`: a chunk's
+    CRC-32 runs in the shared CRC thread while the chunk is written (both
+    release the GIL); otherwise it is computed right after the write, while the
+    chunk is still in the CPU cache (for a memory-mapped source the kernel's
+    copy faults the pages in far more cheaply than user-space reads do, measured
+    2-3x less CPU). `close()` flushes and fsyncs; leaving a `with` block by an exception
+    closes without fsync (the caller deletes the file).
+    """
+
+    def __init__(self, path: Path, header: bytes = b"", crc_in_thread: bool = True, buffered: bool = False):
+        self.path = Path(path)
+        self.offset = len(header)
+        self.crc = 0
+        self.nbytes = 0
+        self.crc_in_thread = crc_in_thread
+        try:
+            self._fh = open(self.path, "wb", buffering=-1 if buffered else 0)
+        except OSError as exc:
+            raise OutputError(self.path, f"cannot create file: {exc.strerror or exc}") from None
+        if header:
+            self._write_all(memoryview(header))
+
+    def _write_all(self, view: memoryview) -> None:
+        try:
+            written = 0
+            while written < len(view):  # a raw write may be partial
+                written += self._fh.write(view[written:])
+        except OSError as exc:
+            close_quietly(self._fh)  # unusable now; no descriptor outlives the error
+            raise OutputError(self.path, f"write failed: {exc.strerror or exc}") from None
+
+    def write(self, arr: np.ndarray) -> None:
+        view = bytes_view(np.ascontiguousarray(arr))
+        threaded = self.crc_in_thread and len(view) >= THREAD_CRC_BYTES
+        crc = crc_pool().submit(zlib.crc32, view, self.crc) if threaded else None
+        try:
+            self._write_all(view)
+        finally:
+            self.crc = crc.result() if crc is not None else zlib.crc32(view, self.crc)
+        self.nbytes += len(view)
+
+    def close(self) -> None:
+        """fsync and close (a manifest written afterwards never names data not on disk)."""
+        if self._fh.closed:
+            return
+        try:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:
+            close_quietly(self._fh)
+            raise OutputError(self.path, f"write failed: {exc.strerror or exc}") from None
+        close_quietly(self._fh)
+
+    def discard(self) -> None:
+        """Close without fsync: the caller is abandoning the file."""
+        close_quietly(self._fh)
+
+    def entry(self) -> dict[str, Any]:
+        """{file, bytes, crc32[, offset]}: the file part of a manifest entry (SPEC.md's shape)."""
+        out: dict[str, Any] = {"file": self.path.name, "bytes": self.offset + self.nbytes, "crc32": f"{self.crc:08x}"}
+        if self.offset:
+            out["offset"] = self.offset
+        return out
+
+    def __enter__(self) -> "ByteSink":
+        return self
+
+    def __exit__(self, exc_type, *rest) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.discard()
+
+
+def close_quietly(fh: Any) -> None:
+    """Close a file whose data no longer matters (the caller reports a failure or removes the file):
+    a buffered file's close() flushes, and on a full disk that flush must not raise a second error."""
+    try:
+        fh.close()  # closes the descriptor even when the final flush fails
+    except OSError:
+        pass
+
+
+def npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    """The .npy header numpy itself writes for a C-order array of `dtype` and `shape` (version 1.0, else 2.0)."""
+    d = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
+    buf = io.BytesIO()
+    try:
+        np.lib.format.write_array_header_1_0(buf, d)
+    except ValueError:
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_2_0(buf, d)
+    return buf.getvalue()
+
+
+def preallocate(path: os.PathLike | str, nbytes: int) -> None:
+    """Create `path` with `nbytes` of disk space reserved (posix_fallocate), for a file that is
+    then written through a memory map: a full disk is an OutputError here, not a SIGBUS on a
+    page write later. The file is removed again when the space cannot be had."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError as exc:
+        raise OutputError(path, f"cannot create file: {exc.strerror or exc}") from None
+    try:
+        if nbytes > 0:
+            if hasattr(os, "posix_fallocate"):
+                os.posix_fallocate(fd, 0, nbytes)
+            else:  # no way to reserve: at least size it (a full disk may then show up as a signal)
+                os.ftruncate(fd, nbytes)
+    except OSError as exc:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise OutputError(path.parent, f"cannot reserve {nbytes} bytes for a scratch file: {exc.strerror or exc}") from None
+    os.close(fd)

@@ -1,0 +1,212 @@
+"""gather-ckpt and scatter-ckpt: any checkpoint layout to global files or to W shards (SPEC.md section 6).
+
+Contiguous to contiguous (range or global to range or global) is a kernel copy
+(gpart.bytes.copy); everything else streams global-order pieces
+(gpart.ckpt.streaming). Results are built in a staging directory and
+committed with the manifest last (gpart.formats.commit).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+from gpart.bytes.copy import ByteSpan, KernelCopyUnsupported, copy_spans_to_new_file
+from gpart.bytes.crc import crc32_combine
+from gpart.bytes.sink import ByteSink, npy_header
+from gpart.ckpt.streaming import PIECE_BYTES, GlobalRows, ShardSink, contiguous_bounds, contiguous_spans, is_contiguous, iter_global_chunks, rows_per_piece, tensor_bytes
+from gpart.errors import InputError, IntegrityError
+from gpart.formats import checkpoint as ck
+from gpart.formats.commit import staged_output
+from gpart.formats.filelist import BFLOAT16_NOTE
+from gpart.formats.filelist_writer import FileListWriter
+from gpart.formats.manifest import write_json_atomic
+from gpart.progress import or_null
+from gpart.shard import POLICIES, RangePolicy, ShardPolicy, make_policy
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _specs(ckpt: ck.Checkpoint, policy_for: Any) -> list[ck.EmbeddingSpec]:
+    return [ck.EmbeddingSpec(e.name, e.num_rows, e.row_shape, e.dtype, policy_for(e)) for e in ckpt.embeddings.values()]
+
+
+# --------------------------------------------------------------------------- gather / scatter
+
+
+def gather_checkpoint(
+    run_dir: PathLike,
+    out_dir: PathLike,
+    *,
+    npy: bool = False,
+    force: bool = False,
+    verify: bool = False,
+    progress=None,
+    chunk_rows: Optional[int] = None,
+) -> dict[str, Any]:
+    """Write every tensor of the checkpoint `run_dir` in global row order to `out_dir`; return its manifest.
+
+    Flat output goes through the file-list writer of export-feat
+    (gpart.formats.filelist: `<tensor>_part_0_of_1` + `<tensor>.json`);
+    `npy` writes `<tensor>.npy` instead.
+    """
+    src = ck.read_checkpoint(run_dir, verify=verify)
+    progress = or_null(progress)
+    tensors_json = []
+    with staged_output(out_dir, force=force, inputs=[run_dir]) as stage:
+        for name, t in src.tensors.items():
+            entry = _gather_npy(src, name, t, stage, chunk_rows, progress) if npy else _gather_flat(src, name, t, stage, chunk_rows, progress)
+            tensors_json.append(
+                {
+                    **t.describe(),
+                    "storage": "npy" if npy else "flat",
+                    "file": entry,
+                }
+            )
+        manifest = ck.build_global_manifest(src, tensors_json, os.fspath(run_dir))
+        ck.write_checkpoint_manifest(stage, manifest)
+    return manifest
+
+
+def _gather_flat(src: ck.Checkpoint, name: str, t: ck.TensorInfo, stage: Path, chunk_rows, progress) -> dict[str, Any]:
+    """One tensor as a one-file export of gpart.formats.filelist (SPEC.md section 5)."""
+    chunk_bytes = PIECE_BYTES if chunk_rows is None else max(1, chunk_rows * t.row_bytes)
+    with GlobalRows(src, name) as rows, FileListWriter(stage, chunk_bytes=chunk_bytes, progress=progress) as writer:
+        writer.add(name, rows, 1, None, source=os.fspath(src.directory))
+        exported = writer.commit()[0]
+    if t.dtype == "bfloat16":
+        # the rows are passed on as their raw bits (uint16); name them as what they are
+        exported.update(dtype="bfloat16", source_dtype="bfloat16", note=BFLOAT16_NOTE)
+        for f in exported["files"]:
+            f["dtype"] = "bfloat16"
+        write_json_atomic(stage / f"{name}.json", exported)
+    part = exported["files"][0]
+    return {"file": part["file"], "bytes": int(part["bytes"]), "crc32": part["crc32"]}
+
+
+def _gather_npy(src: ck.Checkpoint, name: str, t: ck.TensorInfo, stage: Path, chunk_rows, progress) -> dict[str, Any]:
+    path, header = stage / f"{name}.npy", npy_header(t.np_dtype, (t.num_rows, *t.row_shape))
+    policy = src.policy(name)
+    if is_contiguous(policy):  # a concatenation of the shards after the header: kernel copy, CRCs combined
+        try:
+            with progress.stage(f"gather {name}", total=t.nbytes, unit="B") as bar:
+                crc, nbytes = copy_spans_to_new_file(contiguous_spans(src, t, policy, 0, t.num_rows), path, header, PIECE_BYTES, None, bar.advance)
+            return {"file": path.name, "bytes": len(header) + nbytes, "crc32": f"{crc:08x}", "offset": len(header)}
+        except KernelCopyUnsupported:
+            path.unlink(missing_ok=True)
+    out = ByteSink(path, header)
+    try:
+        with progress.stage(f"gather {name}", total=t.nbytes, unit="B") as bar:
+            for _, chunk in iter_global_chunks(src, name, chunk_rows):
+                out.write(chunk)
+                bar.advance(chunk.nbytes)
+    finally:
+        out.close()
+    return out.entry()
+
+
+def target_policy(name: str, num_rows: int, world_size: int, boundaries: Optional[Sequence[int]] = None) -> ShardPolicy:
+    """The sharding policy scatter writes: remainder, or range (WholeGraph split unless boundaries given)."""
+    if name not in POLICIES:
+        raise InputError(None, f"unknown policy {name!r} (expected one of {', '.join(POLICIES)})")
+    if world_size < 1:
+        raise InputError(None, f"world size must be at least 1, got {world_size}")
+    if boundaries is None:
+        return make_policy(name, num_rows, world_size)
+    if name != "range":
+        raise InputError(None, "--boundaries is only meaningful with --policy range")
+    try:
+        return RangePolicy(num_rows, world_size, tuple(int(b) for b in boundaries))
+    except ValueError as exc:
+        raise InputError(None, str(exc)) from None
+
+
+def scatter_checkpoint(
+    full_dir: PathLike,
+    out_dir: PathLike,
+    world_size: int,
+    policy: str = "remainder",
+    *,
+    boundaries: Optional[Sequence[int]] = None,
+    force: bool = False,
+    verify: bool = False,
+    progress=None,
+    chunk_rows: Optional[int] = None,
+) -> dict[str, Any]:
+    """Shard every tensor of the checkpoint `full_dir` over `world_size` ranks by `policy`; return the manifest."""
+    src = ck.read_checkpoint(full_dir, verify=verify)
+    policies = {e.name: target_policy(policy, e.num_rows, world_size, boundaries) for e in src.embeddings.values()}
+    progress = or_null(progress)
+    entries: list[dict[str, Any]] = []
+    with staged_output(out_dir, force=force, inputs=[full_dir]) as stage:
+        with progress.stage("scattering", total=tensor_bytes(src), unit="B") as bar:
+            for name, t in src.tensors.items():
+                entries += shard_tensor(src, name, policies[t.embedding], stage, chunk_rows, bar)
+        manifest = ck.build_checkpoint_manifest(
+            _specs(src, lambda e: policies[e.name]), entries, world_size, src.optimizer, extra=src.manifest.get("extra")
+        )
+        ck.write_checkpoint_manifest(stage, manifest)
+    return manifest
+
+
+def shard_tensor(
+    src: ck.Checkpoint, name: str, target: ShardPolicy, directory: Path, chunk_rows: Optional[int], bar, stem: Optional[str] = None
+) -> list[dict[str, Any]]:
+    """Write tensor `name` of `src` as `target.world_size` shard files `<stem>_part_<r>_of_<W>` in `directory`.
+
+    `stem` defaults to the tensor name (gpart's own shard names); export-ckpt passes
+    another system's file names. Contiguous to contiguous is a kernel copy; anything
+    else streams global-order pieces into the shards. Returns the shard entries.
+    """
+    t = src.tensor(name)
+    stem = stem or name
+    if is_contiguous(src.policy(name)) and is_contiguous(target) and hasattr(os, "copy_file_range"):
+        try:
+            return _copyis_contiguous(src, name, t, target, directory, chunk_rows, bar, stem)
+        except KernelCopyUnsupported:
+            for r in range(target.world_size):
+                (directory / ck.shard_file_name(stem, r, target.world_size)).unlink(missing_ok=True)
+    step = min(max(1, t.num_rows), rows_per_piece(t.row_bytes, chunk_rows, PIECE_BYTES))
+    sink = ShardSink(directory, name, t, target, step, stem)
+    try:
+        for a, chunk in iter_global_chunks(src, name, chunk_rows):
+            sink.feed(a, chunk)
+            bar.advance(chunk.nbytes)
+    finally:
+        entries = sink.close()
+    return entries
+
+
+def _copyis_contiguous(src: ck.Checkpoint, name: str, t: ck.TensorInfo, target: ShardPolicy, stage: Path, chunk_rows, bar, stem: str) -> list[dict[str, Any]]:
+    """Contiguous shards to contiguous shards: byte ranges copied inside the kernel (copy_spans).
+
+    The pieces are checksummed from the source's mapped pages while the next one is
+    copied, and each CRC is combined twice: into the output shard's CRC and into a
+    running CRC of its source file, which must match the source manifest once the
+    file has been read through, so damaged input fails here instead of being
+    re-checksummed as if it were intact.
+    """
+    source = src.policy(name)
+    paths = {s.file: rank for rank, s in enumerate(t.shards)}
+    src_crc, src_seen = [0] * len(t.shards), [0] * len(t.shards)
+
+    def check_source(span: ByteSpan, at: int, n: int, crc: int) -> None:
+        rank = paths[span.path.name]
+        shard = t.shards[rank]
+        src_crc[rank] = crc32_combine(src_crc[rank], crc, n)
+        src_seen[rank] += n
+        if src_seen[rank] == shard.bytes - shard.offset and shard.crc32 is not None and src_crc[rank] != shard.crc32:
+            raise IntegrityError(span.path, f"checksum mismatch: crc32 {src_crc[rank]:08x}, manifest says {shard.crc32:08x} (the input is damaged)")
+
+    piece = max(1, rows_per_piece(t.row_bytes, chunk_rows, PIECE_BYTES)) * max(1, t.row_bytes)
+    bounds = contiguous_bounds(target, t.num_rows)
+    entries = []
+    for r in range(target.world_size):
+        g0, g1 = int(bounds[r]), int(bounds[r + 1])
+        # the source's own CRCs are checked instead of trusted: no known CRCs passed on
+        spans = [ByteSpan(sp.path, sp.offset, sp.nbytes, None, sp.file_size) for sp in contiguous_spans(src, t, source, g0, g1)]
+        path = stage / ck.shard_file_name(stem, r, target.world_size)
+        crc, nbytes = copy_spans_to_new_file(spans, path, 0, piece, check_source, bar.advance)
+        entries.append(ck.shard_entry(name, r, path.name, g1 - g0, nbytes, crc, t.dtype, t.row_shape))
+    return entries
