@@ -31,7 +31,8 @@ import numpy as np
 from gpart import __version__
 from gpart.balance import share_balance, train_mask
 from gpart.book import PartitionBook
-from gpart.bounded import MAX_BLOCK_EDGES, block_edges_for, check_assign_memory, default_max_memory, in_memory_bytes, parse_memory_size
+from gpart.bounded import (MAX_BLOCK_EDGES, block_edges_for, check_assign_memory, check_node_memory, default_max_memory,
+                           in_memory_bytes, parse_memory_size)
 from gpart.errors import InputError
 from gpart.formats.commit import staged_output
 from gpart.formats.scratch import ScratchDir
@@ -96,6 +97,8 @@ def partition_graph(
         with timer("read graph"):
             graph = _load_graph(input, node_data, edge_data)
         _check_graph(graph, num_parts, source)
+        check_node_memory("assignment" if method_params.get("assignment") is not None else method, graph.num_nodes, limit,
+                          graph.source)
         if method_params.get("assignment") is None:
             check_assign_memory(method, graph.num_edges, limit, graph.source)
         with timer("assign"):
