@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from gpart.cli.ui import json_option, print_json, quiet_option, stdout
+from gpart.cli.ui import json_option, parse_boundaries, print_json, quiet_option, stdout
 
 EPILOG = "Launch with torchrun (torchrun --nproc-per-node W -m gpart.distributed ...) or plain python for one process."
 
@@ -141,19 +141,8 @@ def scatter_ckpt(full_dir: str, out: str, world_size: int, policy: str, boundari
     from gpart.distributed.comm import init_from_env
 
     comm = init_from_env(timeout_s)
-    manifest = scatter(full_dir, out, world_size, policy, boundaries=_parse_boundaries(boundaries), force=force, comm=comm)
+    manifest = scatter(full_dir, out, world_size, policy, boundaries=parse_boundaries(boundaries), force=force, comm=comm)
     _report_ckpt(comm, manifest, out, f"scattered over {world_size} ranks", quiet, as_json)
-
-
-def _parse_boundaries(text: str | None) -> list[int] | None:
-    from gpart.errors import InputError
-
-    if text is None:
-        return None
-    try:
-        return [int(x) for x in text.replace(" ", "").split(",") if x != ""]
-    except ValueError:
-        raise InputError(None, f"--boundaries must be comma-separated integers, got {text!r}") from None
 
 
 def _report_ckpt(comm, manifest: dict, out: str, verb: str, quiet: bool, as_json: bool) -> None:
