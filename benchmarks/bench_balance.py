@@ -71,15 +71,41 @@ def run_child(cmd: list[str], cap: int) -> tuple[dict | None, str]:
     return json.loads(out.strip().splitlines()[-1]), ""
 
 
-def measure(graph: Path, parts: int, method: str, workdir: Path, cap: int, threads: int) -> tuple[dict | None, str]:
+def measure(graph: Path, parts: int, method: str, workdir: Path, cap: int, threads: int,
+            source: Path | None = None) -> tuple[dict | None, str]:
+    """One child run; `source`: a gpart checkout to import instead of this one (e.g. main, for a same-run baseline)."""
     method, _, max_memory = method.partition("@")
     out = workdir / f"out-{method}"
     cmd = [sys.executable, __file__, "--child", "--input", str(graph), "--parts", str(parts), "--method", method,
            "--out", str(out), "--threads", str(threads), "--max-memory", max_memory or "1TB"]
+    if source is not None:
+        cmd = ["env", f"PYTHONPATH={source}"] + cmd
     try:
         return run_child(cmd, cap)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def floor_ratio(graph: Path, parts: int, workdir: Path, cap: int, repeats: int, baseline: Path | None) -> None:
+    """remainder wall / numpy floor, runs alternating (this checkout, `baseline` checkout, floor), medians."""
+    walls: dict[str, list[float]] = {"remainder": [], "floor": []}
+    if baseline is not None:
+        walls[f"remainder ({baseline})"] = []
+    for _ in range(repeats):
+        result, note = measure(graph, parts, "remainder", workdir, cap, 1)
+        if result is None:
+            print(f"    remainder failed: {note}")
+            return
+        walls["remainder"].append(result["wall"])
+        if baseline is not None:
+            other, note = measure(graph, parts, "remainder", workdir, cap, 1, source=baseline)
+            walls[f"remainder ({baseline})"].append(other["wall"] if other else float("nan"))
+        walls["floor"].append(measure_floor(graph, result["bytes"], workdir)["wall"])
+    floor = sorted(walls["floor"])[repeats // 2]
+    print(f"    remainder against the numpy load+write floor, {repeats} alternating runs (median; all runs):")
+    for name, values in walls.items():
+        med = sorted(values)[repeats // 2]
+        print(f"      {name:<28}{med:7.2f} s  {med / floor:5.2f} x floor   ({', '.join(f'{v:.2f}' for v in values)})", flush=True)
 
 
 def measure_floor(graph: Path, out_bytes: int, workdir: Path) -> dict:
@@ -127,6 +153,10 @@ def main() -> None:
     parser.add_argument("--cap", default="10GiB", help="cgroup memory cap of every child (default 10GiB)")
     parser.add_argument("--threads", type=int, default=2, help="KaMinPar threads (default 2)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/gpart-bench-balance"))
+    parser.add_argument("--floor-repeats", type=int, default=0,
+                        help="only measure remainder / numpy floor, this many alternating runs per graph and part count")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="with --floor-repeats: also run remainder from this gpart checkout (e.g. /work/main)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--input"), parser.add_argument("--out"), parser.add_argument("--method")
     parser.add_argument("--max-memory", dest="max_memory")
@@ -147,6 +177,9 @@ def main() -> None:
         nodes, edges = SIZES[size]
         for parts in [int(p) for p in args.parts.split(",")]:
             print(f"\n{size}: {nodes:,} nodes, {edges:,} edges, {parts} parts", flush=True)
+            if args.floor_repeats:
+                floor_ratio(graph, parts, args.workdir, cap, args.floor_repeats, args.baseline)
+                continue
             print(f"    {'method':<22}{'wall s':>8}{'RSS MiB':>9}{'B/edge':>7}{'cut':>8}{'/rand':>6}"
                   f"{'node':>8}{'edge':>8}{'train':>8}", flush=True)
             results = {}

@@ -12,9 +12,13 @@ Prints, for 2-hop fanouts [15, 10] and 1024 seeds per batch:
   11 million edges/s (DGL does not install beside torch 2.13, so it is quoted,
   not measured);
 - 2 and 4 gloo processes (one thread each) on 2 and 4 partitions (metis and
-  random): total and per-rank edges/s, share of the loader's time spent in
-  collectives, peak RSS per process;
-- with the 128 float32 features gathered: batches/s.
+  random, without and with halo data): total and per-rank edges/s, and for
+  topology only, x gathered after sampling, and x fused into the sampling
+  answers: collectives per batch, share of the loader's time spent in
+  collectives, batches/s, peak RSS per process;
+- with --baseline CHECKOUT: the same single-process loader from another gpart
+  checkout (e.g. /work/main, through PYTHONPATH), one child process per run,
+  the two alternating: before/after in the same run.
 Partitions are written under --workdir when missing (1 part remainder, and
 the metis/random ones). On a shared machine the figures are noisy: compare
 each with its baseline from the same run.
@@ -23,6 +27,7 @@ each with its baseline from the same run.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -57,18 +62,20 @@ def naive_sample(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
     return edges
 
 
-def ensure_partitions(graph: Path, workdir: Path, world_sizes: list[int], methods: list[str]) -> dict:
+def ensure_partitions(graph: Path, workdir: Path, world_sizes: list[int], methods: list[str], halos: list[int]) -> dict:
     from gpart.partition import partition_graph
 
-    wanted = {("remainder", 1): workdir / "remainder_1"}
+    wanted = {("remainder", 1, 0): workdir / "remainder_1"}
     for method in methods:
         for w in world_sizes:
-            wanted[(method, w)] = workdir / f"{method}_{w}"
-    for (method, parts), d in wanted.items():
+            for halo in halos:
+                wanted[(method, w, halo)] = workdir / (f"{method}_{w}" + ("_halo" if halo else ""))
+    for (method, parts, halo), d in wanted.items():
         if not (d / "manifest.json").exists():
             start = time.perf_counter()
-            partition_graph(graph, d, parts, method)
-            print(f"partitioned {graph} -> {d} ({method}, {parts} parts) in {time.perf_counter() - start:.1f} s", flush=True)
+            partition_graph(graph, d, parts, method, halo=halo)
+            print(f"partitioned {graph} -> {d} ({method}, {parts} parts, halo {halo}) in {time.perf_counter() - start:.1f} s",
+                  flush=True)
     return wanted
 
 
@@ -78,29 +85,39 @@ def warm(part) -> None:
         float(t.reshape(-1)[:: 512].sum()) if t.dtype != torch.bool else int(t.sum())
 
 
-def single_process(parts: Path, batches: int) -> None:
+def single_process(parts: Path, batches: int, repeats: int) -> None:
     import gpart.runtime as gr
 
     torch.set_num_threads(1)
     part = gr.load_partition(parts, device="cpu", node_data=["feat", "train_mask"])
     warm(part)
-    seeds = torch.randperm(part.num_nodes, generator=torch.Generator().manual_seed(0))[: 1024 * (batches + 1)]
+    seeds = torch.randperm(part.num_nodes, generator=torch.Generator().manual_seed(0))[: 1024 * batches * (repeats + 1)]
     loader = gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=1024, node_data=None, labels=None)
-    for _ in zip(range(2), loader):  # warm the page cache and the scratch map
-        pass
+    it = iter(loader)
+    for _ in range(2):  # warm the page cache and the scratch map
+        next(it)
     gen = torch.Generator().manual_seed(0)
     naive_sample(part.indptr, part.indices, seeds[:1024], FANOUTS, gen)
-    rows = []
-    start = time.perf_counter()
-    edges = sum(b.num_edges for _, b in zip(range(batches), loader))
-    rows.append(("gpart DistNeighborLoader", edges, time.perf_counter() - start))
-    start = time.perf_counter()
-    edges = sum(naive_sample(part.indptr, part.indices, seeds[i * 1024 : (i + 1) * 1024], FANOUTS, gen) for i in range(batches))
-    rows.append(("baseline: torch argsort of random keys + unique", edges, time.perf_counter() - start))
-    print(f"\none process, one thread, fanouts {FANOUTS}, 1024 seeds/batch, {batches} batches")
-    for name, edges, seconds in rows:
-        print(f"  {name:<50} {edges / seconds / 1e6:7.2f} M edges/s  {batches * 1024 / seconds:9.0f} seeds/s  "
-              f"({edges / batches:.0f} edges/batch)")
+    names = ("gpart DistNeighborLoader", "baseline: torch argsort of random keys + unique")
+    rates: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    per_batch = 0.0
+    for rep in range(repeats):  # alternate loader and baseline so both see the same machine load
+        wall, cpu = time.perf_counter(), time.process_time()
+        edges = sum(next(it).num_edges for _ in range(batches))
+        rates[names[0]].append((edges / (time.perf_counter() - wall), edges / (time.process_time() - cpu)))
+        per_batch = edges / batches
+        chunk = seeds[rep * batches * 1024:]
+        wall, cpu = time.perf_counter(), time.process_time()
+        edges = sum(naive_sample(part.indptr, part.indices, chunk[i * 1024 : (i + 1) * 1024], FANOUTS, gen) for i in range(batches))
+        rates[names[1]].append((edges / (time.perf_counter() - wall), edges / (time.process_time() - cpu)))
+    print(f"\none process, one thread, fanouts {FANOUTS}, 1024 seeds/batch, {batches} batches x {repeats} repeats "
+          f"({per_batch:.0f} edges/batch); median wall rate (min..max), and per CPU second (shared machine: wall "
+          f"includes waiting for a core)")
+    for name, values in rates.items():
+        walls, cpus = sorted(v[0] for v in values), sorted(v[1] for v in values)
+        med = walls[len(walls) // 2]
+        print(f"  {name:<50} {med / 1e6:7.2f} M edges/s  {med / per_batch * 1024:9.0f} seeds/s  "
+              f"({walls[0] / 1e6:.2f}..{walls[-1] / 1e6:.2f}; {cpus[len(cpus) // 2] / 1e6:.2f} M/CPU-s)")
     print(f"  {'anchor: DGL 2.1 sample_neighbors + to_block (issue)':<50} {11.0:7.2f} M edges/s  {'~100000':>9} seeds/s  (not measured here)")
     with_x = gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=1024, node_data=["feat"], labels=None)
     start = time.perf_counter()
@@ -111,41 +128,95 @@ def single_process(parts: Path, batches: int) -> None:
           f"({b.x.numel() * b.x.element_size() / 2**20:.0f} MiB of x per batch); peak RSS {peak_rss_mb():.0f} MiB")
 
 
+RUNS = (("topology", None, True), ("x, gathered after", ["feat"], False), ("x, fused", ["feat"], True))
+
+
 def _rank_run(rank: int, world_size: int, parts: str, batches: int) -> dict:
     import gpart.runtime as gr
 
-    part = gr.load_partition(parts, device="cpu", node_data=["feat", "train_mask"])
+    part = gr.load_partition(parts, device="cpu", node_data=["feat", "label", "train_mask"])
     warm(part)
     seeds = gr.node_split(part, "train_mask")
-    out = {}
-    for label, names in (("topology", None), ("with x", ["feat"])):
-        loader = gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=1024, node_data=names, labels=None)
-        it = iter(loader)
-        next(it)  # warm-up batch
-        loader.stats.update(batches=0, sampled_edges=0, seeds=0, collective_s=0.0, total_s=0.0)
-        start = time.perf_counter()
-        for _, _b in zip(range(batches), it):
-            pass
-        out[label] = dict(loader.stats, wall_s=time.perf_counter() - start)
+    loaders, iters = {}, {}
+    for label, names, fuse in RUNS:
+        loaders[label] = gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=1024, node_data=names,
+                                               labels=None if names is None else "label", fuse=fuse)
+        iters[label] = iter(loaders[label])
+        next(iters[label])  # warm-up batch
+        loaders[label].stats.update(batches=0, sampled_edges=0, seeds=0, collective_s=0.0, total_s=0.0, collectives=0)
+    walls = dict.fromkeys(loaders, 0.0)
+    for _ in range(batches):  # one batch of each run in turn, so all see the same machine load
+        for label, it in iters.items():
+            start = time.perf_counter()
+            next(it)
+            walls[label] += time.perf_counter() - start
+    out = {label: dict(loader.stats, wall_s=walls[label]) for label, loader in loaders.items()}
     out["rss_mb"] = peak_rss_mb()
     return out
 
 
-def multi_process(parts: dict, world_sizes: list[int], methods: list[str], batches: int) -> None:
+def multi_process(parts: dict, world_sizes: list[int], methods: list[str], halos: list[int], batches: int) -> None:
     from gpart.runtime._testing import run_distributed
 
-    print(f"\ngloo processes (one thread each), one per partition; {batches} batches per rank after a warm-up batch")
-    print(f"  {'parts':<10} {'procs':>5} {'total M edges/s':>16} {'per rank':>9} {'in collectives':>15} {'batches/s with x':>17} {'peak RSS/proc':>14}")
+    print(f"\ngloo processes (one thread each), one per partition; {batches} batches per rank after a warm-up batch;")
+    print("  x = 128 float32 per node (+ the seeds' labels): 'gathered after' = sample, then LoadedPartition.gather;")
+    print("  'fused' = rows carried in the sampling answers (gpart.runtime.fused); the three runs take turns batch by batch")
+    print(f"  {'parts':<14} {'procs':>5} {'M edges/s':>10} {'per rank':>9} {'run':<18} {'coll/batch':>10} {'in coll.':>9} "
+          f"{'batches/s':>10} {'RSS/proc':>9}")
     for method in methods:
-        for w in world_sizes:
-            res = run_distributed(_rank_run, w, str(parts[(method, w)]), batches, timeout_s=600, threads=1)
-            topo = [r["topology"] for r in res]
-            wall = max(r["wall_s"] for r in topo)
-            total = sum(r["sampled_edges"] for r in topo) / wall / 1e6
-            share = sum(r["collective_s"] for r in topo) / sum(r["total_s"] for r in topo)
-            with_x = batches / max(r["with x"]["wall_s"] for r in res)
-            print(f"  {method:<10} {w:>5} {total:>16.2f} {total / w:>9.2f} {share:>14.0%} {with_x:>17.1f} "
-                  f"{max(r['rss_mb'] for r in res):>11.0f} MiB", flush=True)
+        for halo in halos:
+            for w in world_sizes:
+                res = run_distributed(_rank_run, w, str(parts[(method, w, halo)]), batches, timeout_s=900, threads=1)
+                topo = [r["topology"] for r in res]
+                wall = max(r["wall_s"] for r in topo)
+                total = sum(r["sampled_edges"] for r in topo) / wall / 1e6
+                name = method + (" +halo" if halo else "")
+                for label, _, _ in RUNS:
+                    runs = [r[label] for r in res]
+                    share = sum(r["collective_s"] for r in runs) / sum(r["total_s"] for r in runs)
+                    per_batch = runs[0]["collectives"] / max(runs[0]["batches"], 1)
+                    rate = batches / max(r["wall_s"] for r in runs)
+                    head = f"  {name:<14} {w:>5} {total:>10.2f} {total / w:>9.2f}" if label == "topology" else " " * 42
+                    print(f"{head} {label:<18} {per_batch:>10.0f} {share:>9.0%} {rate:>10.1f} "
+                          f"{max(r['rss_mb'] for r in res):>6.0f} MiB", flush=True)
+
+
+def _loader_rate(parts: str, batches: int, skip: int) -> dict:
+    """Child process: edges per wall and per CPU second of the loader over `batches` batches (after `skip` + 2)."""
+    import gpart.runtime as gr
+
+    torch.set_num_threads(1)
+    part = gr.load_partition(parts, device="cpu", node_data=[])
+    warm(part)
+    seeds = torch.randperm(part.num_nodes, generator=torch.Generator().manual_seed(0))[: 1024 * (skip + batches + 2)]
+    it = iter(gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=1024, node_data=None, labels=None))
+    for _ in range(skip + 2):
+        next(it)
+    wall, cpu = time.perf_counter(), time.process_time()
+    edges = sum(next(it).num_edges for _ in range(batches))
+    return {"wall": edges / (time.perf_counter() - wall), "cpu": edges / (time.process_time() - cpu)}
+
+
+def against_checkout(parts: Path, batches: int, repeats: int, baseline: Path) -> None:
+    """This checkout's loader and `baseline`'s (e.g. main), one child process each, alternating."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys; sys.path.insert(0, %r); from bench_sampler import _loader_rate; "
+            "print(json.dumps(_loader_rate(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))))") % str(Path(__file__).parent)
+    rates: dict[str, list[dict]] = {"this checkout": [], f"baseline {baseline}": []}
+    for rep in range(repeats):
+        for name in (list(rates) if rep % 2 == 0 else list(rates)[::-1]):
+            env = dict(os.environ, PYTHONPATH=str(baseline)) if name != "this checkout" else dict(os.environ)
+            done = subprocess.run([sys.executable, "-c", code, str(parts), str(batches), str(rep * batches)],
+                                  capture_output=True, text=True, env=env, check=True)
+            rates[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    print(f"\nloader against another checkout, one process each, {repeats} alternating runs of {batches} batches (median):")
+    for name, runs in rates.items():
+        wall = sorted(r["wall"] for r in runs)[repeats // 2]
+        cpu = sorted(r["cpu"] for r in runs)[repeats // 2]
+        print(f"  {name:<40} {wall / 1e6:7.2f} M edges/s wall  {cpu / 1e6:7.2f} M edges/CPU-s", flush=True)
 
 
 def main() -> None:
@@ -155,12 +226,20 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=30, help="measured batches per run (default 30)")
     parser.add_argument("--world-sizes", default="2,4")
     parser.add_argument("--methods", default="metis,random")
+    parser.add_argument("--halo", default="0,1", help="halo settings of the multi-process partitions (default 0,1)")
+    parser.add_argument("--repeats", type=int, default=5, help="single-process repeats, loader and baseline alternating (default 5)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="also time the single-process loader of this gpart checkout (e.g. /work/main), alternating")
     args = parser.parse_args()
     world_sizes = [int(w) for w in args.world_sizes.split(",") if w]
     methods = [m for m in args.methods.split(",") if m]
-    parts = ensure_partitions(args.input, args.workdir, world_sizes, methods)
-    single_process(parts[("remainder", 1)], args.batches)
-    multi_process(parts, world_sizes, methods, args.batches)
+    halos = [int(h) for h in args.halo.split(",") if h]
+    parts = ensure_partitions(args.input, args.workdir, world_sizes, methods, halos)
+    single_process(parts[("remainder", 1, 0)], args.batches, args.repeats)
+    if args.baseline is not None:
+        against_checkout(parts[("remainder", 1, 0)], args.batches, 2 * args.repeats, args.baseline)
+    if world_sizes:
+        multi_process(parts, world_sizes, methods, halos, args.batches)
 
 
 if __name__ == "__main__":

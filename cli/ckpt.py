@@ -7,7 +7,7 @@ from typing import Any, Optional
 import click
 from rich.table import Table
 
-from gpart.cli.ui import force_option, human_bytes, json_option, key_value_pairs, print_json, progress_for, quiet_option, result_options, stdout
+from gpart.cli.ui import force_option, human_bytes, json_option, key_value_pairs, parse_boundaries, print_json, progress_for, quiet_option, result_options, stdout
 from gpart.errors import InputError
 
 
@@ -51,15 +51,6 @@ def gather_ckpt(run_dir: str, out: str, npy: bool, verify: bool, chunk_rows: Opt
     _report(manifest, out, "gathered", as_json, quiet)
 
 
-def _boundaries(text: Optional[str]) -> Optional[list[int]]:
-    if text is None:
-        return None
-    try:
-        return [int(x) for x in text.replace(" ", "").split(",") if x != ""]
-    except ValueError:
-        raise InputError(None, f"--boundaries must be comma-separated integers, got {text!r}") from None
-
-
 @click.command("scatter-ckpt")
 @click.argument("full_dir", type=click.Path(file_okay=False))
 @click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory (sharded layout).")
@@ -79,7 +70,7 @@ def scatter_ckpt(
 
     with progress_for(quiet or as_json, bytes_mode=True) as progress:
         manifest = scatter_checkpoint(
-            full_dir, out, world_size, policy, boundaries=_boundaries(boundaries), force=force, verify=verify, progress=progress, chunk_rows=chunk_rows
+            full_dir, out, world_size, policy, boundaries=parse_boundaries(boundaries), force=force, verify=verify, progress=progress, chunk_rows=chunk_rows
         )
     _report(manifest, out, "scattered", as_json, quiet)
 
@@ -124,7 +115,7 @@ def import_ckpt(
                 raise InputError(inputs[0], f"WholeGraph files carry no shape: give {', '.join(missing)}")
             manifest = ckpt.import_wholegraph(
                 inputs[0], out, num_rows=num_rows, row_shape=(dim,), dtype=dtype, world_size=world_size, name=name, optimizer=optimizer,
-                state_dtype=state_dtype, state_files=key_value_pairs(state_file, "--state-file", "STATE=NAME"), boundaries=_boundaries(boundaries), force=force, progress=progress,
+                state_dtype=state_dtype, state_files=key_value_pairs(state_file, "--state-file", "STATE=NAME"), boundaries=parse_boundaries(boundaries), force=force, progress=progress,
             )
         else:
             manifest = ckpt.import_torch(inputs, out, world_size=world_size, layout=layout, policy=policy, force=force, progress=progress)
@@ -160,7 +151,7 @@ def export_ckpt(
 
     with progress_for(quiet or as_json, bytes_mode=True) as progress:
         manifest = export_checkpoint(
-            run_dir, out, to=target, world_size=world_size, prefix=prefix, embedding=embedding, policy=policy, boundaries=_boundaries(boundaries),
+            run_dir, out, to=target, world_size=world_size, prefix=prefix, embedding=embedding, policy=policy, boundaries=parse_boundaries(boundaries),
             table_only=table_only, ntype=ntype, force=force, verify=verify, progress=progress, chunk_rows=chunk_rows,
         )
     if as_json:

@@ -22,6 +22,7 @@ from gpart.errors import GpartError, Interrupted, raise_interrupted
 # command name -> "module:attribute" inside gpart.cli
 COMMANDS = {
     "partition": "gpart.cli.partition:partition",
+    "chunk": "gpart.cli.chunk:chunk",
     "info": "gpart.cli.inspect:info",
     "verify": "gpart.cli.inspect:verify",
     "export-feat": "gpart.cli.export:export_feat",
@@ -61,6 +62,7 @@ def cli() -> None:
 
     \b
     gpart partition graph.npz --parts 4 -o parts/    split a graph into partitions
+    gpart chunk graph.npz --chunks 8 -o chunks/       cut a graph into chunks for distributed runs
     gpart info parts/                                 sizes, edge cut, balance
     gpart verify parts/ --graph graph.npz             checksums and invariants
     gpart export-feat feat.npy -o wg/ --files 8       WholeGraph-style flat binaries

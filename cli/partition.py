@@ -39,6 +39,9 @@ from gpart.cli.ui import (data_options, force_option, human_bytes, json_option, 
               help="Memory the run may use, e.g. 2GB or 512MiB (default: 3/4 of the available RAM). Past it, edges are "
                    "bucketed by owner into scratch files next to OUT instead of sorted in memory; methods that "
                    "need the whole adjacency in memory (balanced, metis, kaminpar) stop with an error up front.")
+@click.option("--passes", type=click.IntRange(min=1), default=None,
+              help="Streaming passes of --method stream: the first places every node, each further one restreams "
+                   "(default 2). More passes: better cut, one more read of the spilled edges each.")
 @click.option("--objective", type=click.Choice(["cut", "volume"]), default="cut",
               help="METIS objective: minimise edge cut or total communication volume (volume needs k-way).")
 @click.option("--algorithm", type=click.Choice(["auto", "recursive", "kway"]), default="auto",
@@ -57,7 +60,7 @@ from gpart.cli.ui import (data_options, force_option, human_bytes, json_option, 
 @click.option("-v", "--verbose", is_flag=True, help="Print each stage's wall time and the peak RSS so far.")
 @json_option
 def partition(input: str, num_parts: int, out_dir: str, method: str, assignment: str | None, storage: str, halo: int,
-              seed: int, imbalance: float, threads: int | None, max_memory: str | None, objective: str, algorithm: str, trials: int, iterations: int | None,
+              seed: int, imbalance: float, threads: int | None, max_memory: str | None, passes: int | None, objective: str, algorithm: str, trials: int, iterations: int | None,
               balance: tuple[str, ...], balance_edges: bool, node_data: tuple[str, ...], edge_data: tuple[str, ...],
               force: bool, quiet: bool, verbose: bool, as_json: bool) -> None:
     """Split the graph INPUT into P partitions under OUT.
@@ -75,6 +78,7 @@ def partition(input: str, num_parts: int, out_dir: str, method: str, assignment:
       gpart partition sample_data/cora.npz --parts 4 -o parts/
       gpart partition sample_data/cora.npz --parts 4 --method kaminpar --balance-edges -o parts/
       gpart partition sample_data/cora.npz --parts 4 --method stream --max-memory 1GB -o parts/
+      gpart partition sample_data/cora.npz --parts 4 --method stream --passes 4 -o parts/
       gpart partition sample_data/cora_hetero.npz --parts 4 -o hparts/
     """
     from gpart.formats.readers import parse_name_paths
@@ -83,6 +87,8 @@ def partition(input: str, num_parts: int, out_dir: str, method: str, assignment:
     if click.get_current_context().get_parameter_source("method") is click.core.ParameterSource.DEFAULT:
         metis_only = (objective != "cut", algorithm != "auto", trials != 1, iterations is not None, bool(balance), balance_edges)
         method = "metis" if any(metis_only) else "balanced"
+    if passes is not None and method != "stream":
+        raise click.UsageError(f"--passes applies to --method stream only (got --method {method})")
     node_specs = parse_name_paths(node_data, "--node-data")
     edge_specs = parse_name_paths(edge_data, "--edge-data")
     log = _verbose_printer() if verbose else None
@@ -92,7 +98,7 @@ def partition(input: str, num_parts: int, out_dir: str, method: str, assignment:
             storage=storage, halo=halo, force=force, node_data=node_specs or None, edge_data=edge_specs or None,
             progress=progress, verbose_log=log, seed=seed, imbalance=imbalance, objective=objective,
             algorithm=algorithm, trials=trials, iterations=iterations, balance=tuple(balance),
-            balance_edges=balance_edges, assignment=assignment, threads=threads, max_memory=max_memory,
+            balance_edges=balance_edges, assignment=assignment, threads=threads, max_memory=max_memory, passes=passes,
         )
     if as_json:
         print_json(_summary(manifest, out_dir))

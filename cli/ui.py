@@ -137,3 +137,15 @@ def train_balance_text(stats: dict) -> str:
     """'train balance 1.034   ' when the result has a training mask, else ''."""
     value = stats.get("train_balance")
     return "" if value is None else f"train balance {value:.3f}   "
+
+
+def parse_boundaries(text: Optional[str]) -> Optional[list[int]]:
+    """--boundaries '0,10,20' as a list of ints (None when not given)."""
+    from gpart.errors import InputError
+
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x != ""]
+    except ValueError:
+        raise InputError(None, f"--boundaries must be comma-separated integers, got {text!r}") from None

@@ -39,6 +39,12 @@ def read_graph(
     The format is chosen by the file name (`input_format(path)`).
     """
     path = Path(path)
+    if path.is_dir() and (path / "manifest.json").is_file():
+        from gpart.formats.chunked import read_chunked_graph  # a chunked graph directory (SPEC.md 10.1)
+
+        graph = read_chunked_graph(path)
+        add_extra_arrays(graph, path, node_data or {}, edge_data or {})
+        return graph
     check_input_file(path)
     fmt = input_format(path)
     if fmt == "npz":

@@ -107,6 +107,26 @@ def check_assign_memory(method: str, num_edges: int, max_memory: int, where: Opt
                                 f"(--max-memory); use --method stream, remainder, range or random")
 
 
+def check_node_memory(method: str, num_nodes: int, max_memory: int, where: Optional[str]) -> None:
+    """Stop up front when even the pass's N-sized arrays (NODE_BYTES per node) exceed `max_memory`.
+
+    Bucketing bounds the memory that grows with the edges, not these: a run
+    past them would be killed for memory after reading the input.
+    """
+    need = NODE_BYTES * num_nodes
+    if need > max_memory:
+        raise InputError(where, f"--max-memory {_size(max_memory)} is too small for the node arrays of method {method!r}: "
+                                f"{num_nodes:,} nodes need about {_size(need)} ({NODE_BYTES} bytes per node) before any "
+                                f"edge; raise --max-memory")
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= scale:
+            return f"{count / scale:,.1f} {unit}"
+    return f"{count} B"
+
+
 def csc_keys(dst: np.ndarray, position: np.ndarray, start: int, shift: int, out: Optional[np.ndarray] = None) -> np.ndarray:
     """Sort keys of edges start.. (their dst given): destination position << shift | edge id.
 

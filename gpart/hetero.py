@@ -116,21 +116,29 @@ def typed_book(hg: HeteroGraph, erased: Graph, num_parts: int, method: str, *, s
 
 def repair_types(g: Graph, book: ArrayBook, params: dict[str, Any], masks: dict[str, np.ndarray]) -> tuple[ArrayBook, dict[str, Any]]:
     """The partitioner's book, or, when a node type's balance exceeds the bound, the book after moving the
-    cheapest nodes of over-full types to parts with room (gpart.hetero_balance; recorded in params.repair)."""
-    from gpart.hetero_balance import column_balance, repair_balance
+    cheapest nodes of over-full types to parts with room (gpart.refine.repair_balance with one share column
+    per node type, as the homogeneous default repairs its shares; recorded in params.repair)."""
+    from gpart.refine import repair_balance
     from gpart.symmetric import symmetric_csr
 
     shares = np.column_stack([masks[m] for m in masks]).astype(np.float64)
-    before = column_balance(book.owner_array, shares, book.num_parts)
+    before = type_balance(book.owner_array, shares, book.num_parts)
     if max(before, default=1.0) <= BALANCE_BOUND:
         return book, params
     xadj, adjncy = symmetric_csr(g)
     owner = repair_balance(book.owner_array, shares, book.num_parts, BALANCE_BOUND, xadj, adjncy)
     del xadj, adjncy
-    after = column_balance(owner, shares, book.num_parts)
+    after = type_balance(owner, shares, book.num_parts)
     params = dict(params, repair={"bound": BALANCE_BOUND, "moved": int(np.count_nonzero(owner != book.owner_array)),
                                   "before": dict(zip(masks, before)), "after": dict(zip(masks, after))})
     return ArrayBook(owner, book.num_parts), params
+
+
+def type_balance(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> list[float]:
+    """max/mean over parts of every column of `shares` (one per node type)."""
+    from gpart.refine import part_loads
+
+    return [share_balance(column) for column in part_loads(owner, shares, num_parts).T]
 
 
 def _metis_recursive_first(g: Graph, num_parts: int, names: list[str], masks: dict[str, np.ndarray], seed: int, progress: Any,

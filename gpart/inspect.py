@@ -144,6 +144,11 @@ def _numbers(obj: Any) -> dict[str, Optional[float]]:
     return {k: v for k, v in obj.items() if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))}
 
 
+def _is_count(value: Any) -> bool:
+    # descriptive: a training-node count of the wrong type is dropped, as the stats are (verify reports it)
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _text_or_none(value: Any) -> Optional[str]:
     return value if isinstance(value, str) else None
 
@@ -163,7 +168,7 @@ def _partition_info(reader: PartitionReader) -> dict[str, Any]:
                 "bytes": nbytes,
                 "halo_ratio": pi["num_halo"] / pi["num_owned"] if pi["num_owned"] else 0.0,
             }
-            | ({"num_train": pi["num_train"]} if "num_train" in pi else {})
+            | ({"num_train": pi["num_train"]} if _is_count(pi.get("num_train")) else {})
         )
     book_bytes = sum(e.nbytes for e in reader.book_entries().values())
     total_halo = sum(p["num_halo"] for p in parts)

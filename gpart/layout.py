@@ -118,15 +118,22 @@ class Layout:
 
 
 def layout_of(part: int, src: np.ndarray, nodes: NodeOrder, edges: EdgeOrder, scratch: "Scratch") -> Layout:
+    edge_ids, local_dst = edges.part(part)
+    sources = np.asarray(src[edge_ids], dtype=np.int64)
+    release_rows(src)
+    return part_layout(part, sources, local_dst, edge_ids, nodes, scratch)
+
+
+def part_layout(part: int, sources: np.ndarray, local_dst: np.ndarray, edge_ids: np.ndarray, nodes: NodeOrder,
+                scratch: "Scratch") -> Layout:
+    """Partition `part`'s topology from its in-edges in CSC order (global sources, local destinations,
+    edge ids); gpart.distributed's ranks, which hold only their partitions' edges, call it directly."""
     owned = nodes.owned(part)
     num_owned = owned.shape[0]
-    edge_ids, local_dst = edges.part(part)
     num_edges = edge_ids.shape[0]
     indptr = np.zeros(num_owned + 1, dtype=np.int64)
     np.cumsum(np.bincount(local_dst, minlength=num_owned), out=indptr[1:])
     del local_dst
-    sources = np.asarray(src[edge_ids], dtype=np.int64)
-    release_rows(src)
     # Sources owned here map to their position minus the partition's start; the rest are halo.
     indices = nodes.position[sources] - nodes.offsets[part]
     remote = (indices < 0) | (indices >= num_owned)

@@ -31,7 +31,8 @@ import numpy as np
 from gpart import __version__
 from gpart.balance import share_balance, train_mask
 from gpart.book import PartitionBook
-from gpart.bounded import MAX_BLOCK_EDGES, block_edges_for, check_assign_memory, default_max_memory, in_memory_bytes, parse_memory_size
+from gpart.bounded import (MAX_BLOCK_EDGES, block_edges_for, check_assign_memory, check_node_memory, default_max_memory,
+                           in_memory_bytes, parse_memory_size)
 from gpart.errors import InputError
 from gpart.formats.commit import staged_output
 from gpart.formats.scratch import ScratchDir
@@ -96,16 +97,12 @@ def partition_graph(
         with timer("read graph"):
             graph = _load_graph(input, node_data, edge_data)
         _check_graph(graph, num_parts, source)
+        check_node_memory("assignment" if method_params.get("assignment") is not None else method, graph.num_nodes, limit,
+                          graph.source)
         if method_params.get("assignment") is None:
             check_assign_memory(method, graph.num_edges, limit, graph.source)
         with timer("assign"):
-            from gpart.assign import assign  # imported here to keep `import gpart.partition` light (pymetis)
-
-            if method == "balanced":
-                method_params.setdefault("max_memory", limit)  # lets it skip a METIS fallback that cannot fit
-            if method == "stream":
-                method_params.setdefault("scratch_dir", stage.parent)  # spill next to the output, not to /tmp
-            assignment = assign(graph, num_parts, method, progress=progress, **method_params)
+            assignment = _assign(graph, num_parts, method, limit, stage.parent, progress, method_params)
         bounded = in_memory_bytes(graph.num_nodes, graph.num_edges, num_parts) > limit
         scratch = ScratchDir(stage.parent, prefix=f"{stage.name}-scratch-") if bounded else nullcontext()
         with scratch:
@@ -113,6 +110,16 @@ def partition_graph(
                                      halo, progress, timer, node_data, edge_data, scratch=scratch if bounded else None,
                                      block_edges=block_edges_for(limit))
     return manifest
+
+def _assign(graph: Graph, num_parts: int, method: str, limit: int, scratch_parent: Path, progress: Optional[Progress],
+            method_params: dict[str, Any]) -> Any:
+    from gpart.assign import assign  # imported here to keep `import gpart.partition` light (pymetis)
+
+    if method == "balanced":
+        method_params.setdefault("max_memory", limit)  # lets it skip a METIS fallback that cannot fit
+    if method == "stream":
+        method_params.setdefault("scratch_dir", scratch_parent)  # spill next to the output, not to /tmp
+    return assign(graph, num_parts, method, progress=progress, **method_params)
 
 
 def partition_with_book(
@@ -215,30 +222,11 @@ def _write_result(
         arrays_per_part = 4 + len(graph.node_data) + len(graph.edge_data)
         with progress.stage("write partitions", total=num_parts * arrays_per_part, unit="arrays") as bar:
             book_json = writer.write_book(book)
-            if halo:
-                # Halo rows follow owned rows in each node data file: the halos come from the topology.
-                edges, seconds = order_edges(graph, nodes, scratch, block_edges)
-                timer.record("order edges", seconds)
-                parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension)
-                with timer("write node data"):
-                    node_entries = _node_entries(writer, graph, nodes, halos, bar, extension)
-            else:
-                # Without halo rows, node data needs only the book: write it while another
-                # thread orders the edges (numpy's sort releases the GIL), so the sort
-                # overlaps the node data's I/O.
-                with ThreadPoolExecutor(1, thread_name_prefix="gpart-order") as pool:
-                    ordering = pool.submit(order_edges, graph, nodes, scratch, block_edges)
-                    try:
-                        with timer("write node data"):
-                            node_entries = _node_entries(writer, graph, nodes, [np.empty(0, np.int64)] * num_parts, bar, extension)
-                    finally:
-                        edges, seconds = ordering.result()
-                timer.record("order edges (overlapped)", seconds)
-                parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension)
+            parts, halos, node_entries = _write_partitions(writer, graph, nodes, halo, bar, timer, scratch, block_edges, extension)
             for part, entries in zip(parts, node_entries):
                 part["arrays"].update(entries)
         _count_train(graph, nodes, parts)
-        del edges, nodes, halos
+        del nodes, halos
         manifest = _manifest(graph, book_json, method, params, storage, halo, parts, node_data, edge_data)
         if extension is not None:
             extension.manifest(manifest)
@@ -250,6 +238,32 @@ def _write_result(
         writer.abort()
         raise
     return manifest
+
+
+def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, halo: int, bar: Any, timer: StageTimer,
+                      scratch: Optional[ScratchDir], block_edges: int, extension: Any) -> tuple[list, list, list]:
+    """Every partition's topology and node data: (part entries, halo ids per part, node data entries per part)."""
+    if halo:
+        # Halo rows follow owned rows in each node data file: the halos come from the topology.
+        edges, seconds = order_edges(graph, nodes, scratch, block_edges)
+        timer.record("order edges", seconds)
+        parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension)
+        with timer("write node data"):
+            node_entries = _node_entries(writer, graph, nodes, halos, bar, extension)
+        return parts, halos, node_entries
+    # Without halo rows, node data needs only the book: write it while another
+    # thread orders the edges (numpy's sort releases the GIL), so the sort
+    # overlaps the node data's I/O.
+    with ThreadPoolExecutor(1, thread_name_prefix="gpart-order") as pool:
+        ordering = pool.submit(order_edges, graph, nodes, scratch, block_edges)
+        try:
+            with timer("write node data"):
+                node_entries = _node_entries(writer, graph, nodes, [np.empty(0, np.int64)] * (len(nodes.offsets) - 1), bar, extension)
+        finally:
+            edges, seconds = ordering.result()
+    timer.record("order edges (overlapped)", seconds)
+    parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension)
+    return parts, halos, node_entries
 
 
 def _node_entries(writer, graph: Graph, nodes: NodeOrder, halos: list[np.ndarray], bar, extension: Any) -> list[dict[str, Any]]:

@@ -185,6 +185,28 @@ def test_methods_that_hold_the_adjacency_stop_up_front(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_stream_passes_option(tmp_path):
+    code, out, err = gpart_cli("partition", str(CORA), "--parts", "3", "--method", "stream", "--passes", "3", "--json",
+                               "-o", str(tmp_path / "three"))
+    assert code == 0, err
+    assert json.loads(out)["params"]["passes"] == 3
+    one = partition_graph(CORA, tmp_path / "one", 3, "stream", passes=1)
+    assert one["params"]["passes"] == 1
+    for args, message in ((["--method", "stream", "--passes", "0"], "0 is not in the range"),
+                          (["--method", "random", "--passes", "2"], "--passes applies to --method stream only")):
+        code, _, err = gpart_cli("partition", str(CORA), "--parts", "3", *args, "-o", str(tmp_path / "bad"))
+        assert code == 2 and message in err and not (tmp_path / "bad").exists(), err
+
+
+def test_max_memory_below_the_node_arrays_is_refused_up_front(tmp_path):
+    for method in ("random", "range", "remainder", "stream"):
+        code, out, err = gpart_cli("partition", str(CORA), "--parts", "2", "--method", method, "--max-memory", "100KB",
+                                   "-o", str(tmp_path / "out"))
+        assert code == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"error: {CORA}: --max-memory 97.7 KiB is too small for the node arrays of method '{method}'"), err
+        assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("text,expected", [("2GB", 2 * 10**9), ("512MiB", 512 * 2**20), ("1.5g", 1_500_000_000),
                                            ("4096", 4096), (None, None), (1000, 1000)])
 def test_memory_sizes(text, expected):
@@ -249,11 +271,26 @@ def test_verify_catches_a_wrong_training_count(tmp_path):
     assert not report["ok"] and any("num_train is" in line for line in report["problems"]), report["problems"]
 
 
-def test_balanced_keeps_the_closest_kaminpar_try_when_metis_cannot_fit():
+def test_balanced_repairs_a_share_kaminpar_left_past_the_bound():
     if kaminpar_missing():
         pytest.skip(kaminpar_missing())
     from gpart.assign import assign
 
+    _, graph = graph_of("cora")  # KaMinPar's node + in-degree weight leaves train balance ~1.26 at 4 parts
+    result = assign(graph, 4, "balanced")
+    params = result.params
+    assert params["backend"] == "kaminpar" and "bound_missed" not in params
+    assert params["tried"][0]["train_balance"] > 1.10 and params["tried"][1]["repaired"]
+    kept = balances(result.book.owner_array, 4, in_degrees(graph), train_mask(graph))
+    assert max(kept.values()) <= 1.10 and kept == pytest.approx({k: params["tried"][1][k] for k in kept})
+
+
+def test_balanced_keeps_the_closest_kaminpar_try_when_metis_cannot_fit(monkeypatch):
+    if kaminpar_missing():
+        pytest.skip(kaminpar_missing())
+    from gpart.assign import assign
+
+    monkeypatch.setattr("gpart.refine.repair_balance", lambda owner, *args, **kwargs: owner)  # a repair that cannot help
     _, graph = graph_of("cora")
     result = assign(graph, 4, "balanced", max_memory=1)  # METIS's estimate never fits one byte
     params = result.params

@@ -1,11 +1,13 @@
-"""The per-column balance repair run after the partitioners on typed graphs (gpart.hetero_balance, SPEC.md 8.3)."""
+"""The per-type balance repair run after the partitioners on typed graphs: gpart.refine.repair_balance with one
+share column per node type (SPEC.md 8.3), on the cases typed graphs give it."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from gpart.graph import Graph
-from gpart.hetero_balance import column_balance, repair_balance
+from gpart.hetero import type_balance as column_balance
+from gpart.refine import repair_balance
 from gpart.symmetric import symmetric_csr
 
 

@@ -22,7 +22,7 @@ import torch
 import gpart.runtime as gr
 from gpart.errors import InputError
 from gpart.runtime._testing import run_distributed
-from gpart.runtime.sampling import Relabeller, sample_columns
+from gpart.runtime.sampling import Relabeller, floyd_offsets, sample_columns
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -76,6 +76,17 @@ def test_sample_columns_counts_ranges_and_distinct():
     assert empty.counts.numel() == 0 and empty.positions.numel() == 0
 
 
+def test_slot_table_and_run_paths_give_the_same_picks(monkeypatch):
+    indptr = _csc([3, 47, 2, 148, 1000, 0, 11])
+    cols = torch.tensor([0, 1, 2, 3, 4, 1, 4, 5, 6, 6])
+    for fanout in (2, 10, 40):
+        table = sample_columns(indptr, cols, fanout, False, torch.Generator().manual_seed(fanout))
+        monkeypatch.setattr("gpart.runtime.sampling.SLOT_TABLE_FANOUT", 0)
+        runs = sample_columns(indptr, cols, fanout, False, torch.Generator().manual_seed(fanout))
+        monkeypatch.undo()
+        assert torch.equal(table.counts, runs.counts) and torch.equal(table.positions, runs.positions)
+
+
 def test_without_replacement_is_uniform_over_subsets():
     # deg 6, fanout 3: all 20 subsets equally likely; deg 50, fanout 10: every neighbour equally often.
     gen = torch.Generator().manual_seed(1)
@@ -92,6 +103,36 @@ def test_without_replacement_is_uniform_over_subsets():
     assert _chi2(np.bincount(picks.positions.numpy() - 6, minlength=50)) < _chi2_critical(49)
 
 
+def test_floyd_paths_agree_and_degrees_just_above_fanout_are_uniform():
+    # deg = fanout + 1 or + 2: most rounds collide, the case where taken tops chain.
+    deg = torch.tensor([11, 12, 13, 40, 1000] * 200)
+    a = floyd_offsets(deg, 10, torch.Generator().manual_seed(3), use_numpy=True)
+    b = floyd_offsets(deg, 10, torch.Generator().manual_seed(3), use_numpy=False)
+    assert torch.equal(a, b)
+    assert bool((a < deg.unsqueeze(1)).all()) and bool((a >= 0).all())
+    assert all(len(set(row)) == 10 for row in a.tolist())
+    gen = torch.Generator().manual_seed(4)
+    trials = 8000
+    left_out = floyd_offsets(torch.full((trials,), 11), 10, gen)  # the one offset not taken: uniform over 11
+    missing = 55 - left_out.sum(1)
+    assert _chi2(np.bincount(missing.numpy(), minlength=11)) < _chi2_critical(10)
+    pairs = floyd_offsets(torch.full((trials,), 6), 4, gen)  # 15 subsets of 4 out of 6
+    subsets = Counter(tuple(sorted(row)) for row in pairs.tolist())
+    assert len(subsets) == 15 and _chi2(np.array(list(subsets.values()))) < _chi2_critical(14)
+
+
+def test_rowpack_round_trip():
+    from gpart.runtime.rowpack import RowLayout
+
+    arrays = [torch.arange(5), torch.randn(5, 3), torch.tensor([True, False, True, True, False]), torch.randn(5, 2).bfloat16()]
+    layout = RowLayout.of(arrays)
+    packed = layout.pack(arrays)
+    assert packed.dtype == torch.uint8 and packed.shape == (5, 8 + 12 + 1 + 4) == (5, layout.row_bytes)
+    assert all(torch.equal(a, b) for a, b in zip(arrays, layout.unpack(packed)))
+    assert all(torch.equal(a[2:3], b) for a, b in zip(arrays, layout.unpack(packed[2:3])))  # one row: strides differ
+    assert [t.shape for t in layout.unpack(layout.pack([a[:0] for a in arrays]))] == [a[:0].shape for a in arrays]
+
+
 def test_relabeller_first_appearance():
     rel = Relabeller(100, torch.device("cpu"))
     rel.start(torch.tensor([7, 3]))
@@ -99,6 +140,8 @@ def test_relabeller_first_appearance():
     assert new.tolist() == [5, 9, 42] and pos.tolist() == [2, 1, 3, 2, 0, 4, 3]
     pos, new = rel.add_unique(torch.tensor([42, 1, 1]))
     assert new.tolist() == [1] and pos.tolist() == [4, 5, 5]
+    pos, new = rel.add_unique(torch.tensor([8, 1, 8, 6, 6]), final=True)  # the last hop: same answer
+    assert new.tolist() == [8, 6] and pos.tolist() == [6, 5, 6, 7, 7]
     rel.reset()
     assert bool((rel.slot == torch.iinfo(torch.int32).max).all())
 
@@ -241,10 +284,15 @@ def _ranks_check(rank: int, world_size: int, parts: dict) -> dict:
         part = gr.load_partition(parts[(world_size, method)], device="cpu")
         ids = gr.node_split(part, torch.arange(0, n, 2))  # half the nodes as seeds
         loader = gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=96, seed=3)
+        unfused = gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=96, seed=3, fuse=False)
         seen = []
-        for batch in loader:
+        for batch, plain in zip(loader, unfused):
             check_batch(batch, FANOUTS, data, indeg)
+            # node data in the sampling answers: the same batch as sampling, then gathering (and fewer collectives)
+            assert all(torch.equal(getattr(batch, k), getattr(plain, k)) for k in ("n_id", "edge_index", "e_id", "x", "y"))
             seen += batch.n_id[: batch.batch_size].tolist()
+        assert loader.stats["collectives"] == len(loader) * (8 + 3)
+        assert unfused.stats["collectives"] == len(loader) * (8 + 3 + 3)
         owned = int((part.owner(ids) == rank).sum())
         owned_selected = int((part.owner(torch.arange(0, n, 2)) == rank).sum())
         train = gr.node_split(part, "train_mask")

@@ -53,20 +53,21 @@ def gather_checkpoint(
     """
     src = ck.read_checkpoint(run_dir, verify=verify)
     progress = or_null(progress)
-    tensors_json = []
     with staged_output(out_dir, force=force, inputs=[run_dir]) as stage:
-        for name, t in src.tensors.items():
-            entry = _gather_npy(src, name, t, stage, chunk_rows, progress) if npy else _gather_flat(src, name, t, stage, chunk_rows, progress)
-            tensors_json.append(
-                {
-                    **t.describe(),
-                    "storage": "npy" if npy else "flat",
-                    "file": entry,
-                }
-            )
+        tensors_json = [gather_tensor(src, name, stage, npy=npy, chunk_rows=chunk_rows, progress=progress) for name in src.tensors]
         manifest = ck.build_global_manifest(src, tensors_json, os.fspath(run_dir))
         ck.write_checkpoint_manifest(stage, manifest)
     return manifest
+
+
+def gather_tensor(src: ck.Checkpoint, name: str, stage: Path, *, npy: bool = False, chunk_rows: Optional[int] = None,
+                  progress=None) -> dict[str, Any]:
+    """Write tensor `name` of `src` in global row order into `stage`; return its manifest entry
+    (gpart.distributed gathers different tensors on different ranks with it)."""
+    t = src.tensors[name]
+    progress = or_null(progress)
+    entry = _gather_npy(src, name, t, stage, chunk_rows, progress) if npy else _gather_flat(src, name, t, stage, chunk_rows, progress)
+    return {**t.describe(), "storage": "npy" if npy else "flat", "file": entry}
 
 
 def _gather_flat(src: ck.Checkpoint, name: str, t: ck.TensorInfo, stage: Path, chunk_rows, progress) -> dict[str, Any]:

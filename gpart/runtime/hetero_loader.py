@@ -107,7 +107,9 @@ class HeteroNeighborLoader(DistNeighborLoader):
         self.device = part.device
         self.rank, self.world_size = _dist.world()
         self.epoch = 0
-        self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0}
+        self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
+        # Typed rows come through the typed gather after the hops, not inside the sampling answers.
+        self.fuse, self.fused_names = False, []
         problem = self._parse_fanouts(fanouts)
         self.seeds, seed_problem = self._typed_seeds(seeds)
         problem = problem or seed_problem or self._check_world()

@@ -9,7 +9,10 @@ is grouped by owner; every rank sends its requests to the owners in one
 all_to_all (local column ids, its own included), samples the columns it
 received from its CSC of in-edges (gpart.runtime.sampling), and answers in
 request order in a second all_to_all (counts, then source ids and edge ids).
-The final node set's rows come through LoadedPartition.gather. Every rank
+Across ranks the counts' message also carries the node data rows of the
+requested nodes the requester does not hold (gpart.runtime.fused), so only
+the last hop's nodes come through LoadedPartition.gather (fuse=False: all
+rows and labels through it, after sampling). Every rank
 runs the same number of batches (agreed when the loader is built) and the
 same collectives per batch, so a rank out of seeds serves its peers with
 empty batches. Each collective waits at most `timeout_s`. With one partition
@@ -27,6 +30,7 @@ import torch
 
 from gpart.errors import InputError
 from gpart.runtime import dist as _dist
+from gpart.runtime.fused import fused_sample
 from gpart.runtime.sampling import Relabeller, sample_columns
 
 
@@ -82,7 +86,10 @@ class DistNeighborLoader:
     fixed world size. node_data: names whose rows of n_id make `x` (the first)
     and `node_data`; labels: name whose seed rows make `y` (None: no y).
     drop_last: drop each rank's last partial batch. timeout_s: bound of every
-    wait on a peer (None: the partition's timeout_s).
+    wait on a peer (None: the partition's timeout_s). fuse: across ranks,
+    carry the rows of every hop's requested nodes (and the seeds' labels) in
+    the sampling answers (gpart.runtime.fused), so only the last hop's nodes
+    are gathered afterwards; False: gather all rows and labels after sampling.
     Building the loader is a collective when torch.distributed is initialised.
     A typed partition (gpart.runtime.hetero.HeteroPartition) gets a
     gpart.runtime.hetero_loader.HeteroNeighborLoader: seeds {ntype: ids},
@@ -109,6 +116,7 @@ class DistNeighborLoader:
         replace: bool = False,
         drop_last: bool = False,
         timeout_s: Optional[float] = None,
+        fuse: bool = True,
     ):
         self.part = part
         self.fanouts = [int(f) for f in fanouts]
@@ -123,7 +131,10 @@ class DistNeighborLoader:
         self.device = part.device
         self.rank, self.world_size = _dist.world()
         self.epoch = 0
-        self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0}
+        self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
+        # Node data fused into the sampling answers (part of the settings every rank must agree on).
+        self.fuse = bool(fuse) and self.world_size > 1
+        self.fused_names = list(dict.fromkeys(self.node_data_names + ([labels] if labels is not None else []))) if self.fuse else []
         self.seeds, problem = self._seed_tensor(seeds)
         problem = self._check_arguments() or problem
         self.num_batches = self._agree(problem)
@@ -167,6 +178,7 @@ class DistNeighborLoader:
     def _agree(self, problem: Optional[str]) -> int:
         """Check the settings agree on every rank (raising on all of them otherwise); the common batch count."""
         config = f"fanouts={self.fanouts} replace={self.replace} node_data={self.node_data_names} labels={self.labels} " \
+                 f"fuse={self.fuse} " \
                  f"manifest={self.part.digest}"
         _dist.agree_or_raise(problem, config, "the DistNeighborLoader settings", self.timeout_s, path=self.part.directory)
         counts = _dist.exchange_counts([self.seeds.numel()] * self.world_size, timeout_s=self.timeout_s)
@@ -205,15 +217,22 @@ class DistNeighborLoader:
             yield batch
 
     def _sample(self, seeds: torch.Tensor, gen: torch.Generator) -> Batch:
+        if self.fuse:
+            sampled = fused_sample(self, self._relabel, seeds, gen)
+            batch = Batch(n_id=sampled.n_id, batch_size=int(seeds.numel()), edge_index=sampled.edge_index, e_id=sampled.e_id,
+                          num_sampled_nodes=sampled.num_nodes, num_sampled_edges=sampled.num_edges, node_data=sampled.node_data)
+            batch.x = batch.node_data[self.node_data_names[0]] if self.node_data_names else None
+            batch.y = sampled.y
+            return batch
         relabel = self._relabel
         relabel.start(seeds)
         n_ids, srcs, dsts, eids = [seeds], [], [], []
         frontier, first = seeds, 0
         num_nodes, num_edges = [int(seeds.numel())], []
-        for fanout in self.fanouts:
+        for hop, fanout in enumerate(self.fanouts):
             counts, src, eid, order = self._sample_hop(frontier, fanout, gen)
             dst = torch.repeat_interleave(order + first, counts, output_size=int(src.numel()))
-            pos, added = relabel.add_unique(src)
+            pos, added = relabel.add_unique(src, final=hop == len(self.fanouts) - 1)
             first += int(frontier.numel())
             srcs.append(pos), dsts.append(dst), eids.append(eid), n_ids.append(added)
             num_nodes.append(int(added.numel())), num_edges.append(int(src.numel()))
@@ -236,6 +255,7 @@ class DistNeighborLoader:
     def _timed(self, fn, *args, **kwargs):
         if self.world_size == 1:
             return fn(*args, **kwargs)
+        self.stats["collectives"] += 3  # a distributed gather: counts, ids, rows
         start = time.perf_counter()
         try:
             return fn(*args, **kwargs)
@@ -260,6 +280,7 @@ class DistNeighborLoader:
         recv_counts = _dist.exchange_counts(send_counts, timeout_s=wait)
         cols = _dist.all_to_all_rows(send_cols, send_counts, recv_counts, timeout_s=wait)
         self.stats["collective_s"] += time.perf_counter() - start
+        self.stats["collectives"] += 4
         counts, src, eid = self._serve(cols, fanout, gen)
         start = time.perf_counter()
         got_counts = _dist.all_to_all_rows(counts, recv_counts, send_counts, timeout_s=wait)

@@ -8,11 +8,13 @@ Every column is sampled at once with tensor operations, never a Python loop
 per node, so the same code runs on CPU and CUDA:
 
 - without replacement, a column with in-degree <= fanout takes all its
-  in-edges (one arange over the output); a column with more draws `fanout`
-  distinct positions with Floyd's algorithm run over all such columns at once
-  (`fanout` rounds; in round i each column draws t in [0, d - fanout + i] and
-  keeps d - fanout + i instead when t was already drawn, a check over the i
+  in-edges; a column with more draws `fanout` distinct positions with
+  Floyd's algorithm run over all such columns at once (`fanout` rounds; in
+  round i each column draws t in [0, d - fanout + i] and keeps
+  d - fanout + i instead when t was already drawn, a check over the i
   columns drawn so far). Every subset of size `fanout` is equally likely.
+  For small fanouts the positions come from one [columns, fanout] table of
+  offsets and one masked_select (no per-run index arithmetic).
 - with replacement, `fanout` uniform positions per column with in-degree > 0.
 - fanout -1 takes every in-edge.
 
@@ -26,10 +28,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
 import torch
 
 # Unlisted ids hold the largest int64, so the first occurrence of new ids wins a scatter "amin".
 _UNSET = torch.iinfo(torch.int32).max
+# Up to this fanout a [columns, fanout] table of offsets is cheaper than building positions by runs.
+SLOT_TABLE_FANOUT = 32
 
 
 @dataclass
@@ -50,7 +55,7 @@ def sample_columns(
     """Sample up to `fanout` in-edges of each column `cols` (local ids) of a CSC with pointers `indptr`."""
     cols = cols.to(torch.int64)
     start = torch.index_select(indptr, 0, cols)
-    deg = torch.index_select(indptr, 0, cols + 1) - start
+    deg = torch.index_select(indptr, 0, cols + 1).sub_(start)
     return sample_segments(start, deg, fanout, replace, generator)
 
 
@@ -67,19 +72,31 @@ def sample_segments(
         return _take_all(start, deg)
     if replace:
         return _with_replacement(start, deg, fanout, generator)
+    big = torch.nonzero(deg > fanout).reshape(-1)
+    subsets = floyd_offsets(torch.index_select(deg, 0, big), fanout, generator) if big.numel() else None
+    if fanout <= SLOT_TABLE_FANOUT:
+        return _from_slot_table(start, deg, fanout, big, subsets)
     counts = torch.clamp(deg, max=fanout)
     offsets = torch.cumsum(counts, 0) - counts
     total = int(counts.sum()) if counts.numel() else 0
     # Every column first takes positions start .. start + count - 1 ...
     positions = torch.arange(total, dtype=torch.int64, device=start.device)
     positions += torch.repeat_interleave(start - offsets, counts, output_size=total)
-    # ... then columns with more in-edges than the fanout replace theirs by a uniform subset.
-    big = torch.nonzero(deg > fanout).reshape(-1)
-    if big.numel():
-        chosen = _floyd(torch.index_select(deg, 0, big), fanout, generator)
+    if subsets is not None:  # ... then columns with more in-edges than the fanout take their uniform subset.
         slots = torch.index_select(offsets, 0, big).unsqueeze(1) + torch.arange(fanout, device=start.device)
-        chosen += torch.index_select(start, 0, big).unsqueeze(1)
-        positions.index_copy_(0, slots.reshape(-1), chosen.reshape(-1))
+        positions.index_copy_(0, slots.reshape(-1), subsets.add_(torch.index_select(start, 0, big).unsqueeze(1)).reshape(-1))
+    return Picks(counts, positions)
+
+
+def _from_slot_table(start: torch.Tensor, deg: torch.Tensor, fanout: int, big: torch.Tensor, subsets: Optional[torch.Tensor]) -> Picks:
+    """Small fanouts: one row of `fanout` offsets per column (0..fanout-1, or the column's subset when it has
+    more in-edges); the first min(fanout, deg) of each row are kept, row by row: one masked_select."""
+    slots = torch.arange(fanout, dtype=torch.int64, device=start.device)
+    offsets = slots.expand(start.numel(), fanout)
+    if subsets is not None:
+        offsets = offsets.clone().index_copy_(0, big, subsets)
+    counts = torch.clamp(deg, max=fanout)
+    positions = torch.masked_select(offsets + start.unsqueeze(1), slots < counts.unsqueeze(1))
     return Picks(counts, positions)
 
 
@@ -107,16 +124,26 @@ def _uniform_below(bound: torch.Tensor, generator: Optional[torch.Generator]) ->
     return torch.minimum(draw, bound - 1)  # u * bound can round up to bound
 
 
-def _floyd(deg: torch.Tensor, k: int, generator: Optional[torch.Generator]) -> torch.Tensor:
-    """[n, k] distinct offsets in [0, deg) per row (deg > k), each k-subset equally likely (Floyd's algorithm)."""
+def floyd_offsets(deg: torch.Tensor, k: int, generator: Optional[torch.Generator], use_numpy: Optional[bool] = None) -> torch.Tensor:
+    """[n, k] distinct offsets in [0, deg) per row (deg > k), each k-subset equally likely (Floyd's algorithm).
+
+    The k rounds run over all rows at once; on CPU through numpy views of the
+    same memory (use_numpy None: on CPU), whose per-call cost is a third of
+    torch's on rows this small. Both paths give the same offsets.
+    """
     n = deg.shape[0]
     # Round i draws t in [0, top_i] with top_i = deg - k + i; all rounds' draws at once, [k, n].
     tops = deg.unsqueeze(0) - torch.arange(k, 0, -1, dtype=torch.int64, device=deg.device).unsqueeze(1)
     draws = torch.rand((k, n), dtype=torch.float64, device=deg.device, generator=generator)
     chosen = torch.minimum(draws.mul_(tops + 1).to(torch.int64), tops)  # u * (top + 1) can round up
-    for i in range(1, k):  # a draw already taken in an earlier round becomes top_i, not taken before
-        seen = (chosen[:i] == chosen[i]).any(0)
-        chosen[i] = torch.where(seen, tops[i], chosen[i])
+    if chosen.device.type == "cpu" if use_numpy is None else use_numpy:
+        c, t = chosen.numpy(), tops.numpy()
+        for i in range(1, k):  # a draw already taken in an earlier round becomes top_i, not taken before
+            np.copyto(c[i], t[i], where=(c[:i] == c[i]).any(0))
+    else:
+        for i in range(1, k):
+            seen = (chosen[:i] == chosen[i]).any(0)
+            chosen[i] = torch.where(seen, tops[i], chosen[i])
     return chosen.t()
 
 
@@ -140,18 +167,31 @@ class Relabeller:
         self._touched.append(seeds)
         self.size = int(seeds.numel())
 
-    def add_unique(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(positions of `ids` (int64), the ids newly appended, in first-appearance order)."""
+    def add_unique(self, ids: torch.Tensor, final: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(positions of `ids` (int64), the ids newly appended, in first-appearance order).
+
+        final=True: no later call will look the new ids up (the last hop), so
+        the map keeps their claims instead of their positions (reset() still
+        clears them) and one global-size write pass is saved.
+        """
         if ids.numel() == 0:
             return ids.clone(), ids
         # Listed ids keep their position (< size); an unlisted id takes size + the index of its first occurrence.
         claim = torch.arange(self.size, self.size + ids.numel(), dtype=torch.int32, device=ids.device)
         self.slot.scatter_reduce_(0, ids, claim, reduce="amin")
-        new_ids = torch.masked_select(ids, torch.index_select(self.slot, 0, ids) == claim)
-        self.slot.index_copy_(0, new_ids, torch.arange(self.size, self.size + new_ids.numel(), dtype=torch.int32, device=ids.device))
+        got = torch.index_select(self.slot, 0, ids)
+        first = got == claim
+        new_ids = torch.masked_select(ids, first)
+        # A new id's position: size + its rank among the first occurrences, looked up in this call's arrays
+        # (small, in cache) rather than in the global map again.
+        rank = torch.cumsum(first, 0, dtype=torch.int32).sub_(1)
+        fresh = got >= self.size
+        got = torch.where(fresh, torch.index_select(rank, 0, (got - self.size).clamp_(min=0)) + self.size, got)
+        if not final:
+            self.slot.index_copy_(0, new_ids, torch.arange(self.size, self.size + new_ids.numel(), dtype=torch.int32, device=ids.device))
         self._touched.append(new_ids)
         self.size += int(new_ids.numel())
-        return torch.index_select(self.slot, 0, ids).to(torch.int64), new_ids
+        return got.to(torch.int64), new_ids
 
     def reset(self) -> None:
         for ids in self._touched:

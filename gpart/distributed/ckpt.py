@@ -1,0 +1,143 @@
+"""gather-ckpt and scatter-ckpt on torch.distributed ranks (shared file system).
+
+scatter: target shard q (of every tensor) is written by rank q % W, from the
+source rows it holds (a range target reads only its rows; a remainder
+target's rows are interleaved through the table, so its rank streams the
+table once for all its shards). gather: tensor i of the checkpoint is
+gathered by rank i % W with gpart.ckpt's own gather_tensor (the output has
+one file per tensor). Every rank writes into the staging directory rank 0
+created; rank 0 writes the manifest last once every rank reported success.
+The files are the ones single-process gather-ckpt / scatter-ckpt write, byte
+for byte, because each is written by the same code or from the same rows in
+the same order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+from gpart.ckpt import GlobalRows, gather_tensor, iter_global_chunks, target_policy
+from gpart.distributed.comm import Comm, finish_on_root, staged_on_root
+from gpart.errors import GpartError
+from gpart.formats import checkpoint as ck
+from gpart.formats.arrays import CHUNK_BYTES, ArrayWriter
+from gpart.formats.manifest import fsync_dir
+from gpart.shard import RangePolicy, ShardPolicy
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _read(comm: Comm, directory: PathLike) -> ck.Checkpoint:
+    error, src = None, None
+    try:
+        src = ck.read_checkpoint(directory)
+    except GpartError as exc:
+        error = exc
+    comm.agree(error, "reading the checkpoint")
+    return src
+
+
+def _reports(comm: Comm, error: Optional[BaseException], mine: Any, what: str) -> list[Any]:
+    comm.agree(error, what)
+    return [json.loads(r) for r in comm.all_gather_bytes(json.dumps(mine).encode())]
+
+
+def gather_ckpt(run_dir: PathLike, out_dir: PathLike, *, npy: bool = False, force: bool = False,
+                comm: Optional[Comm] = None) -> dict[str, Any]:
+    """Distributed `gpart gather-ckpt`: every tensor in global row order; returns the manifest on every rank."""
+    comm = comm or Comm()
+    src = _read(comm, run_dir)
+    names = list(src.tensors)
+    with ExitStack() as stack:
+        stage = staged_on_root(comm, stack, out_dir, force, [run_dir])
+        error, mine = None, {}
+        # each rank's FileListWriter works in its own subdirectory: its sweep of stale work
+        # judges processes by pid, which means nothing for another host's ranks
+        own = stage / f".rank-{comm.rank}"
+        try:
+            for name in names[comm.rank::comm.world]:
+                own.mkdir(exist_ok=True)
+                mine[name] = gather_tensor(src, name, own, npy=npy)
+                for path in own.iterdir():
+                    os.rename(path, stage / path.name)
+            if own.exists():
+                own.rmdir()
+                fsync_dir(stage)
+        except Exception as exc:
+            error = exc
+        entries = {k: v for r in _reports(comm, error, mine, "gathering tensors") for k, v in r.items()}
+
+        def commit() -> dict[str, Any]:
+            manifest = ck.build_global_manifest(src, [entries[name] for name in names], os.fspath(run_dir))
+            ck.write_checkpoint_manifest(stage, manifest)
+            stack.close()  # swaps the result into place (rank 0's staged_output)
+            return manifest
+
+        return finish_on_root(comm, commit)
+
+
+def scatter_ckpt(full_dir: PathLike, out_dir: PathLike, world_size: int, policy: str = "remainder", *,
+                 boundaries: Optional[Sequence[int]] = None, force: bool = False,
+                 comm: Optional[Comm] = None) -> dict[str, Any]:
+    """Distributed `gpart scatter-ckpt`: shards for `world_size` ranks by `policy`; returns the manifest on every rank."""
+    comm = comm or Comm()
+    src = _read(comm, full_dir)
+    error, policies = None, {}
+    try:
+        policies = {e.name: target_policy(policy, e.num_rows, world_size, boundaries) for e in src.embeddings.values()}
+    except GpartError as exc:
+        error = exc
+    comm.agree(error, "checking the target policy")
+    with ExitStack() as stack:
+        stage = staged_on_root(comm, stack, out_dir, force, [full_dir])
+        error, mine = None, []
+        try:
+            for name, t in src.tensors.items():
+                mine += write_shards(src, name, policies[t.embedding], range(comm.rank, world_size, comm.world), stage)
+        except Exception as exc:
+            error = exc
+        order = {name: i for i, name in enumerate(src.tensors)}
+        entries = sorted((e for r in _reports(comm, error, mine, "writing shards") for e in r),
+                         key=lambda e: (order[e["tensor"]], e["rank"]))
+
+        def commit() -> dict[str, Any]:
+            specs = [ck.EmbeddingSpec(e.name, e.num_rows, e.row_shape, e.dtype, policies[e.name]) for e in src.embeddings.values()]
+            manifest = ck.build_checkpoint_manifest(specs, entries, world_size, src.optimizer, extra=src.manifest.get("extra"))
+            ck.write_checkpoint_manifest(stage, manifest)
+            stack.close()
+            return manifest
+
+        return finish_on_root(comm, commit)
+
+
+def write_shards(src: ck.Checkpoint, name: str, target: ShardPolicy, ranks: Sequence[int], directory: Path) -> list[dict[str, Any]]:
+    """Shard files `<name>_part_<q>_of_<W>` of the target ranks `ranks` (only those); their manifest entries."""
+    t = src.tensor(name)
+    world = target.world_size
+    ranks = list(ranks)
+    writers = {q: ArrayWriter(directory / ck.shard_file_name(name, q, world), t.dtype, t.row_shape) for q in ranks}
+    try:
+        if isinstance(target, RangePolicy) or world == 1:
+            step = max(1, CHUNK_BYTES // max(1, t.row_bytes))
+            with GlobalRows(src, name) as rows:  # a range shard's rows: read those alone
+                for q in ranks:
+                    lo, hi = int(target.global_slice(q).start), int(target.global_slice(q).stop)
+                    for a in range(lo, hi, step):
+                        writers[q].write(rows.read(a, min(hi, a + step)))
+        elif ranks:
+            for a, chunk in iter_global_chunks(src, name):
+                for q in ranks:
+                    writers[q].write(chunk[(q - a) % world::world])
+        for w in writers.values():
+            w.close()
+    except BaseException:
+        for w in writers.values():
+            w.discard()
+        raise
+    return [{"tensor": name, "rank": q, "file": writers[q].path.name, "rows": int(target.count(q)),
+             "bytes": writers[q].entry().nbytes, "crc32": f"{writers[q].crc:08x}", "dtype": t.dtype,
+             "row_shape": list(t.row_shape)} for q in ranks]

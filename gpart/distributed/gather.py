@@ -1,0 +1,82 @@
+"""Books that need the whole graph (balanced, metis, kaminpar, stream) in a distributed run.
+
+The graph must fit one rank: every rank sends its edges (and the node arrays
+the method reads: train_mask and --balance arrays) to rank 0 in bounded
+rounds, rank 0 runs the single-machine method (gpart.assign.assign) on the
+graph exactly as a single-machine run would read it, and broadcasts the owner
+array in bounded pieces and the parameters as JSON. Every rank then builds
+the same ArrayBook.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpart.book import ArrayBook, PartitionBook
+from gpart.distributed.shuffle import column, shuffle
+from gpart.errors import GpartError
+from gpart.graph import Graph
+
+
+def gathered_book(job: Any, method: str, method_params: dict, stage: Path) -> tuple[PartitionBook, dict]:
+    """Gather the structure on rank 0, assign there, broadcast the assignment; (book, params) on every rank."""
+    from gpart.distributed.partition import edge_blocks, node_blocks
+
+    comm, cg = job.comm, job.cg
+    root = comm.rank == 0
+    src = np.empty(cg.num_edges if root else 0, dtype=np.int64)
+    dst = np.empty_like(src)
+    rounds, blocks, row_bytes = edge_blocks(job, lambda d: np.zeros(d.shape[0], dtype=np.int64), [])
+
+    def place_edges(rows: np.ndarray) -> None:
+        eid = column(rows, 16, np.int64)
+        src[eid], dst[eid] = column(rows, 0, np.int64), column(rows, 8, np.int64)
+
+    job.rounds["gather edges"] = shuffle(comm, blocks, rounds, row_bytes, place_edges, "gathering edges on rank 0")
+    names = [n for n in job.node_layout if n == "train_mask" or n in set(method_params.get("balance") or ())]
+    node_data = {n: np.empty((cg.num_nodes if root else 0, *job.node_layout[n][1]), dtype=job.node_layout[n][0]) for n in names}
+    at = {}
+    offset = 8
+    for n in names:
+        at[n] = offset
+        offset += int(np.prod(job.node_layout[n][1], dtype=np.int64)) * job.node_layout[n][0].itemsize
+    rounds, blocks, row_bytes = node_blocks(job, lambda ids: np.zeros(ids.shape[0], dtype=np.int64), names)
+
+    def place_nodes(rows: np.ndarray) -> None:
+        ids = column(rows, 0, np.int64)
+        for n in names:
+            node_data[n][ids] = column(rows, at[n], job.node_layout[n][0], job.node_layout[n][1])
+
+    job.rounds["gather nodes"] = shuffle(comm, blocks, rounds, row_bytes, place_nodes, "gathering node arrays on rank 0")
+    error, owner, params = None, None, b""
+    if root:
+        try:
+            owner, params = _assign_on_root(cg, src, dst, node_data, job.num_parts, method, method_params, stage)
+        except GpartError as exc:
+            error = exc
+        del src, dst, node_data
+    comm.agree(error, f"method {method!r} on rank 0")
+    owner = comm.broadcast_array(owner, cg.num_nodes, np.int32, job.max_message)
+    params_json = json.loads(comm.broadcast_bytes(params if root else None))
+    return ArrayBook(owner, job.num_parts), params_json
+
+
+def _assign_on_root(cg, src, dst, node_data, num_parts, method, method_params, stage) -> tuple[np.ndarray, bytes]:
+    from gpart.assign import assign
+    from gpart.bounded import check_assign_memory, default_max_memory, parse_memory_size
+
+    graph = Graph(cg.num_nodes, src, dst, node_data, source=os.fspath(cg.directory), input_format="chunked")
+    params = dict(method_params)
+    limit = parse_memory_size(params.pop("max_memory", None)) or default_max_memory()
+    check_assign_memory(method, graph.num_edges, limit, graph.source)
+    if method == "balanced":
+        params.setdefault("max_memory", limit)
+    if method == "stream":
+        params.setdefault("scratch_dir", stage.parent)
+    result = assign(graph, num_parts, method, **params)
+    return np.ascontiguousarray(result.book.owner_array, dtype=np.int32), json.dumps(result.params).encode()

@@ -1,0 +1,371 @@
+"""Partition a chunked graph on W torch.distributed ranks (SPEC.md 10.2).
+
+    read my chunks -> book (every rank from N, or on rank 0 from gathered edges)
+    -> shuffle edges to the rank writing their destination's partition, node
+       rows to the rank writing their owner's partition (bounded rounds)
+    -> each rank writes its partitions with gpart.partition's writer pieces
+    -> every rank reports; rank 0 writes the manifest last, only if all succeeded
+
+Partition p is written by rank p % W. Because the arrays are computed by the
+same functions from the same values in the same order (edges of a partition
+sorted by destination position, then edge id), the result is byte-identical
+to single-machine `gpart partition` of the same chunked directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Union
+
+import numpy as np
+
+from gpart.book import PartitionBook
+from gpart.bounded import key_shift
+from gpart.bytes.reader import release_rows
+from gpart.distributed.comm import Comm, finish_on_root, staged_on_root
+from gpart.distributed.halo import fetch_halo_rows
+from gpart.distributed.shuffle import PartFiles, column, pack, rows_per_round, shuffle, take_rows
+from gpart.errors import GpartError, InputError
+from gpart.formats.chunked import ChunkedGraph, check_same_layout
+from gpart.formats.manifest import write_manifest
+from gpart.formats.partition import PartitionWriter, build_manifest, data_key, part_entry
+from gpart.formats.scratch import ScratchDir
+from gpart.graph import Graph
+from gpart.layout import NodeOrder, Scratch, node_order, part_layout
+from gpart.partition import partition_stats
+
+PathLike = Union[str, "os.PathLike[str]"]
+Log = Optional[Callable[[str], None]]
+
+DEFAULT_MAX_MESSAGE = 256 << 20
+LOCAL_METHODS = ("remainder", "range", "random", "assignment")  # computed on every rank from N alone
+GATHER_METHODS = ("balanced", "metis", "kaminpar", "stream")  # need the whole graph on rank 0
+ID_BYTES = 8
+
+
+@dataclass
+class RunInfo:
+    """What a distributed run did, beside the manifest (every rank gets the same)."""
+
+    manifest: dict[str, Any]
+    world_size: int
+    largest_message: int  # bytes, over all ranks and rounds
+    rounds: dict[str, int] = field(default_factory=dict)
+    peak_rss: list[int] = field(default_factory=list)  # bytes, per rank
+
+
+@dataclass
+class _Job:
+    comm: Comm
+    cg: ChunkedGraph
+    num_parts: int
+    max_message: int
+    log: Log
+    halo: int = 0
+    node_layout: dict[str, tuple[np.dtype, tuple[int, ...]]] = field(default_factory=dict)
+    edge_layout: dict[str, tuple[np.dtype, tuple[int, ...]]] = field(default_factory=dict)
+    rounds: dict[str, int] = field(default_factory=dict)
+
+    def my_parts(self) -> list[int]:
+        return list(range(self.comm.rank, self.num_parts, self.comm.world))
+
+    def my_chunks(self, count: int) -> list[int]:
+        return list(range(self.comm.rank, count, self.comm.world))
+
+    def say(self, what: str, start: float) -> None:
+        if self.log is not None:
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            self.log(f"rank {self.comm.rank}: {what:<16} {time.perf_counter() - start:8.2f} s   peak RSS {rss:8.1f} MiB")
+
+
+def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method: str = "remainder", *,
+                     storage: str = "binary", halo: int = 0, force: bool = False,
+                     max_message: int = DEFAULT_MAX_MESSAGE, timeout_s: float = 600.0, comm: Optional[Comm] = None,
+                     log: Log = None, **method_params: Any) -> RunInfo:
+    """Partition the chunked graph `chunks` into `num_parts` partitions under `out_dir` on every rank of the job.
+
+    Call on every rank (torch.distributed initialised, or a world of one).
+    `method_params` go to gpart.assign.assign (seed, assignment, imbalance,
+    balance, ...). Raises on every rank, within `timeout_s` of a peer's
+    failure, when any rank fails; the manifest is then not written.
+    """
+    comm = comm or Comm(timeout_s)
+    if method_params.get("assignment") is not None:
+        method = "assignment"
+    job, error = None, None
+    try:
+        _check_options(storage, halo, num_parts, method, max_message)
+        job = _Job(comm, ChunkedGraph(chunks), int(num_parts), int(max_message), log, int(halo))
+        _check_input(job)
+    except GpartError as exc:
+        error = exc
+    comm.agree(error, "reading the chunked input")
+    assert job is not None
+    with ExitStack() as stack:
+        inputs = [chunks] + ([method_params["assignment"]] if isinstance(method_params.get("assignment"), (str, os.PathLike)) else [])
+        stage = staged_on_root(comm, stack, out_dir, force, inputs)
+        reports, book_json, params = _run(job, stage, method, method_params)
+
+        def commit() -> dict[str, Any]:
+            manifest = _manifest(job, chunks, book_json, method, params, reports)
+            write_manifest(stage, manifest)
+            stack.close()  # swaps the result into place (rank 0's staged_output)
+            return manifest
+
+        manifest = finish_on_root(comm, commit)
+    largest = max(r["largest_message"] for r in reports)
+    return RunInfo(manifest, comm.world, largest, dict(job.rounds), [r["peak_rss"] for r in reports])
+
+
+def _check_options(storage: str, halo: int, num_parts: int, method: str, max_message: int) -> None:
+    if storage != "binary":
+        raise InputError(None, f"the distributed partitioner writes binary storage only, not {storage!r}")
+    if halo not in (0, 1):
+        raise InputError(None, f"halo must be 0 or 1, got {halo!r}")
+    if method not in LOCAL_METHODS + GATHER_METHODS:
+        raise InputError(None, f"unknown partition method {method!r}")
+    if not isinstance(max_message, int) or max_message < 1:
+        raise InputError(None, f"--max-message must be a positive number of bytes, got {max_message!r}")
+
+
+def _check_input(job: _Job) -> None:
+    """Metadata, part count and the headers of this rank's chunks: all cheap, all before any output."""
+    cg = job.cg
+    if job.num_parts < 1 or job.num_parts > cg.num_nodes:
+        raise InputError(cg.directory, f"cannot split {cg.num_nodes} nodes into {job.num_parts} parts "
+                                       f"(parts must be between 1 and the number of nodes)")
+    job.node_layout, job.edge_layout = cg.data_layout("node"), cg.data_layout("edge")
+    for kind, layout, count in (("node", job.node_layout, cg.num_node_chunks), ("edge", job.edge_layout, cg.num_edge_chunks)):
+        for name in layout:
+            for i in job.my_chunks(count):
+                check_same_layout((cg.node_data if kind == "node" else cg.edge_data)[name][i], name,
+                                  cg.data_chunk(kind, name, i), layout[name])
+    mask = job.node_layout.get("train_mask")
+    if mask is not None and (mask[1] != () or (mask[0] != np.bool_ and mask[0].kind not in "iu")):
+        raise InputError(cg.directory, f"training mask 'train_mask' must be 1-D boolean or 0/1, got {mask[0]} rows {list(mask[1])}")
+
+
+def _run(job: _Job, stage: Path, method: str, method_params: dict) -> tuple[list[dict], dict, dict]:
+    """Book, shuffles and this rank's partitions; returns every rank's report (in rank order)."""
+    comm = job.comm
+    start = time.perf_counter()
+    book, params = _book(job, method, method_params, stage)
+    nodes = node_order(book)
+    job.say("assign", start)
+    error, parts, book_json = None, [], {}
+    with ScratchDir(stage.parent, prefix=f"{stage.name}-scratch-{comm.rank}-") as scratch:
+        start = time.perf_counter()
+        edge_files = _shuffle_edges(job, book, scratch.path)
+        job.say("shuffle edges", start)
+        start = time.perf_counter()
+        node_files = _shuffle_nodes(job, book, scratch.path)
+        job.say("shuffle nodes", start)
+        start = time.perf_counter()
+        writer = PartitionWriter(stage, "binary")
+        halos: dict[int, np.ndarray] = {}
+        try:
+            book_json = writer.write_book(book) if comm.rank == 0 else {}
+            for p in job.my_parts():
+                entry, halos[p] = _write_topology(job, writer, p, nodes, edge_files)
+                parts.append(entry)
+        except Exception as exc:
+            error = exc
+        # halo 1: every rank takes part in the exchange (a rank that failed above reports it there)
+        try:
+            halo_files = fetch_halo_rows(job, halos, scratch.path, error) if job.halo and job.node_layout else None
+        except BaseException:
+            writer.abort()
+            raise
+        try:
+            if error is None:
+                for entry in parts:
+                    _write_node_data(job, writer, entry, nodes, node_files, halo_files)
+                writer.close({})
+        except Exception as exc:
+            error = exc
+        if error is not None:
+            writer.abort()
+        job.say("write", start)
+    comm.agree(error, "writing partitions")
+    mine = {"parts": parts, "largest_message": comm.largest_message,
+            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    reports = [json.loads(r) for r in comm.all_gather_bytes(json.dumps(mine).encode())]
+    return reports, book_json, params
+
+
+def _manifest(job: _Job, chunks: PathLike, book_json: dict, method: str, params: dict, reports: list[dict]) -> dict:
+    """The manifest gpart.partition writes for the same input (its graph entry and stats, built alike)."""
+    from gpart import __version__
+
+    parts = sorted((p for r in reports for p in r["parts"]), key=lambda p: p["part"])
+    assert [p["part"] for p in parts] == list(range(job.num_parts))
+    cg = job.cg
+    assert sum(p["num_owned"] for p in parts) == cg.num_nodes and sum(p["num_edges"] for p in parts) == cg.num_edges
+    num_cut = sum(p.pop("num_cut") for p in parts)
+    graph = {"source": os.fspath(chunks), "input_format": "chunked", "num_nodes": cg.num_nodes, "num_edges": cg.num_edges}
+    return build_manifest(
+        graph=graph, storage="binary", created_by=f"gpart {__version__}", method=method, params=params, halo=job.halo,
+        book=book_json, node_data=_like(job.node_layout), edge_data=_like(job.edge_layout), parts=parts,
+        stats=partition_stats(parts, cg.num_nodes, cg.num_edges, num_cut))
+
+
+def _like(layout: dict) -> dict[str, np.ndarray]:
+    """Empty arrays of each data array's dtype and row shape (what the manifest describes)."""
+    return {k: np.empty((0, *s), dtype=d) for k, (d, s) in layout.items()}
+
+
+# --------------------------------------------------------------------------- book
+
+
+def _book(job: _Job, method: str, method_params: dict, stage: Path) -> tuple[PartitionBook, dict]:
+    from gpart.assign import assign
+
+    comm, cg = job.comm, job.cg
+    if method in LOCAL_METHODS:
+        error, result = None, None
+        try:  # every rank computes the same book from N (and the same seed or file)
+            empty = np.zeros(0, dtype=np.int64)
+            result = assign(Graph(cg.num_nodes, empty, empty, source=os.fspath(cg.directory), input_format="chunked"),
+                            job.num_parts, method, **method_params)
+        except GpartError as exc:
+            error = exc
+        comm.agree(error, "assigning nodes")
+        return result.book, result.params
+    from gpart.distributed.gather import gathered_book
+
+    return gathered_book(job, method, method_params, stage)
+
+
+# --------------------------------------------------------------------------- shuffles
+
+
+def _edge_row_bytes(job: _Job) -> int:
+    return 3 * ID_BYTES + sum(int(np.prod(s, dtype=np.int64)) * d.itemsize for d, s in job.edge_layout.values())
+
+
+def edge_blocks(job: _Job, dest_of: Callable[[np.ndarray], np.ndarray], names: Sequence[str]):
+    """(local rounds, blocks) of this rank's edge chunks: rows src, dst, edge id, then the edge arrays `names`."""
+    cg = job.cg
+    row_bytes = 3 * ID_BYTES + sum(int(np.prod(job.edge_layout[n][1], dtype=np.int64)) * job.edge_layout[n][0].itemsize for n in names)
+    step = rows_per_round(job.max_message, row_bytes)
+    mine = job.my_chunks(cg.num_edge_chunks)
+    rounds = sum(-(-int(cg.edge_counts[i]) // step) for i in mine)
+
+    def blocks():
+        for i in mine:
+            src, dst = cg.edges(i)
+            data = [cg.data_chunk("edge", n, i) for n in names]
+            first = int(cg.edge_offsets[i])
+            for a in range(0, int(cg.edge_counts[i]), step):
+                b = min(a + step, int(cg.edge_counts[i]))
+                ids = np.empty((b - a, 3), dtype=np.int64)  # src, dst, edge id side by side: one row per edge
+                ids[:, 0], ids[:, 1], ids[:, 2] = src[a:b], dst[a:b], np.arange(first + a, first + b, dtype=np.int64)
+                yield pack([ids] + [np.asarray(arr[a:b]) for arr in data], b - a), dest_of(ids[:, 1])
+                for arr in (src, dst, *data):  # chunk pages, once sent, would otherwise count in RSS
+                    release_rows(arr, a, b)
+
+    return rounds, blocks(), row_bytes
+
+
+def node_blocks(job: _Job, dest_of: Callable[[np.ndarray], np.ndarray], names: Sequence[str]):
+    """(local rounds, blocks) of this rank's node chunks: rows node id, then the node arrays `names`."""
+    cg = job.cg
+    row_bytes = ID_BYTES + sum(int(np.prod(job.node_layout[n][1], dtype=np.int64)) * job.node_layout[n][0].itemsize for n in names)
+    step = rows_per_round(job.max_message, row_bytes)
+    mine = job.my_chunks(cg.num_node_chunks) if names else []
+    rounds = sum(-(-int(cg.node_counts[j]) // step) for j in mine)
+
+    def blocks():
+        for j in mine:
+            data = [cg.data_chunk("node", n, j) for n in names]
+            first = int(cg.node_offsets[j])
+            for a in range(0, int(cg.node_counts[j]), step):
+                b = min(a + step, int(cg.node_counts[j]))
+                ids = np.arange(first + a, first + b, dtype=np.int64)
+                yield pack([ids] + [np.asarray(arr[a:b]) for arr in data], b - a), dest_of(ids)
+                for arr in data:
+                    release_rows(arr, a, b)
+
+    return rounds, blocks(), row_bytes
+
+
+def _shuffle_edges(job: _Job, book: PartitionBook, directory: Path) -> PartFiles:
+    world = job.comm.world
+    rounds, blocks, row_bytes = edge_blocks(job, lambda dst: np.asarray(book.owner(dst)) % world, list(job.edge_layout))
+    files = PartFiles(directory, "edges", job.my_parts(), row_bytes)
+
+    def deliver(rows: np.ndarray) -> None:
+        files.append_grouped(rows, np.asarray(book.owner(column(rows, ID_BYTES, np.int64))), job.num_parts)
+
+    job.rounds["edges"] = shuffle(job.comm, blocks, rounds, row_bytes, deliver, "shuffling edges")
+    return files
+
+
+def _shuffle_nodes(job: _Job, book: PartitionBook, directory: Path) -> PartFiles:
+    world = job.comm.world
+    rounds, blocks, row_bytes = node_blocks(job, lambda ids: np.asarray(book.owner(ids)) % world, list(job.node_layout))
+    files = PartFiles(directory, "nodes", job.my_parts(), row_bytes)
+
+    def deliver(rows: np.ndarray) -> None:
+        files.append_grouped(rows, np.asarray(book.owner(column(rows, 0, np.int64))), job.num_parts)
+
+    job.rounds["nodes"] = shuffle(job.comm, blocks, rounds, row_bytes, deliver, "shuffling node data")
+    return files
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _write_topology(job: _Job, writer: PartitionWriter, part: int, nodes: NodeOrder,
+                    edge_files: PartFiles) -> tuple[dict[str, Any], np.ndarray]:
+    """Partition `part`'s topology and edge data from the edges it received, through gpart.partition's
+    writer pieces; returns its manifest entry and its halo nodes (ascending)."""
+    rows = edge_files.read(part)
+    src, dst, eid = (column(rows, k * ID_BYTES, np.int64) for k in range(3))
+    shift, packed = key_shift(nodes.position.shape[0], job.cg.num_edges)
+    position = nodes.position[dst]
+    # CSC order: destination position, then edge id (as gpart.partition's one sort of packed keys)
+    order = np.argsort((position << shift) | eid) if packed else np.lexsort((eid, position))
+    src, eid, local_dst = src[order], eid[order], position[order] - nodes.offsets[part]
+    rows = take_rows(rows[:, 3 * ID_BYTES:], order) if job.edge_layout else rows[:0, 3 * ID_BYTES:]
+    del position, dst, order
+    layout = part_layout(part, src, local_dst, eid, nodes, Scratch(nodes.position.shape[0]))
+    num_edges = int(layout.edge_ids.shape[0])
+    arrays = {key: writer.write_topology(part, key, getattr(layout, key)) for key in ("node_ids", "indptr", "indices", "edge_ids")}
+    at = 0  # rows now hold the edge arrays alone
+    for name, (dtype, shape) in job.edge_layout.items():
+        arrays[data_key("edge", name)] = writer.write_data(part, "edge", name, np.empty((0, *shape), dtype), num_edges,
+                                                          [column(rows, at, dtype, shape)])
+        at += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    entry = part_entry(part, layout.num_owned, layout.num_halo, num_edges, layout.num_cut, arrays)
+    return entry, layout.node_ids[layout.num_owned:]
+
+
+def _write_node_data(job: _Job, writer: PartitionWriter, entry: dict[str, Any], nodes: NodeOrder, node_files: PartFiles,
+                     halo_files: Optional[PartFiles]) -> None:
+    """Partition `entry["part"]`'s node data: its owned rows in local order, then (halo 1) its halo rows."""
+    part = entry["part"]
+    node_rows = node_files.read(part)
+    owned = nodes.owned(part)
+    assert node_rows.shape[0] == (owned.shape[0] if job.node_layout else 0), "node rows do not cover the owned nodes"
+    if halo_files is not None:
+        halo_rows = halo_files.read(part)
+        assert halo_rows.shape[0] == entry["num_halo"], "halo rows do not cover the halo"
+        node_rows = np.concatenate([node_rows, halo_rows])
+    # owned nodes ascend (local order), then halo nodes ascend: one sort by id gives both runs
+    # because every halo id is placed after the owned ones by its key
+    key = column(node_rows, 0, np.int64).copy()
+    key[owned.shape[0]:] += np.int64(job.cg.num_nodes)
+    node_rows, at = take_rows(node_rows, np.argsort(key, kind="stable")), ID_BYTES
+    for name, (dtype, shape) in job.node_layout.items():
+        values = column(node_rows, at, dtype, shape)
+        if name == "train_mask":  # owned rows only, as gpart.partition counts
+            entry["num_train"] = int(np.count_nonzero(values[:owned.shape[0]].astype(bool)))
+        entry["arrays"][data_key("node", name)] = writer.write_data(part, "node", name, values, values.shape[0], [values])
+        at += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize

@@ -1,0 +1,188 @@
+"""`python -m gpart.distributed partition` (SPEC.md 10.2): byte-identical to single-machine runs, bounded
+messages, and every rank failing in bounded time when one rank fails or is killed."""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpart.formats.chunked import write_chunked
+from gpart.formats.readers import read_graph
+from gpart.partition import partition_graph
+from gpart.runtime._testing import free_port, run_distributed
+
+REPO = Path(__file__).resolve().parents[1]
+CORA = REPO / "sample_data" / "cora.npz"
+FACEBOOK = REPO.parent / "shared" / "data" / "facebook-combined" / "facebook_combined.txt.gz"
+
+
+@pytest.fixture(scope="module")
+def chunks(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("chunked") / "cora"
+    write_chunked(read_graph(CORA), out, 5)
+    return out
+
+
+def same_files(a: Path, b: Path) -> list[str]:
+    """Relative paths of every file of `a`; asserts `b` has exactly these files, byte for byte (cmp)."""
+    files = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file())
+    assert files == sorted(str(p.relative_to(b)) for p in b.rglob("*") if p.is_file())
+    _, mismatch, errors = filecmp.cmpfiles(a, b, files, shallow=False)
+    assert not mismatch and not errors, (mismatch, errors)
+    return files
+
+
+def _partition(rank: int, world_size: int, chunks: str, out: str, parts: int, method: str, params: dict, max_message: int,
+               halo: int = 0):
+    from gpart.distributed.partition import partition_chunks
+
+    info = partition_chunks(chunks, out, parts, method, max_message=max_message, timeout_s=30, halo=halo, **params)
+    return info.largest_message, info.rounds
+
+
+@pytest.mark.parametrize("method, world, max_message", [("remainder", 2, 1 << 20), ("range", 4, 1 << 20),
+                                                        ("random", 2, 4096), ("assignment", 4, 1 << 20)])
+def test_same_bytes_as_single_machine(tmp_path, chunks, method, world, max_message):
+    params: dict = {"seed": 7} if method == "random" else {}
+    if method == "assignment":
+        np.save(tmp_path / "owner.npy", (np.arange(2708) * 7 // 3 % 5).astype(np.int64))
+        params = {"assignment": str(tmp_path / "owner.npy")}
+    single, dist = tmp_path / "single", tmp_path / "dist"
+    partition_graph(chunks, single, 5, method, **params)
+    results = run_distributed(_partition, world, str(chunks), str(dist), 5, method, params, max_message, timeout_s=120)
+    files = same_files(single, dist)
+    assert "manifest.json" in files and len(files) > 20
+    largest, rounds = results[0]
+    node_row = 8 + 1433 * 4 + 8 + 3  # id, feat, label, three masks: a round carries at least one row
+    assert 0 < largest <= max(max_message, node_row)
+    if max_message == 4096:  # node rows of 5.7 KiB: one per round; edges: 170 per round
+        assert rounds["nodes"] >= 2708 // world and rounds["edges"] >= 5429 // 170 // world
+    assert not [p for p in tmp_path.iterdir() if ".gpart-" in p.name]
+
+
+@pytest.mark.parametrize("world, parts, max_message", [(2, 3, 1 << 20), (4, 5, 20000)])
+def test_halo_rows_come_from_the_ranks_that_read_them(tmp_path, chunks, world, parts, max_message):
+    single, dist = tmp_path / "single", tmp_path / "dist"
+    partition_graph(chunks, single, parts, "random", halo=1)
+    run_distributed(_partition, world, str(chunks), str(dist), parts, "random", {}, max_message, 1, timeout_s=120)
+    same_files(single, dist)
+
+
+@pytest.mark.parametrize("method", ["metis", "stream"])
+def test_whole_graph_methods_gather_on_rank_zero(tmp_path, chunks, method):
+    single, dist = tmp_path / "single", tmp_path / "dist"
+    partition_graph(chunks, single, 3, method, seed=3)
+    run_distributed(_partition, 2, str(chunks), str(dist), 3, method, {"seed": 3}, 1 << 16, timeout_s=120)
+    same_files(single, dist)
+
+
+@pytest.mark.skipif(not FACEBOOK.exists(), reason="SNAP facebook-combined not in ../shared/data")
+def test_snap_graph_in_chunks(tmp_path):
+    write_chunked(read_graph(FACEBOOK), tmp_path / "fb", 7)
+    single, dist = tmp_path / "single", tmp_path / "dist"
+    partition_graph(tmp_path / "fb", single, 4, "random", seed=1)
+    run_distributed(_partition, 4, str(tmp_path / "fb"), str(dist), 4, "random", {"seed": 1}, 1 << 18, timeout_s=120)
+    same_files(single, dist)
+
+
+# --------------------------------------------------------------------------- through torchrun's environment
+
+
+def launch(world: int, *args, timeout: float = 20) -> list[subprocess.Popen]:
+    port = free_port()
+    procs = []
+    for rank in range(world):
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+               "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank), "OMP_NUM_THREADS": "1"}
+        procs.append(subprocess.Popen([sys.executable, "-m", "gpart.distributed", "partition", *map(str, args),
+                                       "--timeout", str(timeout)], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    return procs
+
+
+def finish(procs: list[subprocess.Popen], limit: float = 90) -> list[tuple[int, str]]:
+    out = []
+    for proc in procs:
+        _, err = proc.communicate(timeout=limit)
+        out.append((proc.returncode, err))
+    return out
+
+
+def test_cli_runs_on_two_ranks(tmp_path, chunks):
+    results = finish(launch(2, chunks, "--parts", 4, "-o", tmp_path / "out", "--method", "random"))
+    assert [rc for rc, _ in results] == [0, 0], results
+    partition_graph(chunks, tmp_path / "single", 4, "random")
+    same_files(tmp_path / "single", tmp_path / "out")
+
+
+def test_bad_chunk_fails_every_rank_and_writes_nothing(tmp_path, chunks):
+    bad = tmp_path / "bad"
+    write_chunked(read_graph(CORA), bad, 5)
+    dst = bad / "edges" / "dst-3.npy"  # read by rank 1 of 2
+    values = np.load(dst)
+    values[5] = 10**6
+    np.save(dst, values)
+    start = time.monotonic()
+    results = finish(launch(2, bad, "--parts", 4, "-o", tmp_path / "out"))
+    assert time.monotonic() - start < 60
+    assert [rc for rc, _ in results] == [2, 2], results
+    for rc, err in results:
+        assert err.count("\n") == 1 and f"{dst}: dst chunk holds id 1000000 outside [0, 2708)" in err
+    assert "failed on rank 1" in results[0][1]
+    assert not (tmp_path / "out").exists() and not [p for p in tmp_path.iterdir() if ".gpart-" in p.name]
+
+
+def test_killed_rank_makes_the_others_exit_in_bounded_time(tmp_path, chunks):
+    # one edge (24 bytes) per round: the shuffle takes thousands of rounds, long enough to kill a rank in it
+    procs = launch(4, chunks, "--parts", 4, "-o", tmp_path / "out", "--max-message", 24, "-v", timeout=15)
+    victim = procs[2]
+    line = victim.stderr.readline()
+    assert "rank 2: assign" in line, line
+    victim.send_signal(signal.SIGKILL)
+    start = time.monotonic()
+    results = finish(procs)
+    assert time.monotonic() - start < 60
+    assert results[2][0] == -signal.SIGKILL
+    for rc, err in results[:2] + results[3:]:
+        assert rc != 0 and "error: rank" in err.splitlines()[-1], err
+    assert not (tmp_path / "out").exists()
+    assert not [p for p in tmp_path.iterdir() if ".gpart-" in p.name and "staging" not in p.name]
+
+
+def test_stopped_rank_makes_the_others_give_up_after_the_timeout(tmp_path, chunks):
+    # a rank that hangs (SIGSTOP) keeps its sockets open: only the collectives' time limit ends the wait
+    procs = launch(2, chunks, "--parts", 4, "-o", tmp_path / "out", "--max-message", 24, "-v", timeout=5)
+    victim = procs[1]
+    assert "rank 1: assign" in victim.stderr.readline()
+    victim.send_signal(signal.SIGSTOP)
+    start = time.monotonic()
+    try:
+        rc, err = finish(procs[:1], limit=60)[0]
+        assert time.monotonic() - start < 30
+    finally:
+        victim.kill()
+        victim.wait()
+    assert rc != 0 and "within 5 s" in err.splitlines()[-1], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_edge_data_travels_with_its_edges(tmp_path, capsys):
+    from gpart.cli.main import main
+
+    np.save(tmp_path / "w.npy", np.arange(5429 * 3, dtype=np.float32).reshape(5429, 3))
+    np.save(tmp_path / "t.npy", (np.arange(5429) % 7).astype(np.int16))
+    assert main(["chunk", str(CORA), "--chunks", "4", "-o", str(tmp_path / "c"), "-q", "--edge-data",
+                 f"edge_w={tmp_path / 'w.npy'}", "--edge-data", f"edge_t={tmp_path / 't.npy'}"]) == 0
+    single, dist = tmp_path / "single", tmp_path / "dist"
+    partition_graph(tmp_path / "c", single, 3, "random", seed=5)
+    run_distributed(_partition, 2, str(tmp_path / "c"), str(dist), 3, "random", {"seed": 5}, 1000, timeout_s=120)
+    files = same_files(single, dist)
+    assert "part_2/edge_data/edge_w.bin" in files and "part_0/edge_data/edge_t.bin" in files
