@@ -94,7 +94,7 @@ def _render_partition_info(summary: dict[str, Any]) -> None:
                   human_bytes(summary["bytes"]), *([f"{sum(p['num_train'] for p in parts):,}"] if train and train[0] else []))
     stdout.print(table)
     figures = []
-    if "edge_cut" in stats and "edge_cut_ratio" in stats:
+    if stats.get("edge_cut") is not None and stats.get("edge_cut_ratio") is not None:
         figures.append(f"edge cut {stats['edge_cut']:,} ({stats['edge_cut_ratio']:.2%})")
     figures += [f"{label} {stats[key]:.3f}" for key, label in (("node_balance", "node balance"), ("edge_balance", "edge balance"), ("train_balance", "train balance")) if stats.get(key) is not None]
     stdout.print("   ".join(figures + [f"book {summary['book']}", f"topology {summary['topology_dtype']}"]), soft_wrap=True)

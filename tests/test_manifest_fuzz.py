@@ -151,3 +151,17 @@ def test_infinite_shard_rank_gives_one_line(artifacts, tmp_path, capsys):
     (run / "manifest.json").write_text(json.dumps(manifest))
     assert main(["info", str(run)]) == 2
     assert "malformed shard entry" in _one_line(capsys)
+
+
+def test_null_stats_figures_are_derived_or_left_out(tmp_path, capsys):
+    """A found example: `stats.halo_ratio` or `stats.edge_cut` set to null made `gpart info` raise a TypeError."""
+    out = tmp_path / "parts"
+    assert main(["partition", str(CORA), "-p", "2", "--method", "range", "-o", str(out), "-q"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    m["stats"]["halo_ratio"] = None
+    m["stats"]["edge_cut"] = None
+    (out / "manifest.json").write_text(json.dumps(m))
+    capsys.readouterr()
+    assert main(["info", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "edge cut" not in text and "node balance" in text
