@@ -1,14 +1,16 @@
 """Typed sampler throughput before/after a change, each beside the homogeneous sampler, in one run.
 
-    python benchmarks/bench_hetero_sampling.py [--baseline-rev 9b4c2b6] [--repeat 3]
+    python benchmarks/bench_hetero_sampling.py [--baseline-rev 9b4c2b6 [--baseline-rev main]] [--repeat 3]
 
 Measures what bench_hetero.py's sampling line measures (the Cora-derived typed graph, one
 process, one thread, papers as seeds, batch 256, fanouts [10, 10] for every edge type,
 against the homogeneous loader with fanouts [10, 10] on the same edges written untyped; the
 best of 5 alternating timed passes of 3 epochs after a warm-up epoch), for two code trees:
-`before` (the baseline revision, extracted with `git archive` into a temporary directory and
-put first on PYTHONPATH) and `after` (this checkout). Each measurement runs in its own
-process; the two trees alternate `--repeat` times and the best run of each is printed.
+each `before` (a baseline revision, extracted with `git archive` into a temporary directory
+and put first on PYTHONPATH) and `after` (this checkout). Each measurement runs in its own
+process; the trees alternate `--repeat` times and the best run of each is printed, with
+after/before for the typed and the untyped sampler (the untyped ratio shows what changed in
+the shared code or the machine's load between the trees).
 The homogeneous figure is measured in the same process as each typed figure, so each line
 carries its own baseline. Temporary files live in /tmp/gpart-bench-hetero-sampling-<pid>/.
 """
@@ -88,7 +90,8 @@ def run_child(tree: Path, tag: str) -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--baseline-rev", default="9b4c2b6", help="git revision measured as `before` (default: issue 13 as merged)")
+    ap.add_argument("--baseline-rev", action="append", default=None,
+                    help="git revision measured as a `before` (repeatable; default: 9b4c2b6, issue 13 as merged)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -96,28 +99,30 @@ def main(argv=None) -> None:
     if args.child:
         print(json.dumps(measure(args.work)))
         return
+    revs = args.baseline_rev or ["9b4c2b6"]
     WORKDIR.mkdir(parents=True)
     try:
-        base = WORKDIR / "baseline_tree"
-        base.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.baseline_rev], check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+        trees = []
+        for i, rev in enumerate(revs):
+            tree = WORKDIR / f"baseline_{i}"
+            tree.mkdir()
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+            trees.append((f"before ({rev})", tree))
+        trees.append(("after (this checkout)", REPO))
         best: dict[str, dict] = {}
-        for i in range(args.repeat):
-            order = [("before", base), ("after", REPO)] if i % 2 == 0 else [("after", REPO), ("before", base)]
-            for tag, tree in order:
-                r = run_child(tree, tag)
+        for i in range(args.repeat):  # alternating the order, so no tree always runs first
+            for j, (tag, tree) in enumerate(trees if i % 2 == 0 else trees[::-1]):
+                r = run_child(tree, f"{i}_{j}")
                 if tag not in best or r["typed"] > best[tag]["typed"]:
                     best[tag] = r
-        for tag in ("before", "after"):
+        after = best[trees[-1][0]]
+        for tag, _ in trees:
             r = best[tag]
-            label = f"{tag} ({args.baseline_rev})" if tag == "before" else "after (this checkout)"
-            print(f"sampling cora {label:<24} typed {r['typed'] / 1e6:6.2f} M edges/s ({r['per_seed']['typed']:.0f} edges/seed) | "
+            print(f"sampling cora {tag:<28} typed {r['typed'] / 1e6:6.2f} M edges/s ({r['per_seed']['typed']:.0f} edges/seed) | "
                   f"untyped {r['untyped'] / 1e6:6.2f} M edges/s ({r['per_seed']['untyped']:.0f} edges/seed) | "
-                  f"typed/untyped {r['typed'] / r['untyped']:.2f}x", flush=True)
-        b, a = best["before"], best["after"]
-        print(f"typed after/before {a['typed'] / b['typed']:.2f}x (untyped after/before {a['untyped'] / b['untyped']:.2f}x: "
-              "the shared machine's drift between the runs)", flush=True)
+                  f"typed/untyped {r['typed'] / r['untyped']:.2f}x | after/this: typed {after['typed'] / r['typed']:.2f}x, "
+                  f"untyped {after['untyped'] / r['untyped']:.2f}x", flush=True)
     finally:
         shutil.rmtree(WORKDIR, ignore_errors=True)
 
