@@ -165,3 +165,18 @@ def test_null_stats_figures_are_derived_or_left_out(tmp_path, capsys):
     assert main(["info", str(out)]) == 0
     text = capsys.readouterr().out
     assert "edge cut" not in text and "node balance" in text
+
+
+def test_unhashable_optimizer_type_is_one_line(tmp_path, capsys):
+    """A found example: a list as `optimizer.type` made `gpart info` raise a TypeError (unhashable type)."""
+    run = tmp_path / "run"
+    make_run(run, 40, 3)
+    assert main(["gather-ckpt", str(run), "-o", str(tmp_path / "full"), "-q"]) == 0
+    path = tmp_path / "full" / "manifest.json"
+    m = json.loads(path.read_text())
+    m["optimizer"]["type"] = ["adam"]
+    path.write_text(json.dumps(m))
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "full")]) != 0
+    err = capsys.readouterr().err
+    assert "optimizer type ['adam'] unknown" in err and len(err.strip().splitlines()) == 1
