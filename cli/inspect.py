@@ -82,8 +82,10 @@ def _render_partition_info(summary: dict[str, Any]) -> None:
         f"{summary['num_parts']} parts by {how}, {summary['storage']}, halo {summary['halo']}"
     )
     parts = summary["partitions"]
-    train = [[f"{p['num_train']:,}"] if "num_train" in p else [] for p in parts]
-    for col in ("part", "owned", "halo", "edges", "halo/owned", "bytes") + (("train",) if train and train[0] else ()):
+    # a count dropped from one partition (hand-edited manifest) drops the column: a partial sum would mislead
+    has_train = bool(parts) and all("num_train" in p for p in parts)
+    train = [[f"{p['num_train']:,}"] if has_train else [] for p in parts]
+    for col in ("part", "owned", "halo", "edges", "halo/owned", "bytes") + (("train",) if has_train else ()):
         table.add_column(col, justify="right")
     for p, extra in zip(parts, train):
         table.add_row(str(p["part"]), f"{p['num_owned']:,}", f"{p['num_halo']:,}", f"{p['num_edges']:,}",
@@ -91,7 +93,7 @@ def _render_partition_info(summary: dict[str, Any]) -> None:
     table.add_section()
     table.add_row("all", f"{sum(p['num_owned'] for p in parts):,}", f"{sum(p['num_halo'] for p in parts):,}",
                   f"{sum(p['num_edges'] for p in parts):,}", f"{stats.get('halo_ratio', 0.0):.3f}",
-                  human_bytes(summary["bytes"]), *([f"{sum(p['num_train'] for p in parts):,}"] if train and train[0] else []))
+                  human_bytes(summary["bytes"]), *([f"{sum(p['num_train'] for p in parts):,}"] if has_train else []))
     stdout.print(table)
     figures = []
     if stats.get("edge_cut") is not None and stats.get("edge_cut_ratio") is not None:

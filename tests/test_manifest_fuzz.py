@@ -180,3 +180,17 @@ def test_unhashable_optimizer_type_is_one_line(tmp_path, capsys):
     assert main(["info", str(tmp_path / "full")]) != 0
     err = capsys.readouterr().err
     assert "optimizer type ['adam'] unknown" in err and len(err.strip().splitlines()) == 1
+
+
+def test_train_count_missing_from_one_partition(tmp_path, capsys):
+    """A found example: `num_train` dropped from one partition only made `gpart info` raise a KeyError."""
+    out = tmp_path / "parts"
+    assert main(["partition", str(CORA), "-p", "2", "--method", "range", "-o", str(out), "-q"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert all("num_train" in p for p in m["partitions"])
+    del m["partitions"][1]["num_train"]
+    (out / "manifest.json").write_text(json.dumps(m))
+    capsys.readouterr()
+    assert main(["info", str(out)]) == 0
+    header = next(line for line in capsys.readouterr().out.splitlines() if "owned" in line and "halo/owned" in line)
+    assert "train" not in header  # no column of partial counts
