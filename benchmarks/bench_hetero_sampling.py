@@ -75,7 +75,10 @@ def measure(work: Path, epochs: int = 3, repeat: int = 5) -> dict:
                     edges += batch.num_edges
             rates[name] = max(rates.get(name, 0.0), edges / (time.perf_counter() - start))
             per_seed[name] = edges / (epochs * papers.numel())
-    return {"typed": rates["typed"], "untyped": rates["untyped"], "per_seed": per_seed, "gpart": gpart.__file__}
+    import gpart.formats
+
+    return {"typed": rates["typed"], "untyped": rates["untyped"], "per_seed": per_seed,
+            "gpart": [gpart.__file__, gpart.formats.__file__, gr.__file__]}
 
 
 def run_child(tree: Path, tag: str) -> dict:
@@ -83,8 +86,8 @@ def run_child(tree: Path, tag: str) -> dict:
     out = subprocess.run([sys.executable, __file__, "--child", "--work", str(WORKDIR / tag)], env=env, check=True,
                          capture_output=True, text=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    if not result["gpart"].startswith(str(tree)):  # the tree measured must be the tree meant
-        raise SystemExit(f"{tag}: imported gpart from {result['gpart']}, not from {tree}")
+    if not all(f.startswith(str(tree)) for f in result["gpart"]):  # the tree measured must be the tree meant
+        raise SystemExit(f"{tag}: imported {result['gpart']}, not all from {tree}")
     return result
 
 
@@ -97,6 +100,9 @@ def main(argv=None) -> None:
     ap.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
+        # an editable install of this checkout maps gpart.formats / gpart.cli here whatever PYTHONPATH says:
+        # drop its finder so a baseline tree's own formats/ and cli/ are imported (checked in run_child)
+        sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
         print(json.dumps(measure(args.work)))
         return
     revs = args.baseline_rev or ["9b4c2b6"]
