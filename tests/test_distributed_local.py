@@ -151,3 +151,38 @@ def test_ranks_that_share_the_output_only_in_part_are_refused(tmp_path):
     with pytest.raises(Exception, match="share rank 0's output directory and ranks \\[2\\] do not"):
         run_distributed(_partition, 3, str(tmp_path), 3, "remainder", {}, timeout_s=120)
     assert not (tmp_path / "m0" / "parts").exists() and not (tmp_path / "m2" / "parts").exists()
+
+
+# --------------------------------------------------------------------------- checkpoints, one directory per machine
+
+
+def _scatter(rank: int, world: int, base: str, target: int, policy: str) -> None:
+    from gpart.distributed.ckpt import scatter_ckpt
+
+    here = Path(base) / f"m{rank}"
+    scatter_ckpt(here / "full", here / "run", target, policy)
+
+
+@pytest.mark.parametrize("target, policy", [(5, "remainder"), (4, "range")])
+def test_scatter_ckpt_writes_each_machines_shards_there(tmp_path, target, policy):
+    from gpart.ckpt import gather_checkpoint, scatter_checkpoint
+    from gpart.formats.checkpoint import read_checkpoint
+    from test_ckpt import make_run
+
+    make_run(tmp_path / "src", 777, 3, row_shape=(3, 2), optimizer="adagrad")
+    gather_checkpoint(tmp_path / "src", tmp_path / "m0" / "full")
+    shutil.copytree(tmp_path / "m0" / "full", tmp_path / "m1" / "full")  # FULL readable on every machine
+    scatter_checkpoint(tmp_path / "m0" / "full", tmp_path / "single", target, policy)
+    run_distributed(_scatter, 2, str(tmp_path), target, policy, timeout_s=120)
+    union = {}
+    for rank in range(2):
+        out = tmp_path / f"m{rank}" / "run"
+        shards = [p.name for p in out.iterdir() if p.name != "manifest.json"]
+        assert shards and {int(n.split("_part_")[1].split("_of_")[0]) % 2 for n in shards} == {rank}
+        union.update({p.name: p.read_bytes() for p in out.iterdir()})
+        assert (out / "manifest.json").read_bytes() == (tmp_path / "single" / "manifest.json").read_bytes()
+    assert union == {p.name: p.read_bytes() for p in (tmp_path / "single").iterdir()}
+    for rank in range(1, 2):  # the union is a complete checkpoint
+        for p in (tmp_path / f"m{rank}" / "run").iterdir():
+            shutil.copyfile(p, tmp_path / "m0" / "run" / p.name)
+    read_checkpoint(tmp_path / "m0" / "run")

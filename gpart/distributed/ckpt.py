@@ -22,6 +22,7 @@ from typing import Any, Optional, Sequence, Union
 
 from gpart.ckpt import GlobalRows, gather_tensor, iter_global_chunks, target_policy
 from gpart.distributed.comm import Comm, finish_on_root, staged_on_root
+from gpart.distributed.placement import commit_output, stage_output
 from gpart.errors import GpartError
 from gpart.formats import checkpoint as ck
 from gpart.formats.arrays import CHUNK_BYTES, ArrayWriter
@@ -93,25 +94,22 @@ def scatter_ckpt(full_dir: PathLike, out_dir: PathLike, world_size: int, policy:
         error = exc
     comm.agree(error, "checking the target policy")
     with ExitStack() as stack:
-        stage = staged_on_root(comm, stack, out_dir, force, [full_dir])
+        out = stage_output(comm, stack, out_dir, force, [full_dir])  # shared, or one directory per machine
         error, mine = None, []
         try:
             for name, t in src.tensors.items():
-                mine += write_shards(src, name, policies[t.embedding], range(comm.rank, world_size, comm.world), stage)
+                mine += write_shards(src, name, policies[t.embedding], range(comm.rank, world_size, comm.world), out.stage)
         except Exception as exc:
             error = exc
         order = {name: i for i, name in enumerate(src.tensors)}
         entries = sorted((e for r in _reports(comm, error, mine, "writing shards") for e in r),
                          key=lambda e: (order[e["tensor"]], e["rank"]))
 
-        def commit() -> dict[str, Any]:
+        def manifest() -> dict[str, Any]:
             specs = [ck.EmbeddingSpec(e.name, e.num_rows, e.row_shape, e.dtype, policies[e.name]) for e in src.embeddings.values()]
-            manifest = ck.build_checkpoint_manifest(specs, entries, world_size, src.optimizer, extra=src.manifest.get("extra"))
-            ck.write_checkpoint_manifest(stage, manifest)
-            stack.close()
-            return manifest
+            return ck.build_checkpoint_manifest(specs, entries, world_size, src.optimizer, extra=src.manifest.get("extra"))
 
-        return finish_on_root(comm, commit)
+        return commit_output(comm, out, stack, manifest, ck.write_checkpoint_manifest)
 
 
 def write_shards(src: ck.Checkpoint, name: str, target: ShardPolicy, ranks: Sequence[int], directory: Path) -> list[dict[str, Any]]:

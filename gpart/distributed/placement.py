@@ -76,7 +76,8 @@ def stage_output(comm: Comm, stack: Any, out_dir: Any, force: bool, inputs: Sequ
     return Output(stage, True)
 
 
-def commit_output(comm: Comm, out: Output, stack: Any, manifest_on_root: Callable[[], dict]) -> dict:
+def commit_output(comm: Comm, out: Output, stack: Any, manifest_on_root: Callable[[], dict],
+                  write_shared: Callable[[Path, dict], Any] = write_manifest) -> dict:
     """Write the manifest rank 0 builds and move the result(s) into place; the manifest on every rank.
 
     Shared: rank 0 writes and commits, then tells the others (finish_on_root).
@@ -84,11 +85,13 @@ def commit_output(comm: Comm, out: Output, stack: Any, manifest_on_root: Callabl
     its staging directory, and only when all of them did does each rank swap
     its directory into place; a rank whose swap fails makes every rank raise
     (directories already swapped on other machines then stay: rerun with --force).
+    `write_shared` writes the shared manifest (a writer that checks every file
+    it names); per machine it is written as is, each directory holding a part.
     """
     if not out.per_machine:
         def commit() -> dict:
             manifest = manifest_on_root()
-            write_manifest(out.stage, manifest)
+            write_shared(out.stage, manifest)
             stack.close()  # swaps the result into place (rank 0's staged_output)
             return manifest
 
