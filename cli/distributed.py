@@ -94,16 +94,20 @@ def partition(chunks: str, num_parts: int, out_dir: str, method: str, assignment
 
 @cli.command("gather-ckpt", context_settings={"show_default": True})
 @click.argument("run_dir", type=click.Path(file_okay=False))
-@click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory (global layout), seen by every rank.")
+@click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory (global layout): shared, or per machine (then rank 0 writes it).")
 @click.option("--npy", is_flag=True, help="Write <tensor>.npy files instead of flat <tensor>_part_0_of_1 + <tensor>.json.")
+@click.option("--max-message", "max_message", default="256MiB", help="Most bytes a rank sends in one all_to_all round (per-machine RUN_DIR).")
 @click.option("--force", is_flag=True, help="Replace an existing result.")
 @timeout_option
 @quiet_option
 @json_option
-def gather_ckpt(run_dir: str, out: str, npy: bool, force: bool, timeout_s: float, quiet: bool, as_json: bool) -> None:
+def gather_ckpt(run_dir: str, out: str, npy: bool, max_message: str, force: bool, timeout_s: float, quiet: bool,
+                as_json: bool) -> None:
     """Gather the sharded checkpoint RUN_DIR into global row order; tensor i is written by rank i % W.
 
-    Byte-identical to `gpart gather-ckpt RUN_DIR -o OUT`.
+    Byte-identical to `gpart gather-ckpt RUN_DIR -o OUT`. RUN_DIR may be per
+    machine (rank r holding the shards s % W == r and the manifest): the shards
+    then travel to the tensors' writers in bounded messages.
 
     \b
     Example:
@@ -113,7 +117,7 @@ def gather_ckpt(run_dir: str, out: str, npy: bool, force: bool, timeout_s: float
     from gpart.distributed.comm import init_from_env
 
     comm = init_from_env(timeout_s)
-    manifest = gather(run_dir, out, npy=npy, force=force, comm=comm)
+    manifest = gather(run_dir, out, npy=npy, force=force, comm=comm, max_message=_size(max_message))
     _report_ckpt(comm, manifest, out, "gathered", quiet, as_json)
 
 

@@ -186,3 +186,58 @@ def test_scatter_ckpt_writes_each_machines_shards_there(tmp_path, target, policy
         for p in (tmp_path / f"m{rank}" / "run").iterdir():
             shutil.copyfile(p, tmp_path / "m0" / "run" / p.name)
     read_checkpoint(tmp_path / "m0" / "run")
+
+
+def _gather(rank: int, world: int, base: str, out: str, npy: bool, max_message: int) -> None:
+    from gpart.distributed.ckpt import gather_ckpt
+
+    os.chdir(Path(base) / f"m{rank}")  # the same relative RUN_DIR names each machine's directory
+    gather_ckpt("run", out if out else "full", npy=npy, max_message=max_message)
+
+
+@pytest.mark.parametrize("npy, shared, source", [(False, False, "remainder"), (True, True, "range"), (False, True, "remainder")])
+def test_gather_ckpt_from_per_machine_run_directories(tmp_path, monkeypatch, npy, shared, source):
+    from gpart.ckpt import gather_checkpoint
+    from gpart.formats.checkpoint import read_checkpoint
+    from gpart.shard import RangePolicy
+    from test_ckpt import make_run
+
+    policy = RangePolicy.wholegraph(1001, 4) if source == "range" else None
+    make_run(tmp_path / "m0" / "run", 1001, 4, row_shape=(6,), optimizer="adam", policy=policy, dtype="bfloat16")
+    monkeypatch.chdir(tmp_path / "m0")
+    gather_checkpoint("run", tmp_path / "single", npy=npy)
+    run = read_checkpoint(tmp_path / "m0" / "run")
+    (tmp_path / "m1" / "run").mkdir(parents=True)
+    shutil.copyfile(tmp_path / "m0" / "run" / "manifest.json", tmp_path / "m1" / "run" / "manifest.json")
+    for t in run.tensors.values():  # rank r keeps shards s % 2 == r
+        for k, s in enumerate(t.shards):
+            if k % 2:
+                os.rename(tmp_path / "m0" / "run" / s.file, tmp_path / "m1" / "run" / s.file)
+    out = str(tmp_path / "full") if shared else ""
+    run_distributed(_gather, 2, str(tmp_path), out, npy, 5000, timeout_s=120)  # 5000 B: one 64 KiB record per round
+    full = tmp_path / "full" if shared else tmp_path / "m0" / "full"
+    files = sorted(p.name for p in (tmp_path / "single").iterdir())
+    assert files == sorted(p.name for p in full.iterdir())
+    for name in files:
+        assert (full / name).read_bytes() == (tmp_path / "single" / name).read_bytes(), name
+    assert not (tmp_path / "m1" / "full").exists()
+    assert not [p for m in ("m0", "m1") for p in (tmp_path / m).iterdir() if ".gpart-" in p.name]
+
+
+def test_gather_ckpt_names_a_missing_shard(tmp_path):
+    from gpart.formats.checkpoint import read_checkpoint
+    from test_ckpt import make_run
+
+    make_run(tmp_path / "m0" / "run", 301, 4, row_shape=(2,), optimizer="adagrad")
+    run = read_checkpoint(tmp_path / "m0" / "run")
+    (tmp_path / "m1" / "run").mkdir(parents=True)
+    shutil.copyfile(tmp_path / "m0" / "run" / "manifest.json", tmp_path / "m1" / "run" / "manifest.json")
+    for t in run.tensors.values():  # rank 1 should hold shards 1 and 3, but shard 3 of every tensor is lost
+        for k, s in enumerate(t.shards):
+            if k % 2:
+                os.rename(tmp_path / "m0" / "run" / s.file, tmp_path / "m1" / "run" / s.file)
+                if k == 3:
+                    (tmp_path / "m1" / "run" / s.file).unlink()
+    with pytest.raises(Exception, match="no such file: rank 1 of 2 holds shard 3 of tensor"):
+        run_distributed(_gather, 2, str(tmp_path), "", False, 1 << 20, timeout_s=120)
+    assert not (tmp_path / "m0" / "full").exists()

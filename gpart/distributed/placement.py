@@ -38,6 +38,7 @@ class Output:
 
     stage: Path
     per_machine: bool
+    root_only: bool = False  # per machine, but only rank 0 writes an output (gather-ckpt's FULL)
 
     def writes_shared(self, rank: int) -> bool:
         """Whether this rank writes the files every output directory holds (the book, a full table):
@@ -52,8 +53,9 @@ def _as_output_path(out_dir: Any) -> Path:
     return out
 
 
-def stage_output(comm: Comm, stack: Any, out_dir: Any, force: bool, inputs: Sequence[Any]) -> Output:
-    """Stage the output of every rank (entered on `stack`); every rank returns the same decision or raises."""
+def stage_output(comm: Comm, stack: Any, out_dir: Any, force: bool, inputs: Sequence[Any], every_rank: bool = True) -> Output:
+    """Stage the output of every rank (entered on `stack`); every rank returns the same decision or raises.
+    `every_rank` False: with per-machine directories only rank 0 writes a result (the others none)."""
     stage = staged_on_root(comm, stack, out_dir, force, inputs)
     if comm.world == 1:
         return Output(stage, False)
@@ -66,6 +68,8 @@ def stage_output(comm: Comm, stack: Any, out_dir: Any, force: bool, inputs: Sequ
         raise OutputError(out_dir, f"ranks {shared} share rank 0's output directory and ranks "
                                    f"{[r for r, v in enumerate(votes) if not v]} do not; give every rank the same "
                                    f"shared directory, or each rank a directory of its own (one rank per machine)")
+    if not every_rank:
+        return Output(stage, True, root_only=True)
     error = None
     if comm.rank != 0:
         try:
@@ -88,7 +92,7 @@ def commit_output(comm: Comm, out: Output, stack: Any, manifest_on_root: Callabl
     `write_shared` writes the shared manifest (a writer that checks every file
     it names); per machine it is written as is, each directory holding a part.
     """
-    if not out.per_machine:
+    if not out.per_machine or out.root_only:
         def commit() -> dict:
             manifest = manifest_on_root()
             write_shared(out.stage, manifest)
