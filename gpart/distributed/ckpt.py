@@ -1,4 +1,4 @@
-"""gather-ckpt and scatter-ckpt on torch.distributed ranks (shared file system).
+"""gather-ckpt and scatter-ckpt on torch.distributed ranks (shared or per-machine directories, SPEC.md 10.4).
 
 scatter: target shard q (of every tensor) is written by rank q % W, from the
 source rows it holds (a range target reads only its rows; a remainder
