@@ -40,7 +40,7 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
 @cli.command(context_settings={"show_default": True})
 @click.argument("chunks", metavar="CHUNKS")
 @click.option("-p", "--parts", "num_parts", type=int, required=True, help="Number of partitions P.")
-@click.option("-o", "--out", "out_dir", metavar="DIR", required=True, help="Output directory (seen by every rank).")
+@click.option("-o", "--out", "out_dir", metavar="DIR", required=True, help="Output directory: shared by every rank, or one per machine (detected; SPEC.md 10.4).")
 @click.option("--method", type=click.Choice(["remainder", "range", "random", "stream", "metis", "kaminpar", "balanced"]),
               default="remainder", help="remainder/range/random: computed on every rank; stream/metis/kaminpar/balanced: "
                                         "the graph is gathered on rank 0 (it must fit there).")
@@ -60,6 +60,8 @@ def partition(chunks: str, num_parts: int, out_dir: str, method: str, assignment
     """Partition the chunked graph CHUNKS (gpart chunk) into P partitions under DIR, on every rank.
 
     Byte-identical to `gpart partition CHUNKS` with the same options (binary storage).
+    CHUNKS and DIR may be per machine: each machine then needs only manifest.json and
+    the chunks its rank r reads (i % W == r), and gets its partitions in its own DIR.
 
     \b
     Examples:
@@ -123,7 +125,7 @@ def gather_ckpt(run_dir: str, out: str, npy: bool, max_message: str, force: bool
 
 @cli.command("scatter-ckpt", context_settings={"show_default": True})
 @click.argument("full_dir", type=click.Path(file_okay=False))
-@click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory (sharded layout), seen by every rank.")
+@click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory (sharded layout): shared, or one per machine holding its shards.")
 @click.option("-w", "--world-size", required=True, type=click.IntRange(min=1), help="Number of ranks of the new job.")
 @click.option("--policy", type=click.Choice(["remainder", "range"]), default="remainder", help="Sharding policy.")
 @click.option("--boundaries", default=None, help="range only: W+1 comma-separated row boundaries (default: WholeGraph's split).")
