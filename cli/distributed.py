@@ -40,7 +40,7 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
 @cli.command(context_settings={"show_default": True})
 @click.argument("chunks", metavar="CHUNKS")
 @click.option("-p", "--parts", "num_parts", type=int, required=True, help="Number of partitions P.")
-@click.option("-o", "--out", "out_dir", metavar="DIR", required=True, help="Output directory (seen by every rank).")
+@click.option("-o", "--out", "out_dir", metavar="DIR", required=True, help="Output directory: shared by every rank, or one per machine (detected; SPEC.md 10.4).")
 @click.option("--method", type=click.Choice(["remainder", "range", "random", "stream", "metis", "kaminpar", "balanced"]),
               default="remainder", help="remainder/range/random: computed on every rank; stream/metis/kaminpar/balanced: "
                                         "the graph is gathered on rank 0 (it must fit there).")
@@ -60,6 +60,8 @@ def partition(chunks: str, num_parts: int, out_dir: str, method: str, assignment
     """Partition the chunked graph CHUNKS (gpart chunk) into P partitions under DIR, on every rank.
 
     Byte-identical to `gpart partition CHUNKS` with the same options (binary storage).
+    CHUNKS and DIR may be per machine: each machine then needs only manifest.json and
+    the chunks its rank r reads (i % W == r), and gets its partitions in its own DIR.
 
     \b
     Examples:
@@ -94,16 +96,20 @@ def partition(chunks: str, num_parts: int, out_dir: str, method: str, assignment
 
 @cli.command("gather-ckpt", context_settings={"show_default": True})
 @click.argument("run_dir", type=click.Path(file_okay=False))
-@click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory (global layout), seen by every rank.")
+@click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory (global layout): shared, or per machine (then rank 0 writes it).")
 @click.option("--npy", is_flag=True, help="Write <tensor>.npy files instead of flat <tensor>_part_0_of_1 + <tensor>.json.")
+@click.option("--max-message", "max_message", default="256MiB", help="Most bytes a rank sends in one all_to_all round (per-machine RUN_DIR).")
 @click.option("--force", is_flag=True, help="Replace an existing result.")
 @timeout_option
 @quiet_option
 @json_option
-def gather_ckpt(run_dir: str, out: str, npy: bool, force: bool, timeout_s: float, quiet: bool, as_json: bool) -> None:
+def gather_ckpt(run_dir: str, out: str, npy: bool, max_message: str, force: bool, timeout_s: float, quiet: bool,
+                as_json: bool) -> None:
     """Gather the sharded checkpoint RUN_DIR into global row order; tensor i is written by rank i % W.
 
-    Byte-identical to `gpart gather-ckpt RUN_DIR -o OUT`.
+    Byte-identical to `gpart gather-ckpt RUN_DIR -o OUT`. RUN_DIR may be per
+    machine (rank r holding the shards s % W == r and the manifest): the shards
+    then travel to the tensors' writers in bounded messages.
 
     \b
     Example:
@@ -113,13 +119,13 @@ def gather_ckpt(run_dir: str, out: str, npy: bool, force: bool, timeout_s: float
     from gpart.distributed.comm import init_from_env
 
     comm = init_from_env(timeout_s)
-    manifest = gather(run_dir, out, npy=npy, force=force, comm=comm)
+    manifest = gather(run_dir, out, npy=npy, force=force, comm=comm, max_message=_size(max_message))
     _report_ckpt(comm, manifest, out, "gathered", quiet, as_json)
 
 
 @cli.command("scatter-ckpt", context_settings={"show_default": True})
 @click.argument("full_dir", type=click.Path(file_okay=False))
-@click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory (sharded layout), seen by every rank.")
+@click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory (sharded layout): shared, or one per machine holding its shards.")
 @click.option("-w", "--world-size", required=True, type=click.IntRange(min=1), help="Number of ranks of the new job.")
 @click.option("--policy", type=click.Choice(["remainder", "range"]), default="remainder", help="Sharding policy.")
 @click.option("--boundaries", default=None, help="range only: W+1 comma-separated row boundaries (default: WholeGraph's split).")

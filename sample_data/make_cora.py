@@ -65,9 +65,10 @@ def convert(source: Path, out: Path) -> None:
     )
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], convert=convert, default_out: Path = DEFAULT_OUT) -> None:
+    """`[SOURCE [OUT]]`: run `convert` (this file's, or make_cora_hetero's) and say what it wrote."""
     source = Path(argv[0]) if argv else DEFAULT_SOURCE
-    out = Path(argv[1]) if len(argv) > 1 else DEFAULT_OUT
+    out = Path(argv[1]) if len(argv) > 1 else default_out
     convert(source, out)
     print(f"wrote {out} ({out.stat().st_size} bytes)")
 

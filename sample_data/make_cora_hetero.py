@@ -27,6 +27,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import make_cora  # noqa: E402
 from make_cora import DEFAULT_SOURCE, SPLIT_SEED, csr_to_dense, planetoid_style_split  # noqa: E402
 
 DEFAULT_OUT = HERE / "cora_hetero.npz"
@@ -70,10 +71,7 @@ def convert(source: Path, out: Path) -> None:
 
 
 def main(argv: list[str]) -> None:
-    source = Path(argv[0]) if argv else DEFAULT_SOURCE
-    out = Path(argv[1]) if len(argv) > 1 else DEFAULT_OUT
-    convert(source, out)
-    print(f"wrote {out} ({out.stat().st_size} bytes)")
+    make_cora.main(argv, convert, DEFAULT_OUT)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""gather-ckpt and scatter-ckpt on torch.distributed ranks (shared file system).
+"""gather-ckpt and scatter-ckpt on torch.distributed ranks (shared or per-machine directories, SPEC.md 10.4).
 
 scatter: target shard q (of every tensor) is written by rank q % W, from the
 source rows it holds (a range target reads only its rows; a remainder
@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
 from gpart.ckpt import GlobalRows, gather_tensor, iter_global_chunks, target_policy
-from gpart.distributed.comm import Comm, finish_on_root, staged_on_root
+from gpart.distributed.comm import Comm
+from gpart.distributed.ckpt_local import fetch_shards, read_run
+from gpart.distributed.placement import commit_output, stage_output
+from gpart.formats.scratch import ScratchDir
 from gpart.errors import GpartError
 from gpart.formats import checkpoint as ck
 from gpart.formats.arrays import CHUNK_BYTES, ArrayWriter
@@ -47,21 +50,32 @@ def _reports(comm: Comm, error: Optional[BaseException], mine: Any, what: str) -
 
 
 def gather_ckpt(run_dir: PathLike, out_dir: PathLike, *, npy: bool = False, force: bool = False,
-                comm: Optional[Comm] = None) -> dict[str, Any]:
+                comm: Optional[Comm] = None, max_message: int = 256 << 20) -> dict[str, Any]:
     """Distributed `gpart gather-ckpt`: every tensor in global row order; returns the manifest on every rank."""
     comm = comm or Comm()
-    src = _read(comm, run_dir)
+    src, spread = read_run(comm, run_dir)
     names = list(src.tensors)
     with ExitStack() as stack:
-        stage = staged_on_root(comm, stack, out_dir, force, [run_dir])
+        # a shared output: tensor i written by rank i % W; per machine: the whole FULL by rank 0
+        out = stage_output(comm, stack, out_dir, force, [run_dir], every_rank=False)
+        stage = out.stage
+
+        def writer_of(i: int) -> int:
+            return 0 if out.per_machine else i % comm.world
+
+        views = {name: src for i, name in enumerate(names) if writer_of(i) == comm.rank}
+        if spread:  # rank r holds shards s % W == r only: the others' travel to the writers
+            scratch = stack.enter_context(ScratchDir(stage.parent, prefix=f"{stage.name}-shards-{comm.rank}-")) \
+                if comm.rank == 0 or not out.per_machine else None
+            views = fetch_shards(comm, src, writer_of, scratch.path if scratch else stage.parent, max_message)
         error, mine = None, {}
         # each rank's FileListWriter works in its own subdirectory: its sweep of stale work
         # judges processes by pid, which means nothing for another host's ranks
         own = stage / f".rank-{comm.rank}"
         try:
-            for name in names[comm.rank::comm.world]:
+            for name in views:
                 own.mkdir(exist_ok=True)
-                mine[name] = gather_tensor(src, name, own, npy=npy)
+                mine[name] = gather_tensor(views[name], name, own, npy=npy)
                 for path in own.iterdir():
                     os.rename(path, stage / path.name)
             if own.exists():
@@ -71,13 +85,10 @@ def gather_ckpt(run_dir: PathLike, out_dir: PathLike, *, npy: bool = False, forc
             error = exc
         entries = {k: v for r in _reports(comm, error, mine, "gathering tensors") for k, v in r.items()}
 
-        def commit() -> dict[str, Any]:
-            manifest = ck.build_global_manifest(src, [entries[name] for name in names], os.fspath(run_dir))
-            ck.write_checkpoint_manifest(stage, manifest)
-            stack.close()  # swaps the result into place (rank 0's staged_output)
-            return manifest
+        def manifest() -> dict[str, Any]:
+            return ck.build_global_manifest(src, [entries[name] for name in names], os.fspath(run_dir))
 
-        return finish_on_root(comm, commit)
+        return commit_output(comm, out, stack, manifest, ck.write_checkpoint_manifest)
 
 
 def scatter_ckpt(full_dir: PathLike, out_dir: PathLike, world_size: int, policy: str = "remainder", *,
@@ -93,25 +104,22 @@ def scatter_ckpt(full_dir: PathLike, out_dir: PathLike, world_size: int, policy:
         error = exc
     comm.agree(error, "checking the target policy")
     with ExitStack() as stack:
-        stage = staged_on_root(comm, stack, out_dir, force, [full_dir])
+        out = stage_output(comm, stack, out_dir, force, [full_dir])  # shared, or one directory per machine
         error, mine = None, []
         try:
             for name, t in src.tensors.items():
-                mine += write_shards(src, name, policies[t.embedding], range(comm.rank, world_size, comm.world), stage)
+                mine += write_shards(src, name, policies[t.embedding], range(comm.rank, world_size, comm.world), out.stage)
         except Exception as exc:
             error = exc
         order = {name: i for i, name in enumerate(src.tensors)}
         entries = sorted((e for r in _reports(comm, error, mine, "writing shards") for e in r),
                          key=lambda e: (order[e["tensor"]], e["rank"]))
 
-        def commit() -> dict[str, Any]:
+        def manifest() -> dict[str, Any]:
             specs = [ck.EmbeddingSpec(e.name, e.num_rows, e.row_shape, e.dtype, policies[e.name]) for e in src.embeddings.values()]
-            manifest = ck.build_checkpoint_manifest(specs, entries, world_size, src.optimizer, extra=src.manifest.get("extra"))
-            ck.write_checkpoint_manifest(stage, manifest)
-            stack.close()
-            return manifest
+            return ck.build_checkpoint_manifest(specs, entries, world_size, src.optimizer, extra=src.manifest.get("extra"))
 
-        return finish_on_root(comm, commit)
+        return commit_output(comm, out, stack, manifest, ck.write_checkpoint_manifest)
 
 
 def write_shards(src: ck.Checkpoint, name: str, target: ShardPolicy, ranks: Sequence[int], directory: Path) -> list[dict[str, Any]]:

@@ -28,12 +28,12 @@ import numpy as np
 from gpart.book import PartitionBook
 from gpart.bounded import key_shift
 from gpart.bytes.reader import release_rows
-from gpart.distributed.comm import Comm, finish_on_root, staged_on_root
+from gpart.distributed.comm import Comm
+from gpart.distributed.placement import Output, check_my_files, commit_output, layouts_from_json, layouts_json, stage_output
 from gpart.distributed.halo import fetch_halo_rows
 from gpart.distributed.shuffle import PartFiles, column, pack, rows_per_round, shuffle, take_rows
 from gpart.errors import GpartError, InputError
 from gpart.formats.chunked import ChunkedGraph, check_same_layout
-from gpart.formats.manifest import write_manifest
 from gpart.formats.partition import PartitionWriter, build_manifest, data_key, part_entry
 from gpart.formats.scratch import ScratchDir
 from gpart.graph import Graph
@@ -98,27 +98,12 @@ def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method
     comm = comm or Comm(timeout_s)
     if method_params.get("assignment") is not None:
         method = "assignment"
-    job, error = None, None
-    try:
-        _check_options(storage, halo, num_parts, method, max_message)
-        job = _Job(comm, ChunkedGraph(chunks), int(num_parts), int(max_message), log, int(halo))
-        _check_input(job)
-    except GpartError as exc:
-        error = exc
-    comm.agree(error, "reading the chunked input")
-    assert job is not None
+    job = _open_input(comm, chunks, num_parts, method, storage, halo, max_message, log)
     with ExitStack() as stack:
         inputs = [chunks] + ([method_params["assignment"]] if isinstance(method_params.get("assignment"), (str, os.PathLike)) else [])
-        stage = staged_on_root(comm, stack, out_dir, force, inputs)
-        reports, book_json, params = _run(job, stage, method, method_params)
-
-        def commit() -> dict[str, Any]:
-            manifest = _manifest(job, chunks, book_json, method, params, reports)
-            write_manifest(stage, manifest)
-            stack.close()  # swaps the result into place (rank 0's staged_output)
-            return manifest
-
-        manifest = finish_on_root(comm, commit)
+        out = stage_output(comm, stack, out_dir, force, inputs)
+        reports, book_json, params = _run(job, out, method, method_params)
+        manifest = commit_output(comm, out, stack, lambda: _manifest(job, chunks, book_json, method, params, reports))
     largest = max(r["largest_message"] for r in reports)
     return RunInfo(manifest, comm.world, largest, dict(job.rounds), [r["peak_rss"] for r in reports])
 
@@ -134,13 +119,47 @@ def _check_options(storage: str, halo: int, num_parts: int, method: str, max_mes
         raise InputError(None, f"--max-message must be a positive number of bytes, got {max_message!r}")
 
 
-def _check_input(job: _Job) -> None:
-    """Metadata, part count and the headers of this rank's chunks: all cheap, all before any output."""
-    cg = job.cg
+def _open_input(comm: Comm, chunks: PathLike, num_parts: int, method: str, storage: str, halo: int, max_message: int,
+                log: Log) -> _Job:
+    """Metadata, part count and this rank's chunk files (the only ones its machine must hold); the
+    arrays' dtypes and row shapes from rank 0 (which reads chunk 0); every rank agrees or raises."""
+    job, error, layouts = None, None, None
+    try:
+        _check_options(storage, halo, num_parts, method, max_message)
+        job = _Job(comm, ChunkedGraph(chunks), int(num_parts), int(max_message), log, int(halo))
+        _check_files(job)
+        if comm.rank == 0:
+            layouts = json.dumps([layouts_json(job.cg.data_layout(kind)) for kind in ("node", "edge")]).encode()
+    except GpartError as exc:
+        error = exc
+    comm.agree(error, "reading the chunked input")
+    assert job is not None
+    job.node_layout, job.edge_layout = (layouts_from_json(d) for d in json.loads(comm.broadcast_bytes(layouts)))
+    error = None
+    try:
+        _check_input(job)
+    except GpartError as exc:
+        error = exc
+    comm.agree(error, "checking the chunked input")
+    return job
+
+
+def _check_files(job: _Job) -> None:
+    cg, rank, world = job.cg, job.comm.rank, job.comm.world
     if job.num_parts < 1 or job.num_parts > cg.num_nodes:
         raise InputError(cg.directory, f"cannot split {cg.num_nodes} nodes into {job.num_parts} parts "
                                        f"(parts must be between 1 and the number of nodes)")
-    job.node_layout, job.edge_layout = cg.data_layout("node"), cg.data_layout("edge")
+    mine = job.my_chunks(cg.num_edge_chunks)
+    edge_files = [f for i in mine for f in (cg.edge_files[i] if cg.edge_format == "numpy" else [cg.edge_files[i]])]
+    check_my_files(edge_files, rank, world, "edge chunk")
+    for kind, files, count in (("node", cg.node_data, cg.num_node_chunks), ("edge", cg.edge_data, cg.num_edge_chunks)):
+        for name in files:
+            check_my_files([files[name][i] for i in job.my_chunks(count)], rank, world, f"{kind} data chunk")
+
+
+def _check_input(job: _Job) -> None:
+    """The headers of this rank's data chunks against the layouts: all cheap, all before any output."""
+    cg = job.cg
     for kind, layout, count in (("node", job.node_layout, cg.num_node_chunks), ("edge", job.edge_layout, cg.num_edge_chunks)):
         for name in layout:
             for i in job.my_chunks(count):
@@ -151,9 +170,9 @@ def _check_input(job: _Job) -> None:
         raise InputError(cg.directory, f"training mask 'train_mask' must be 1-D boolean or 0/1, got {mask[0]} rows {list(mask[1])}")
 
 
-def _run(job: _Job, stage: Path, method: str, method_params: dict) -> tuple[list[dict], dict, dict]:
+def _run(job: _Job, out: Output, method: str, method_params: dict) -> tuple[list[dict], dict, dict]:
     """Book, shuffles and this rank's partitions; returns every rank's report (in rank order)."""
-    comm = job.comm
+    comm, stage = job.comm, out.stage
     start = time.perf_counter()
     book, params = _book(job, method, method_params, stage)
     nodes = node_order(book)
@@ -170,7 +189,7 @@ def _run(job: _Job, stage: Path, method: str, method_params: dict) -> tuple[list
         writer = PartitionWriter(stage, "binary")
         halos: dict[int, np.ndarray] = {}
         try:
-            book_json = writer.write_book(book) if comm.rank == 0 else {}
+            book_json = writer.write_book(book) if out.writes_shared(comm.rank) else {}
             for p in job.my_parts():
                 entry, halos[p] = _write_topology(job, writer, p, nodes, edge_files)
                 parts.append(entry)

@@ -291,7 +291,9 @@ def load_partition(
     from gpart.formats.partition import PartitionReader
 
     directory = Path(path)
-    reader = PartitionReader(directory)
+    mine = _dist.world()[0] if rank is None else rank
+    # only this partition's files (and the book) need be here: a per-machine output holds its own (SPEC.md 10.4)
+    reader = PartitionReader(directory, parts=[mine] if isinstance(mine, int) else None)
     if hetero and reader.hetero is not None:
         reader.close()
         from gpart.runtime.hetero import load_hetero_partition

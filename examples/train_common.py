@@ -1,0 +1,130 @@
+"""What both training examples share: torchrun set-up, the data-parallel step, the epoch loop.
+
+Imported by examples/train_sage.py and examples/train_rgcn.py (they put this
+folder on sys.path, so they run as plain scripts and under torchrun).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import time
+from typing import Callable, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+Forward = Callable[[nn.Module, object], torch.Tensor]  # (model, batch) -> logits of the batch's seeds
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, lr: float) -> None:
+    parser.add_argument("--num-parts", type=int, default=2, help="partitions written by --prepare")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--batch-size", type=int, default=32, help="seeds per step over all ranks")
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=lr)
+    parser.add_argument("--weight-decay", type=float, default=5e-4)
+    parser.add_argument("--dropout", type=float, default=0.5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--quiet", action="store_true", help="print only the final line")
+
+
+def setup_distributed(device: torch.device) -> tuple[int, int]:
+    """Join the torchrun group (WORLD_SIZE > 1) unless a group exists already; (rank, world size)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+        if device.type == "cuda":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=datetime.timedelta(seconds=120))
+    return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+
+
+def all_sum(values: list[float], device: torch.device) -> list[float]:
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    if dist.is_initialized():
+        dist.all_reduce(t)
+    return t.tolist()
+
+
+def all_max(value: int, device: torch.device) -> int:
+    t = torch.tensor([value], device=device)
+    if dist.is_initialized():
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t)
+
+
+def sync_gradients(model: nn.Module, seeds: int, device: torch.device) -> None:
+    """Sum every gradient over ranks and divide by the global seed count: one all_reduce of a flat buffer."""
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
+    flat = torch.cat([g.reshape(-1) for g in grads] + [torch.tensor([float(seeds)], device=device)])
+    if dist.is_initialized():
+        dist.all_reduce(flat)
+    total = max(flat[-1].item(), 1.0)
+    for p, g in zip(model.parameters(), flat[:-1].split([g.numel() for g in grads])):
+        p.grad = (g / total).reshape(p.shape)
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, loader, forward: Forward, device: torch.device) -> float:
+    """Accuracy over the seeds of `loader` on all ranks."""
+    model.eval()
+    correct = 0
+    for batch in loader:
+        correct += int((forward(model, batch).argmax(1) == batch.y).sum())
+    hit, total = all_sum([correct, loader.seeds.numel()], device)
+    return hit / max(total, 1)
+
+
+def fit(model: nn.Module, forward: Forward, loaders: tuple, args: argparse.Namespace, device: torch.device,
+        rank: int, world_size: int) -> dict:
+    """Train on loaders[0], keep the weights of the best validation epoch (loaders[1]), test them (loaders[2])."""
+    loader, val_loader, test_loader = loaders
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    report: dict = {}
+    best = (-1.0, -1, None)  # (validation accuracy, epoch, weights)
+    for epoch in range(args.epochs):
+        start = time.perf_counter()
+        model.train()
+        loss_sum = correct = count = 0.0
+        for batch in loader:
+            opt.zero_grad()
+            out = forward(model, batch)
+            loss = F.cross_entropy(out, batch.y, reduction="sum")  # 0 for an empty batch
+            loss.backward()
+            sync_gradients(model, batch.batch_size, device)
+            opt.step()
+            loss_sum += float(loss.detach())
+            correct += float((out.argmax(1) == batch.y).sum())
+            count += batch.batch_size
+        loss_sum, correct, count = all_sum([loss_sum, correct, count], device)
+        seconds = time.perf_counter() - start
+        val = accuracy(model, val_loader, forward, device)
+        report = dict(epoch=epoch, loss=loss_sum / max(count, 1), train_acc=correct / max(count, 1), val_acc=val, seconds=seconds)
+        if val > best[0]:
+            best = (val, epoch, {k: v.clone() for k, v in model.state_dict().items()})
+        if rank == 0 and not args.quiet:
+            print(f"epoch {epoch:3d}  loss {report['loss']:.4f}  train acc {report['train_acc']:.4f}  "
+                  f"val acc {val:.4f}  time {seconds:.3f} s", flush=True)
+    if best[2] is not None:
+        model.load_state_dict(best[2])
+    report.update(test_acc=accuracy(model, test_loader, forward, device), best_val_acc=best[0], best_epoch=best[1],
+                  world_size=world_size)
+    if rank == 0:
+        print(f"test acc {report['test_acc']:.4f} at the best validation epoch {best[1]} (val acc {best[0]:.4f}; "
+              f"{world_size} rank{'s' if world_size > 1 else ''}, {args.epochs} epochs)", flush=True)
+    return report
+
+
+def run(args: argparse.Namespace, prepare: Callable[[str, str, int], None], train: Callable[[argparse.Namespace], dict]) -> dict:
+    """--prepare writes the partitions and exits; otherwise train, leaving the process group on every path."""
+    if args.prepare:
+        prepare(args.prepare, args.parts, args.num_parts)
+        return {}
+    try:
+        return train(args)
+    finally:
+        if dist.is_initialized() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            dist.destroy_process_group()
