@@ -82,8 +82,10 @@ def _render_partition_info(summary: dict[str, Any]) -> None:
         f"{summary['num_parts']} parts by {how}, {summary['storage']}, halo {summary['halo']}"
     )
     parts = summary["partitions"]
-    train = [[f"{p['num_train']:,}"] if "num_train" in p else [] for p in parts]
-    for col in ("part", "owned", "halo", "edges", "halo/owned", "bytes") + (("train",) if train and train[0] else ()):
+    # a count dropped from one partition (hand-edited manifest) drops the column: a partial sum would mislead
+    has_train = bool(parts) and all("num_train" in p for p in parts)
+    train = [[f"{p['num_train']:,}"] if has_train else [] for p in parts]
+    for col in ("part", "owned", "halo", "edges", "halo/owned", "bytes") + (("train",) if has_train else ()):
         table.add_column(col, justify="right")
     for p, extra in zip(parts, train):
         table.add_row(str(p["part"]), f"{p['num_owned']:,}", f"{p['num_halo']:,}", f"{p['num_edges']:,}",
@@ -91,10 +93,10 @@ def _render_partition_info(summary: dict[str, Any]) -> None:
     table.add_section()
     table.add_row("all", f"{sum(p['num_owned'] for p in parts):,}", f"{sum(p['num_halo'] for p in parts):,}",
                   f"{sum(p['num_edges'] for p in parts):,}", f"{stats.get('halo_ratio', 0.0):.3f}",
-                  human_bytes(summary["bytes"]), *([f"{sum(p['num_train'] for p in parts):,}"] if train and train[0] else []))
+                  human_bytes(summary["bytes"]), *([f"{sum(p['num_train'] for p in parts):,}"] if has_train else []))
     stdout.print(table)
     figures = []
-    if "edge_cut" in stats and "edge_cut_ratio" in stats:
+    if stats.get("edge_cut") is not None and stats.get("edge_cut_ratio") is not None:
         figures.append(f"edge cut {stats['edge_cut']:,} ({stats['edge_cut_ratio']:.2%})")
     figures += [f"{label} {stats[key]:.3f}" for key, label in (("node_balance", "node balance"), ("edge_balance", "edge balance"), ("train_balance", "train balance")) if stats.get(key) is not None]
     stdout.print("   ".join(figures + [f"book {summary['book']}", f"topology {summary['topology_dtype']}"]), soft_wrap=True)
@@ -109,12 +111,12 @@ def _render_typed(h: dict[str, Any]) -> None:
     """Per node type and per edge type figures of a typed result (SPEC.md 8.5)."""
     from rich.table import Table
 
-    nodes = Table(title="node types")
-    for col in ("type", "nodes", "owned per part", "balance", "data"):
+    nodes = Table(title="node types" + (" (data rows of halo nodes stored)" if h.get("halo_rows") else ""))
+    for col in ("type", "nodes", "owned per part", "halo per part", "balance", "data"):
         nodes.add_column(col, justify="left" if col in ("type", "data") else "right")
     for t in h["node_types"]:
-        nodes.add_row(t["name"], f"{t['num_nodes']:,}", " ".join(f"{c:,}" for c in t["owned"]), f"{t['node_balance']:.3f}",
-                      ", ".join(t["node_data"]))
+        nodes.add_row(t["name"], f"{t['num_nodes']:,}", " ".join(f"{c:,}" for c in t["owned"]), " ".join(f"{c:,}" for c in t["halo"]),
+                      f"{t['node_balance']:.3f}", ", ".join(t["node_data"]))
     stdout.print(nodes)
     edges = Table(title="edge types")
     for col in ("edge type", "edges", "cut", "stored per part", "balance"):

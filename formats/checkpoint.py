@@ -335,7 +335,7 @@ def build_global_manifest(src: Any, tensors: list[dict[str, Any]], source_direct
 
 def check_optimizer(opt: dict[str, Any], where: Any) -> dict[str, Any]:
     kind = opt.get("type")
-    if kind not in OPTIMIZER_STATES:
+    if not isinstance(kind, str) or kind not in OPTIMIZER_STATES:  # a list or dict is unhashable: one line, no traceback
         raise InputError(where, f"optimizer type {kind!r} unknown (expected one of {', '.join(OPTIMIZER_STATES)})")
     return opt
 

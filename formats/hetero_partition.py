@@ -131,13 +131,14 @@ class HeteroMeta:
         meta.edge_data = {e: _specs(h["edge_data"][etype_key(e)], where) for e in etypes}
         return meta
 
-    def expected_arrays(self, part: dict[str, Any], p: int, where: Where) -> dict[str, tuple[str, tuple[int, ...]]]:
-        """Typed arrays of partition p (key -> (dtype, shape)), after checking its `hetero` counts."""
+    def expected_arrays(self, part: dict[str, Any], p: int, where: Where, halo: int = 0) -> dict[str, tuple[str, tuple[int, ...]]]:
+        """Typed arrays of partition p (key -> (dtype, shape)), after checking its `hetero` counts; with
+        halo 1 typed node arrays also hold their type's halo rows."""
         counts = part_counts(part, self, p, where)
         out: dict[str, tuple[str, tuple[int, ...]]] = {EDGE_TYPE_KEY: (EDGE_TYPE_DTYPE, (int(part["num_edges"]),))}
         for t, ntype in enumerate(self.node_types):
             for name, (dtype, row) in self.node_data[ntype].items():
-                out[node_data_key(ntype, name)] = (dtype, (counts["num_owned"][t], *row))
+                out[node_data_key(ntype, name)] = (dtype, (counts["num_owned"][t] + (counts["num_halo"][t] if halo else 0), *row))
         for r, etype in enumerate(self.edge_types):
             for name, (dtype, row) in self.edge_data[etype].items():
                 out[edge_data_key(etype, name)] = (dtype, (counts["num_edges"][r], *row))

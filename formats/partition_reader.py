@@ -82,7 +82,7 @@ class PartitionReader:
             arrays = require(part, "arrays", dict, where)
             expected = expected_arrays(owned, halo_n, edges, halo, data_specs)
             if self.hetero is not None:
-                expected.update(self.hetero.expected_arrays(part, p, where))
+                expected.update(self.hetero.expected_arrays(part, p, where, halo))
             if set(arrays) != set(expected):
                 raise InputError(where, f"partition {p}: arrays {sorted(arrays)} differ from the expected {sorted(expected)}")
             entries = {}

@@ -57,8 +57,6 @@ def partition_hetero(
 
     hg = input if isinstance(input, HeteroGraph) else read_hetero_graph(input)
     where = hg.source
-    if halo:
-        raise InputError(where, "typed graphs are partitioned with --halo 0 (halo rows per type are not part of the format, SPEC.md 8.4)")
     for key in ("node_data", "edge_data"):
         if method_params.pop(key, None):
             raise InputError(where, f"--{key.replace('_', '-')} adds arrays to homogeneous inputs; put typed arrays into the typed .npz")
@@ -75,7 +73,7 @@ def partition_hetero(
         book, params = typed_book(hg, erased, num_parts, method, progress=progress, **method_params)
         ext = TypedArrays(hg, erased, book.owner_array, book.num_parts)
         return partition_with_book(erased, book, out_dir, method=method if method_params.get("assignment") is None else "assignment",
-                                   params=params, storage=storage, force=force, progress=progress,
+                                   params=params, storage=storage, halo=halo, force=force, progress=progress,
                                    verbose_log=verbose_log, extension=ext)
 
 
@@ -106,14 +104,41 @@ def typed_book(hg: HeteroGraph, erased: Graph, num_parts: int, method: str, *, s
         if name not in g.node_data:
             g.node_data[name] = _erased_mask(hg, name, required=True)
     if method == "balanced":
-        return _balanced(g, num_parts, list(masks), seed, params.get("threads"), progress)
+        return repair_types(g, *_balanced(g, num_parts, list(masks), seed, params.get("threads"), progress), masks)
     if method == "metis" and params.get("algorithm", "auto") == "auto":
-        return _metis_recursive_first(g, num_parts, names, {m: masks[m] for m in masks}, seed, progress, params)
+        return repair_types(g, *_metis_recursive_first(g, num_parts, names, {m: masks[m] for m in masks}, seed, progress, params), masks)
     if method in ("metis", "kaminpar", "stream"):
         a = assign(g, num_parts, method, seed=seed, balance=names, progress=progress, **params)
-        return a.book, dict(a.params, type_constraints=list(masks))
+        return repair_types(g, a.book, dict(a.params, type_constraints=list(masks)), masks)
     a = assign(g, num_parts, method, seed=seed, progress=progress, **params)  # an assignment given by the user
     return a.book, dict(a.params)
+
+
+def repair_types(g: Graph, book: ArrayBook, params: dict[str, Any], masks: dict[str, np.ndarray]) -> tuple[ArrayBook, dict[str, Any]]:
+    """The partitioner's book, or, when a node type's balance exceeds the bound, the book after moving the
+    cheapest nodes of over-full types to parts with room (gpart.refine.repair_balance with one share column
+    per node type, as the homogeneous default repairs its shares; recorded in params.repair)."""
+    from gpart.refine import repair_balance
+    from gpart.symmetric import symmetric_csr
+
+    shares = np.column_stack([masks[m] for m in masks]).astype(np.float64)
+    before = type_balance(book.owner_array, shares, book.num_parts)
+    if max(before, default=1.0) <= BALANCE_BOUND:
+        return book, params
+    xadj, adjncy = symmetric_csr(g)
+    owner = repair_balance(book.owner_array, shares, book.num_parts, BALANCE_BOUND, xadj, adjncy)
+    del xadj, adjncy
+    after = type_balance(owner, shares, book.num_parts)
+    params = dict(params, repair={"bound": BALANCE_BOUND, "moved": int(np.count_nonzero(owner != book.owner_array)),
+                                  "before": dict(zip(masks, before)), "after": dict(zip(masks, after))})
+    return ArrayBook(owner, book.num_parts), params
+
+
+def type_balance(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> list[float]:
+    """max/mean over parts of every column of `shares` (one per node type)."""
+    from gpart.refine import part_loads
+
+    return [share_balance(column) for column in part_loads(owner, shares, num_parts).T]
 
 
 def _metis_recursive_first(g: Graph, num_parts: int, names: list[str], masks: dict[str, np.ndarray], seed: int, progress: Any,
@@ -253,26 +278,34 @@ class TypedArrays:
                 part["arrays"][key] = writer.write_chunks(f"{part_dir(p)}/{key}", dtype_name(arr.dtype), arr.shape[1:],
                                                           typed_ids.shape[0], gather_chunks(arr, typed_ids)).to_json()
 
-    def nodes(self, writer: Any, owned: Callable[[int], np.ndarray]) -> list[dict[str, Any]]:
+    def nodes(self, writer: Any, owned: Callable[[int], np.ndarray], halos: Optional[list[np.ndarray]] = None) -> list[dict[str, Any]]:
         """Typed node data of every partition (array entries per partition); records per-type owned counts.
 
         Owned nodes of a type are one block of each partition's owned list, ascending in typed
         id, so each typed array is written in one sequential pass over its rows, each chunk
-        split by owner (as gpart.partition writes homogeneous node data), never gathered."""
+        split by owner (as gpart.partition writes homogeneous node data), never gathered.
+        With `halos` (erased halo ids per partition, ascending: halo 1) the rows of the halo
+        nodes of the type follow, gathered in ascending id order (SPEC.md 8.4)."""
         num_parts = self.owner_counts.shape[0]
+        halos = halos if halos is not None else [np.zeros(0, np.int64)] * num_parts
         for p in range(num_parts):
             self.counts.setdefault(p, {})["num_owned"] = self.owner_counts[p]
+        # typed ids of each partition's halo nodes of each type: one block per type (erased ids ascend)
+        halo_typed = [[h[b0:b1] - self.noff[t] for t, (b0, b1) in enumerate(zip(bnd[:-1], bnd[1:]))]
+                      for h, bnd in ((h, np.searchsorted(h, self.noff)) for h in halos)]
         entries: list[dict[str, Any]] = [{} for _ in range(num_parts)]
         for t, ntype in enumerate(self.meta.node_types):
             owner = self.owner[self.noff[t]:self.noff[t + 1]]
             for name, arr in self.hg.node_data.get(ntype, {}).items():
                 key = node_data_key(ntype, name)
-                writers = [writer.array(f"{part_dir(p)}/{key}", dtype_name(arr.dtype), arr.shape[1:], int(self.owner_counts[p][t]))
-                           for p in range(num_parts)]
+                writers = [writer.array(f"{part_dir(p)}/{key}", dtype_name(arr.dtype), arr.shape[1:],
+                                        int(self.owner_counts[p][t]) + halo_typed[p][t].shape[0]) for p in range(num_parts)]
                 for start, block, bounds in split_by_owner(arr, owner, num_parts):
                     for p in np.flatnonzero(bounds[1:] > bounds[:-1]):
                         writers[p].write(block[bounds[p]:bounds[p + 1]])
                 for p in range(num_parts):
+                    for chunk in gather_chunks(arr, halo_typed[p][t]):
+                        writers[p].write(chunk)
                     entries[p][key] = writers[p].finish().to_json()
         return entries
 

@@ -34,8 +34,10 @@ def hetero_info(reader: PartitionReader) -> dict[str, Any]:
     owned = np.array([h["num_owned"] for h in parts], dtype=np.int64).reshape(len(parts), -1)
     edges = np.array([h["num_edges"] for h in parts], dtype=np.int64).reshape(len(parts), -1)
     cut = np.array([h["num_cut"] for h in parts], dtype=np.int64).reshape(len(parts), -1)
+    halo = np.array([h["num_halo"] for h in parts], dtype=np.int64).reshape(len(parts), -1)
     return {
-        "node_types": [{"name": t, "num_nodes": int(meta.num_nodes[i]), "owned": owned[:, i].tolist(),
+        "halo_rows": bool(reader.halo),  # whether typed node arrays hold the halo rows too (SPEC.md 8.4)
+        "node_types": [{"name": t, "num_nodes": int(meta.num_nodes[i]), "owned": owned[:, i].tolist(), "halo": halo[:, i].tolist(),
                         "node_balance": share_balance(owned[:, i]), "node_data": sorted(meta.node_data[t])}
                        for i, t in enumerate(meta.node_types)],
         "edge_types": [{"edge_type": list(e), "num_edges": int(meta.num_edges[r]), "stored": edges[:, r].tolist(),
@@ -134,14 +136,15 @@ class _TypedChecks:
             self.problem(here, f"hetero counts of edges/cut {counts['num_edges']}/{counts['num_cut']}, "
                                f"the edge types give {per_edge.tolist()}/{cut.tolist()}")
         if self.hg is not None:
-            self._compare_data(p, node_ids[:num_owned], edge_ids, etype)
+            self._compare_data(p, node_ids[:num_owned], node_ids[num_owned:] if self.reader.halo else node_ids[:0], edge_ids, etype)
         return owned, per_edge
 
-    def _compare_data(self, p: int, owned: np.ndarray, edge_ids: np.ndarray, etype: np.ndarray) -> None:
+    def _compare_data(self, p: int, owned: np.ndarray, halo: np.ndarray, edge_ids: np.ndarray, etype: np.ndarray) -> None:
+        """Typed node rows (owned, then halo rows of the type with halo 1) and edge rows against the input."""
         meta, noff, eoff = self.meta, self.meta.node_offsets, self.meta.edge_offsets
-        bounds = np.searchsorted(owned, noff)
+        bounds, hb = np.searchsorted(owned, noff), np.searchsorted(halo, noff)
         for t, ntype in enumerate(meta.node_types):
-            typed = owned[bounds[t]:bounds[t + 1]] - noff[t]
+            typed = np.concatenate([owned[bounds[t]:bounds[t + 1]], halo[hb[t]:hb[t + 1]]]) - noff[t]
             for name in meta.node_data[ntype]:
                 if name in self.hg.node_data.get(ntype, {}):
                     self._compare_rows(p, node_data_key(ntype, name), self.hg.node_data[ntype][name], typed)

@@ -174,7 +174,8 @@ def _partition_info(reader: PartitionReader) -> dict[str, Any]:
     total_halo = sum(p["num_halo"] for p in parts)
     # descriptive fields are not needed to read the data: keep what has the right type, drop the rest
     stats = _numbers(m.get("stats"))
-    stats.setdefault("halo_ratio", total_halo / reader.num_nodes if reader.num_nodes else 0.0)
+    if stats.get("halo_ratio") is None:  # absent, or null in a hand-edited manifest: the figure is derivable
+        stats["halo_ratio"] = total_halo / reader.num_nodes if reader.num_nodes else 0.0
     params = m.get("params") if isinstance(m.get("params"), dict) else {}
     return {
         "format": PARTITION_FORMAT,

@@ -270,7 +270,7 @@ def _node_entries(writer, graph: Graph, nodes: NodeOrder, halos: list[np.ndarray
     """Node data entries per partition, with the extension's (typed node data) added."""
     entries = write_node_data(writer, graph, nodes, halos, bar)
     if extension is not None:
-        for mine, more in zip(entries, extension.nodes(writer, nodes.owned)):
+        for mine, more in zip(entries, extension.nodes(writer, nodes.owned, halos)):
             mine.update(more)
     return entries
 

@@ -151,3 +151,46 @@ def test_infinite_shard_rank_gives_one_line(artifacts, tmp_path, capsys):
     (run / "manifest.json").write_text(json.dumps(manifest))
     assert main(["info", str(run)]) == 2
     assert "malformed shard entry" in _one_line(capsys)
+
+
+def test_null_stats_figures_are_derived_or_left_out(tmp_path, capsys):
+    """A found example: `stats.halo_ratio` or `stats.edge_cut` set to null made `gpart info` raise a TypeError."""
+    out = tmp_path / "parts"
+    assert main(["partition", str(CORA), "-p", "2", "--method", "range", "-o", str(out), "-q"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    m["stats"]["halo_ratio"] = None
+    m["stats"]["edge_cut"] = None
+    (out / "manifest.json").write_text(json.dumps(m))
+    capsys.readouterr()
+    assert main(["info", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "edge cut" not in text and "node balance" in text
+
+
+def test_unhashable_optimizer_type_is_one_line(tmp_path, capsys):
+    """A found example: a list as `optimizer.type` made `gpart info` raise a TypeError (unhashable type)."""
+    run = tmp_path / "run"
+    make_run(run, 40, 3)
+    assert main(["gather-ckpt", str(run), "-o", str(tmp_path / "full"), "-q"]) == 0
+    path = tmp_path / "full" / "manifest.json"
+    m = json.loads(path.read_text())
+    m["optimizer"]["type"] = ["adam"]
+    path.write_text(json.dumps(m))
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "full")]) != 0
+    err = capsys.readouterr().err
+    assert "optimizer type ['adam'] unknown" in err and len(err.strip().splitlines()) == 1
+
+
+def test_train_count_missing_from_one_partition(tmp_path, capsys):
+    """A found example: `num_train` dropped from one partition only made `gpart info` raise a KeyError."""
+    out = tmp_path / "parts"
+    assert main(["partition", str(CORA), "-p", "2", "--method", "range", "-o", str(out), "-q"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert all("num_train" in p for p in m["partitions"])
+    del m["partitions"][1]["num_train"]
+    (out / "manifest.json").write_text(json.dumps(m))
+    capsys.readouterr()
+    assert main(["info", str(out)]) == 0
+    header = next(line for line in capsys.readouterr().out.splitlines() if "owned" in line and "halo/owned" in line)
+    assert "train" not in header  # no column of partial counts

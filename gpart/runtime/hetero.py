@@ -43,7 +43,8 @@ class HeteroPartition:
     is_hetero = True
 
     def __init__(self, base: Any, meta: Any, node_data: dict[TypedKey, torch.Tensor], edge_type: torch.Tensor,
-                 owned_counts: np.ndarray):
+                 owned_counts: np.ndarray, halo_counts: Optional[np.ndarray] = None,
+                 edge_data: Optional[dict[tuple[Any, str], torch.Tensor]] = None):
         self.base, self.meta, self.node_data, self.edge_type = base, meta, node_data, edge_type
         dev = base.device
         self.node_types, self.edge_types = list(meta.node_types), list(meta.edge_types)
@@ -55,6 +56,13 @@ class HeteroPartition:
         t_of = torch.repeat_interleave(torch.arange(len(self.node_types)), counts[base.rank])
         self.local_ntype = t_of.to(dev)  # node type index of each owned local node
         self.type_start, self.type_deg = _type_slices(base.indptr, self.edge_type, len(self.edge_types))
+        # halo rows (halo 1): halo nodes of type t are the block H[t].. of the sorted halo ids (SPEC.md 8.4)
+        halo = np.zeros(len(self.node_types), np.int64) if halo_counts is None else np.asarray(halo_counts[base.rank], np.int64)
+        self.halo_rows = bool(base.halo) and int(halo.sum()) > 0
+        self.halo_type_start = torch.as_tensor(np.cumsum(halo) - halo, device=dev)
+        # typed edge data: rows per edge type in CSC order; edge_rows[k]: row of stored edge k in its type's arrays
+        self.edge_data = dict(edge_data or {})
+        self.edge_rows = _rank_within_type(self.edge_type, len(self.edge_types))
         self._checked = False
 
     # the erased partition's attributes the loader and callers use
@@ -76,6 +84,13 @@ class HeteroPartition:
         t = self.meta.ntype_index(ntype, self.base.directory)
         start = sum(self.num_owned_by_type[:t])
         return self.base.node_ids[start:start + self.num_owned_by_type[t]] - self.node_offsets[t]
+
+    def local_rows(self, ntype: str, ids: Any) -> torch.Tensor:
+        """Row of each typed id of `ntype` in this partition's arrays of that type (owned, or halo when halo
+        rows are stored), -1 elsewhere (as LoadedPartition.local_rows for homogeneous results)."""
+        t = self.meta.ntype_index(ntype, self.base.directory)
+        owner, rows = self._rows(t, self._typed_ids(t, ids))
+        return torch.where(owner == self.base.rank, rows, torch.full_like(rows, -1))
 
     # -- lookups
 
@@ -122,9 +137,41 @@ class HeteroPartition:
         return ids
 
     def _rows(self, t: int, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        owner, local = self.base.book.owner_and_local(ids + self.node_offsets[t])
+        """(owner, row) of typed ids of type t; ids held here as halo nodes with stored rows are answered here."""
+        erased = ids + self.node_offsets[t]
+        owner, local = self.base.book.owner_and_local(erased)
         owner = owner.to(torch.int64)
-        return owner, local - self.type_starts[owner, t]
+        rows = local - self.type_starts[owner, t]
+        if self.halo_rows:
+            foreign = torch.nonzero(owner != self.base.rank).reshape(-1)
+            if foreign.numel():
+                halo_ids, num_halo = self.base.halo_ids, self.base.num_halo
+                wanted = erased[foreign]
+                pos = torch.searchsorted(halo_ids, wanted).clamp_(max=num_halo - 1)
+                hit = halo_ids[pos] == wanted
+                held = foreign[hit]
+                owner[held] = self.base.rank
+                rows[held] = pos[hit] - self.halo_type_start[t] + self.num_owned_by_type[t]
+        return owner, rows
+
+    def gather_edges(self, key: Any, positions: Any) -> torch.Tensor:
+        """Rows of typed edge data `key` = ((s, r, d), name) for stored edges at local positions `positions`
+        (indices into this partition's CSC arrays, as homogeneous `edge_data[name][positions]`)."""
+        etype, name = key
+        r = self.meta.etype_index(etype, self.base.directory)
+        full = (tuple(self.edge_types[r]), name)
+        if full not in self.edge_data:
+            have = ", ".join(f"{':'.join(e)}/{n}" for e, n in self.edge_data) or "none"
+            raise KeyError(f"{self.base.directory}: no typed edge data {':'.join(full[0])}/{name} (loaded: {have})")
+        pos = torch.as_tensor(positions, device=self.base.device).to(torch.int64)
+        flat = pos.reshape(-1)
+        if flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= self.edge_type.numel()):
+            raise IndexError(f"edge positions outside 0..{self.edge_type.numel() - 1} of partition {self.base.rank}")
+        wrong = self.edge_type[flat] != r
+        if bool(wrong.any()):
+            raise IndexError(f"{int(wrong.sum())} of {flat.numel()} stored edges are not of edge type {':'.join(full[0])}")
+        table = self.edge_data[full]
+        return torch.index_select(table, 0, self.edge_rows[flat].to(table.device)).reshape(*pos.shape, *table.shape[1:])
 
     def _index(self, table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         return torch.index_select(table, 0, rows.to(table.device)).to(self.base.device)
@@ -167,10 +214,24 @@ def _type_slices(indptr: torch.Tensor, edge_type: torch.Tensor, num_types: int) 
     return indptr[:-1].unsqueeze(0) + before, counts
 
 
+def _rank_within_type(edge_type: torch.Tensor, num_types: int) -> torch.Tensor:
+    """For each stored edge, its rank among the stored edges of its type (CSC order): its row in typed edge data."""
+    n = edge_type.numel()
+    order = torch.argsort(edge_type, stable=True)
+    counts = torch.bincount(edge_type, minlength=num_types)
+    first = torch.cumsum(counts, 0) - counts
+    rank = torch.empty(n, dtype=torch.int64, device=edge_type.device)
+    rank[order] = torch.arange(n, device=edge_type.device) - torch.repeat_interleave(first, counts)
+    return rank
+
+
 def load_hetero_partition(path: PathLike, rank: Optional[int] = None, device: Any = None, feature_device: Any = None,
-                          verify: bool = False, *, node_data: Optional[Sequence[Any]] = None, timeout_s: float = 60.0) -> HeteroPartition:
-    """Load partition `rank` of a typed result (what gpart.runtime.load_partition returns for one)."""
-    from gpart.formats.hetero_partition import HETERO_KEY, node_data_key
+                          verify: bool = False, *, node_data: Optional[Sequence[Any]] = None, edge_data: Optional[Sequence[Any]] = None,
+                          timeout_s: float = 60.0) -> HeteroPartition:
+    """Load partition `rank` of a typed result (what gpart.runtime.load_partition returns for one).
+
+    node_data: `(ntype, name)` keys (or "ntype/name"); edge_data: `((s, r, d), name)` keys (or "s:r:d/name"); None: all."""
+    from gpart.formats.hetero_partition import HETERO_KEY, edge_data_key, node_data_key
     from gpart.formats.partition import PartitionReader
     from gpart.runtime.partition import load_partition
 
@@ -189,7 +250,25 @@ def load_hetero_partition(path: PathLike, rank: Optional[int] = None, device: An
             host = numpy_to_tensor(reader.read_entry(entry, verify, mode="c"), entry.dtype)
             return place(host, to, pin=to.type == "cpu" and base.device.type == "cuda")
 
+        ekeys = [(e, n) for e in meta.edge_types for n in meta.edge_data[e]]
+        ewanted = ekeys if edge_data is None else [_edge_key(k) for k in edge_data]
+        unknown = [k for k in ewanted if k not in ekeys]
+        if unknown:
+            raise InputError(Path(path), f"no typed edge data {':'.join(unknown[0][0])}/{unknown[0][1]} "
+                                         f"(has: {', '.join(':'.join(e) + '/' + n for e, n in ekeys) or 'none'})")
         data = {k: load(node_data_key(*k), fdev) for k in wanted}
+        edata = {k: load(edge_data_key(*k), base.device) for k in ewanted}
         edge_type = load("edge_type", base.device).to(torch.int64)
-        owned = np.array([reader.part_info(p)[HETERO_KEY]["num_owned"] for p in range(reader.num_parts)], dtype=np.int64)
-    return HeteroPartition(base, meta, data, edge_type, owned.reshape(reader.num_parts, -1))
+        counts = {c: np.array([reader.part_info(p)[HETERO_KEY][c] for p in range(reader.num_parts)], dtype=np.int64).reshape(reader.num_parts, -1)
+                  for c in ("num_owned", "num_halo")}
+    return HeteroPartition(base, meta, data, edge_type, counts["num_owned"], counts["num_halo"], edata)
+
+
+def _edge_key(key: Any) -> tuple[tuple[str, str, str], str]:
+    """((s, r, d), name) from that form or "s:r:d/name"."""
+    if isinstance(key, (tuple, list)) and len(key) == 2:
+        etype, name = key
+        etype = tuple(etype) if isinstance(etype, (tuple, list)) else tuple(str(etype).split(":"))
+        return etype, str(name)  # type: ignore[return-value]
+    etype, _, name = str(key).partition("/")
+    return tuple(etype.split(":")), name  # type: ignore[return-value]

@@ -18,6 +18,7 @@ edge type the edge_index in per-type positions and the typed edge ids.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Union
 
@@ -174,8 +175,9 @@ class HeteroNeighborLoader(DistNeighborLoader):
 
     # -- sampling
 
-    def _tables(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """[T, K] sampled edge types per destination node type (-1 pads; type order) and [R, H] fanouts."""
+    def _tables(self) -> tuple[torch.Tensor, torch.Tensor, list[list[int]]]:
+        """[T, K] sampled edge types per destination node type (-1 pads; type order), [R, H] fanouts and,
+        per hop, the distinct fanouts of the sampled edge types (known here, so serving needs no unique())."""
         if getattr(self, "_etypes_of", None) is None:
             part = self.part
             by_dst = [[r for r in sorted(self.typed_fanouts) if part.edge_types[r][2] == ntype] for ntype in part.node_types]
@@ -185,8 +187,11 @@ class HeteroNeighborLoader(DistNeighborLoader):
             fan = torch.zeros((len(part.edge_types), len(self.fanouts)), dtype=torch.int64)
             for r, values in self.typed_fanouts.items():
                 fan[r] = torch.tensor(values, dtype=torch.int64)
+            self._hop_fanouts = [sorted({v[h] for v in self.typed_fanouts.values()}) for h in range(len(self.fanouts))]
             self._etypes_of, self._fanout_of = table.to(self.device), fan.to(self.device)
-        return self._etypes_of, self._fanout_of
+            # one flat [R * num_owned] table each: one index_select per lookup instead of 2-D advanced indexing
+            self._flat_start, self._flat_deg = part.type_start.reshape(-1), part.type_deg.reshape(-1)
+        return self._etypes_of, self._fanout_of, self._hop_fanouts
 
     def _serve(self, cols: torch.Tensor, hop: int, gen: torch.Generator):
         """Sample owned columns `cols` per edge type: (counts, erased source ids, erased edge ids), grouped by column.
@@ -195,21 +200,21 @@ class HeteroNeighborLoader(DistNeighborLoader):
         column; pairs are listed column by column, types in type order, and sampled with one kernel call
         per distinct fanout of the hop, so the edges come out grouped by column without a sort."""
         part = self.part
-        etypes_of, fanout_of = self._tables()
+        etypes_of, fanout_of, hop_fanouts = self._tables()
         cols = cols.to(torch.int64)
         width = etypes_of.shape[1]
         cand = torch.index_select(etypes_of, 0, torch.index_select(part.local_ntype, 0, cols)).reshape(-1)
         keep = torch.nonzero(cand >= 0).reshape(-1)
-        req, etype = torch.div(keep, width, rounding_mode="floor"), torch.index_select(cand, 0, keep)
-        col = torch.index_select(cols, 0, req)
-        start, deg = part.type_start[etype, col], part.type_deg[etype, col]
-        fan = fanout_of[etype, hop]
-        values = torch.unique(fan).tolist()
+        req = keep if width == 1 else torch.div(keep, width, rounding_mode="floor")
+        etype = torch.index_select(cand, 0, keep)
+        flat = etype * part.num_owned + torch.index_select(cols, 0, req)
+        start, deg = torch.index_select(self._flat_start, 0, flat), torch.index_select(self._flat_deg, 0, flat)
+        values = hop_fanouts[hop]
         if len(values) == 1:
-            picks = sample_segments(start, deg, int(values[0]), self.replace, gen)
+            picks = sample_segments(start, deg, values[0], self.replace, gen)
             pair_counts, positions = picks.counts, picks.positions
         else:
-            pair_counts, positions = self._mixed(start, deg, fan, values, gen)
+            pair_counts, positions = self._mixed(start, deg, torch.index_select(fanout_of[:, hop], 0, etype), values, gen)
         counts = torch.zeros(cols.numel(), dtype=torch.int64, device=cols.device).index_add_(0, req, pair_counts)
         src = torch.index_select(part.indices, 0, positions)
         if part.num_parts > 1:
@@ -253,26 +258,63 @@ class HeteroNeighborLoader(DistNeighborLoader):
         return typed
 
     def _split(self, b: Batch) -> HeteroBatch:
-        """The erased batch split by node and edge type (typed ids, per-type positions, per-hop counts)."""
+        """The erased batch split by node and edge type (typed ids, per-type positions, per-hop counts).
+
+        A counting sort by type (no comparison sort, no pass per type), batch order kept within a type."""
         part = self.part
-        ntype = torch.searchsorted(part.node_offsets, b.n_id, right=True) - 1
-        hop_of_node = torch.repeat_interleave(torch.arange(len(b.num_sampled_nodes), device=self.device),
-                                              torch.tensor(b.num_sampled_nodes, device=self.device))
-        position = torch.empty_like(b.n_id)
-        n_id, nodes_per_hop = {}, {}
-        for t, name in enumerate(part.node_types):
-            idx = torch.nonzero(ntype == t).reshape(-1)
-            position[idx] = torch.arange(idx.numel(), device=self.device)
-            n_id[name] = b.n_id[idx] - part.node_offsets[t]
-            nodes_per_hop[name] = torch.bincount(hop_of_node[idx], minlength=len(b.num_sampled_nodes)).tolist()
-        etype = torch.searchsorted(part.edge_offsets, b.e_id, right=True) - 1
-        hop_of_edge = torch.repeat_interleave(torch.arange(len(b.num_sampled_edges), device=self.device),
-                                              torch.tensor(b.num_sampled_edges, device=self.device))
-        edge_index, e_id, edges_per_hop = {}, {}, {}
-        for r in sorted(self.typed_fanouts):
-            key = part.edge_types[r]
-            idx = torch.nonzero(etype == r).reshape(-1)
-            edge_index[key] = torch.index_select(position, 0, b.edge_index[:, idx].reshape(-1)).reshape(2, -1)
-            e_id[key] = b.e_id[idx] - part.edge_offsets[r]
-            edges_per_hop[key] = torch.bincount(hop_of_edge[idx], minlength=len(b.num_sampled_edges)).tolist()
-        return HeteroBatch(self.input_type, b.batch_size, n_id, edge_index, e_id, nodes_per_hop, edges_per_hop)
+        node_types, keys = part.node_types, part.edge_types
+        nodes = _by_type(b.n_id, part.node_offsets, b.num_sampled_nodes)
+        edges = _by_type(b.e_id, part.edge_offsets, b.num_sampled_edges)
+        ei = torch.index_select(nodes.within, 0, b.edge_index.reshape(-1)).reshape(2, -1)  # positions within the node's type
+        ei = torch.empty_like(ei).index_copy_(1, edges.dest, ei)  # columns grouped by edge type
+        sampled, bounds = sorted(self.typed_fanouts), edges.bounds
+        return HeteroBatch(self.input_type, b.batch_size, dict(zip(node_types, nodes.split())),
+                           {keys[r]: ei[:, bounds[r]:bounds[r + 1]] for r in sampled},
+                           {keys[r]: edges.typed[bounds[r]:bounds[r + 1]] for r in sampled},
+                           dict(zip(node_types, nodes.per_hop)), {keys[r]: edges.per_hop[r] for r in sampled})
+
+
+ONE_HOT_LIMIT = 1 << 22  # types x ids up to which the counting sort's [T, n] cumsum is used (32 MiB); a stable sort past it
+
+
+@dataclass
+class _Grouped:
+    """Erased ids grouped by type: `typed` (typed ids, type after type, batch order within a type), `bounds`
+    (type t is typed[bounds[t]:bounds[t+1]]), `within` (each id's position within its type), `dest` (each
+    id's position in `typed`) and `per_hop` ([T][H] counts)."""
+
+    typed: torch.Tensor
+    bounds: list[int]
+    within: torch.Tensor
+    dest: torch.Tensor
+    per_hop: list[list[int]]
+
+    def split(self) -> list[torch.Tensor]:
+        return [self.typed[a:b] for a, b in zip(self.bounds[:-1], self.bounds[1:])]
+
+
+def _by_type(ids: torch.Tensor, offsets: torch.Tensor, per_hop: list[int]) -> _Grouped:
+    """Group erased ids by type with a counting sort: each id's type, its rank within the type and the per-hop
+    counts all from one [T, n + 1] running count (a stable sort past ONE_HOT_LIMIT)."""
+    dev, n, num_types = ids.device, ids.numel(), offsets.numel() - 1
+    ends = torch.tensor([0] + list(itertools.accumulate(per_hop)), device=dev)  # hop h is ids[ends[h]:ends[h+1]]
+    if num_types * n <= ONE_HOT_LIMIT:
+        kind = (ids.unsqueeze(0) >= offsets[1:-1].unsqueeze(1)).sum(0)  # T-1 comparisons beat a binary search here
+        one_hot = kind.unsqueeze(0) == torch.arange(num_types, device=dev).unsqueeze(1)
+        running = torch.nn.functional.pad(one_hot, (1, 0)).cumsum(1)  # [T, n + 1]: ids of each type before position i
+        table = torch.diff(torch.index_select(running, 1, ends), dim=1)
+        within = torch.index_select(running.reshape(-1), 0, kind * (n + 1) + torch.arange(n, device=dev))
+        counts = running[:, n]
+    else:
+        kind = torch.searchsorted(offsets, ids, right=True) - 1
+        hop = torch.repeat_interleave(torch.arange(len(per_hop), device=dev), torch.diff(ends), output_size=n)
+        table = torch.bincount(kind * len(per_hop) + hop, minlength=num_types * len(per_hop)).reshape(num_types, len(per_hop))
+        counts = table.sum(1)
+        perm = torch.argsort(kind, stable=True)
+        within = torch.empty_like(ids)
+        within[perm] = torch.arange(n, device=dev) - torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts, output_size=n)
+    first = torch.cumsum(counts, 0) - counts
+    dest = torch.index_select(first, 0, kind) + within
+    typed = torch.empty_like(ids).index_copy_(0, dest, ids - torch.index_select(offsets, 0, kind))
+    bounds = [0] + torch.cumsum(counts, 0).tolist()
+    return _Grouped(typed, bounds, within, dest, table.tolist())

@@ -296,11 +296,10 @@ def load_partition(
     reader = PartitionReader(directory, parts=[mine] if isinstance(mine, int) else None)
     if hetero and reader.hetero is not None:
         reader.close()
-        if edge_data:
-            raise InputError(directory, "typed results hold edge data per edge type; load_partition does not load it yet")
         from gpart.runtime.hetero import load_hetero_partition
 
-        return load_hetero_partition(directory, rank, device, feature_device, verify, node_data=node_data, timeout_s=timeout_s)
+        return load_hetero_partition(directory, rank, device, feature_device, verify, node_data=node_data, edge_data=edge_data,
+                                     timeout_s=timeout_s)
     rank = _check_rank(_dist.world()[0] if rank is None else rank, reader.num_parts, directory)
     dev = resolve_device(device)
     fdev = resolve_device(feature_device) if feature_device is not None else dev

@@ -1,0 +1,137 @@
+"""Typed sampler throughput before/after a change, each beside the homogeneous sampler, in one run.
+
+    python benchmarks/bench_hetero_sampling.py [--baseline-rev 9b4c2b6 [--baseline-rev main]] [--repeat 3]
+
+Measures what bench_hetero.py's sampling line measures (the Cora-derived typed graph, one
+process, one thread, papers as seeds, batch 256, fanouts [10, 10] for every edge type,
+against the homogeneous loader with fanouts [10, 10] on the same edges written untyped; the
+best of 5 alternating timed passes of 3 epochs after a warm-up epoch), for two code trees:
+each `before` (a baseline revision, extracted with `git archive` into a temporary directory
+and put first on PYTHONPATH) and `after` (this checkout). Each measurement runs in its own
+process; the trees alternate `--repeat` times and the best run of each is printed, with
+after/before for the typed and the untyped sampler (the untyped ratio shows what changed in
+the shared code or the machine's load between the trees).
+The homogeneous figure is measured in the same process as each typed figure, so each line
+carries its own baseline. Temporary files live in /tmp/gpart-bench-hetero-sampling-<pid>/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+CORA = REPO / "sample_data" / "cora_hetero.npz"
+WORKDIR = Path(f"/tmp/gpart-bench-hetero-sampling-{os.getpid()}")
+
+
+def measure(work: Path, epochs: int = 3, repeat: int = 5) -> dict:
+    """Typed and untyped sampled edges/s with whichever gpart this process imports."""
+    import torch
+
+    import gpart
+    import gpart.runtime as gr
+    from gpart.partition import partition_graph
+
+    torch.set_num_threads(1)
+    work.mkdir(parents=True, exist_ok=True)
+    with np.load(CORA) as z:
+        num = {k.split("/")[0]: int(z[k]) for k in z.files if k.endswith("/num_nodes")}
+        etypes = sorted(tuple(k.split("/")[0].split(":")) for k in z.files if k.endswith("/src"))
+        types = sorted(num)
+        noff = dict(zip(types, np.cumsum([0] + [num[t] for t in types])))
+        # the same edges over erased ids (SPEC.md 8.2), homogeneous
+        src = np.concatenate([z[f"{':'.join(e)}/src"] + noff[e[0]] for e in etypes])
+        dst = np.concatenate([z[f"{':'.join(e)}/dst"] + noff[e[2]] for e in etypes])
+    np.savez(work / "untyped.npz", src=src, dst=dst, num_nodes=np.int64(sum(num.values())))
+    partition_graph(CORA, work / "typed", 1, "range", force=True)
+    partition_graph(work / "untyped.npz", work / "untyped", 1, "range", force=True)
+    typed = gr.load_partition(work / "typed", 0, device="cpu", node_data=[])
+    plain = gr.load_partition(work / "untyped", 0, device="cpu")
+    papers = torch.arange(num["paper"])  # papers come first in the erased order
+    loaders = {
+        "typed": gr.DistNeighborLoader(typed, {"paper": papers}, fanouts={e: [10, 10] for e in etypes}, batch_size=256,
+                                       node_data=None, labels=None),
+        "untyped": gr.DistNeighborLoader(plain, papers, fanouts=[10, 10], batch_size=256, node_data=None, labels=None),
+    }
+    for loader in loaders.values():
+        for _ in loader:  # warm-up epoch
+            pass
+    rates: dict[str, float] = {}
+    per_seed: dict[str, float] = {}
+    for _ in range(repeat):
+        for name, loader in loaders.items():
+            edges, start = 0, time.perf_counter()
+            for _ in range(epochs):
+                for batch in loader:
+                    edges += batch.num_edges
+            rates[name] = max(rates.get(name, 0.0), edges / (time.perf_counter() - start))
+            per_seed[name] = edges / (epochs * papers.numel())
+    import gpart.formats
+
+    return {"typed": rates["typed"], "untyped": rates["untyped"], "per_seed": per_seed,
+            "gpart": [gpart.__file__, gpart.formats.__file__, gr.__file__]}
+
+
+def run_child(tree: Path, tag: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, __file__, "--child", "--work", str(WORKDIR / tag)], env=env, check=True,
+                         capture_output=True, text=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if not all(f.startswith(str(tree)) for f in result["gpart"]):  # the tree measured must be the tree meant
+        raise SystemExit(f"{tag}: imported {result['gpart']}, not all from {tree}")
+    return result
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline-rev", action="append", default=None,
+                    help="git revision measured as a `before` (repeatable; default: 9b4c2b6, issue 13 as merged)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        # an editable install of this checkout maps gpart.formats / gpart.cli here whatever PYTHONPATH says:
+        # drop its finder so a baseline tree's own formats/ and cli/ are imported (checked in run_child)
+        sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
+        print(json.dumps(measure(args.work)))
+        return
+    revs = args.baseline_rev or ["9b4c2b6"]
+    WORKDIR.mkdir(parents=True)
+    try:
+        trees = []
+        for i, rev in enumerate(revs):
+            tree = WORKDIR / f"baseline_{i}"
+            tree.mkdir()
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+            trees.append((f"before ({rev})", tree))
+        trees.append(("after (this checkout)", REPO))
+        best: dict[str, dict] = {}
+        for i in range(args.repeat):  # alternating the order, so no tree always runs first
+            for j, (tag, tree) in enumerate(trees if i % 2 == 0 else trees[::-1]):
+                r = run_child(tree, f"{i}_{j}")
+                if tag not in best or r["typed"] > best[tag]["typed"]:
+                    best[tag] = r
+        after = best[trees[-1][0]]
+        for tag, _ in trees:
+            r = best[tag]
+            print(f"sampling cora {tag:<28} typed {r['typed'] / 1e6:6.2f} M edges/s ({r['per_seed']['typed']:.0f} edges/seed) | "
+                  f"untyped {r['untyped'] / 1e6:6.2f} M edges/s ({r['per_seed']['untyped']:.0f} edges/seed) | "
+                  f"typed/untyped {r['typed'] / r['untyped']:.2f}x | after/this: typed {after['typed'] / r['typed']:.2f}x, "
+                  f"untyped {after['untyped'] / r['untyped']:.2f}x", flush=True)
+    finally:
+        shutil.rmtree(WORKDIR, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
