@@ -44,17 +44,17 @@ def partition_hetero(
     out_dir: PathLike,
     num_parts: int,
     method: str = "balanced",
-    *,
-    storage: str = "binary",
-    halo: int = 0,
-    force: bool = False,
-    progress: Any = None,
-    verbose_log: Any = None,
-    **method_params: Any,
+    **options: Any,
 ) -> dict[str, Any]:
-    """Partition a typed graph (a typed `.npz` path or a HeteroGraph); returns the manifest written."""
+    """Partition a typed graph (a typed `.npz` path or a HeteroGraph); returns the manifest written.
+
+    `options` are gpart.partition.partition_graph's keywords (storage, halo,
+    force, max_memory, progress, verbose_log) and the method's parameters.
+    """
     from gpart.partition import partition_with_book
 
+    write = {key: options.pop(key) for key in ("storage", "halo", "force", "verbose_log") if key in options}
+    progress, force, method_params = options.pop("progress", None), write.get("force", False), options
     hg = input if isinstance(input, HeteroGraph) else read_hetero_graph(input)
     where = hg.source
     for key in ("node_data", "edge_data"):
@@ -73,8 +73,7 @@ def partition_hetero(
         book, params = typed_book(hg, erased, num_parts, method, progress=progress, **method_params)
         ext = TypedArrays(hg, erased, book.owner_array, book.num_parts)
         return partition_with_book(erased, book, out_dir, method=method if method_params.get("assignment") is None else "assignment",
-                                   params=params, storage=storage, halo=halo, force=force, progress=progress,
-                                   verbose_log=verbose_log, extension=ext)
+                                   params=params, progress=progress, extension=ext, **write)
 
 
 # --------------------------------------------------------------------------- assignment

@@ -288,12 +288,8 @@ def load_partition(
     gives a gpart.runtime.hetero.HeteroPartition (node_data then names typed
     arrays, `(ntype, name)`); hetero=False loads its type-erased partition.
     """
-    from gpart.formats.partition import PartitionReader
-
     directory = Path(path)
-    mine = _dist.world()[0] if rank is None else rank
-    # only this partition's files (and the book) need be here: a per-machine output holds its own (SPEC.md 10.4)
-    reader = PartitionReader(directory, parts=[mine] if isinstance(mine, int) else None)
+    reader = _open_reader(directory, rank)
     if hetero and reader.hetero is not None:
         reader.close()
         from gpart.runtime.hetero import load_hetero_partition
@@ -326,6 +322,15 @@ def load_partition(
     finally:
         reader.close()
     return LoadedPartition(**fields)
+
+
+def _open_reader(directory: Path, rank: Optional[int]) -> Any:
+    """The result's reader, checking only partition `rank`'s files (and the book): a per-machine output
+    holds its own partitions only (SPEC.md 10.4)."""
+    from gpart.formats.partition import PartitionReader
+
+    mine = _dist.world()[0] if rank is None else rank
+    return PartitionReader(directory, parts=[mine] if isinstance(mine, int) else None)
 
 
 def _check_rank(rank: Any, num_parts: int, directory: Path) -> int:
