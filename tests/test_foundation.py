@@ -162,3 +162,16 @@ def test_books_agree_with_their_rules():
     gb = range_book(10, 4)
     assert gb.owned(3).tolist() == [8, 9] and gb.to_json()["boundaries"] == [0, 3, 6, 8, 10]
     assert isinstance(RemainderPolicy(5, 2).to_json(), dict)
+
+
+def test_every_package_folder_is_installed():
+    """A package folder missing from pyproject's list works from a checkout but not from `pip install .`."""
+    import tomllib
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    setup = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {setup["package-dir"][name]: name for name in setup["packages"]}
+    for init in [*repo.glob("gpart/**/__init__.py"), repo / "cli" / "__init__.py", repo / "formats" / "__init__.py"]:
+        folder = init.parent.relative_to(repo).as_posix()
+        assert folder in folders, f"{folder}/ is a package but pyproject.toml does not install it"
