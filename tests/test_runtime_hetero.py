@@ -17,6 +17,7 @@ import torch
 
 import gpart.runtime as gr
 from gpart.cli.main import main
+from example_scripts import load_example
 from gpart.runtime._testing import run_distributed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -148,12 +149,7 @@ def test_two_ranks_sample_typed_edges(parts):
 
 
 def _example():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gpart_example_train_rgcn", REPO / "examples" / "train_rgcn.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("train_rgcn")
 
 
 RGCN_ARGS = ["--epochs", "8", "--seed", "0", "--quiet"]

@@ -21,6 +21,7 @@ import torch
 
 import gpart.runtime as gr
 from gpart.errors import InputError
+from example_scripts import load_example
 from gpart.runtime._testing import run_distributed
 from gpart.runtime.sampling import Relabeller, floyd_offsets, sample_columns
 
@@ -380,12 +381,7 @@ def test_distributed_sampling(cora_parts, world_size):
 
 
 def _example():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gpart_example_train_sage", REPO / "examples" / "train_sage.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("train_sage")
 
 
 EXAMPLE_ARGS = ["--epochs", "10", "--seed", "0", "--quiet"]
