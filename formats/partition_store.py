@@ -15,8 +15,9 @@ import os
 import queue
 import threading
 import zlib
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -28,12 +29,15 @@ HDF5_FILE = "partitions.h5"
 
 
 class IOThread:
-    """One background thread that checksums, writes and fsyncs binary array files.
+    """One background thread that checksums and writes binary array files, and one that fsyncs them.
 
     The partitioner's numpy work (sorts, gathers) releases the GIL, and so do
     zlib.crc32, write and fsync, so moving I/O here overlaps it with compute.
-    Pending work is bounded by bytes; the first error stops further writes and
-    is raised to the caller at the next submit or at drain().
+    A finished file's fsync runs in the second thread (`sync_later`) while the
+    first goes on writing the next file: waiting for the disk no longer stalls
+    the writes. Pending work is bounded by bytes; the first error stops further
+    writes and is raised to the caller at the next submit or at drain(), which
+    returns only once every file is on disk.
     """
 
     def __init__(self, max_pending_bytes: int = 4 * CHUNK_BYTES):
@@ -44,6 +48,8 @@ class IOThread:
         self._error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._run, name="gpart-writer", daemon=True)
         self._thread.start()
+        self._syncs = ThreadPoolExecutor(1, thread_name_prefix="gpart-fsync")
+        self._synced: list[Future] = []
 
     def submit(self, fn, nbytes: int = 0) -> None:
         with self._cond:
@@ -71,18 +77,25 @@ class IOThread:
                     self._cond.notify_all()
                 self._queue.task_done()
 
+    def sync_later(self, close: Callable[[], None]) -> None:
+        """Run `close` (a finished file's fsync and close) in the fsync thread; called from the writer thread."""
+        self._synced.append(self._syncs.submit(close))
+
     def _raise(self) -> None:
         if self._error is not None:
             raise self._error
 
     def drain(self) -> None:
-        """Wait for every submitted write; raise the first error."""
+        """Wait for every submitted write and every fsync; raise the first error."""
         self._queue.join()
         self._raise()
+        for future in self._synced:
+            future.result()
 
     def stop(self) -> None:
         self._queue.put(None)
         self._thread.join()
+        self._syncs.shutdown(wait=True)
 
     def cancel(self) -> None:
         """Skip whatever is still queued, then stop."""
@@ -140,8 +153,9 @@ class BinaryArrayWriter:
         pending = PendingEntry()
 
         def close() -> None:
-            self._writer.close()
+            self._writer.flush()
             pending.json.update(self._writer.entry(self.file).to_json())
+            self._io.sync_later(self._writer.close)
 
         self._io.submit(close)
         return pending

@@ -134,9 +134,11 @@ def part_layout(part: int, sources: np.ndarray, local_dst: np.ndarray, edge_ids:
     indptr = np.zeros(num_owned + 1, dtype=np.int64)
     np.cumsum(np.bincount(local_dst, minlength=num_owned), out=indptr[1:])
     del local_dst
-    # Sources owned here map to their position minus the partition's start; the rest are halo.
-    indices = nodes.position[sources] - nodes.offsets[part]
-    remote = (indices < 0) | (indices >= num_owned)
+    # Sources owned here map to their position minus the partition's start; the rest are halo
+    # (below the start they wrap to huge unsigned values: one comparison finds both sides).
+    indices = np.take(nodes.position, sources)
+    indices -= nodes.offsets[part]
+    remote = indices.view(np.uint64) >= num_owned
     remote_sources = sources[remote]
     del sources
     # Halo = distinct remote sources, ascending: mark them in an N-sized mask (no sort),

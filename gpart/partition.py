@@ -32,7 +32,7 @@ from gpart import __version__
 from gpart.balance import share_balance, train_mask
 from gpart.book import PartitionBook
 from gpart.bounded import (MAX_BLOCK_EDGES, block_edges_for, check_assign_memory, check_node_memory, default_max_memory,
-                           in_memory_bytes, parse_memory_size)
+                           layout_threads, parse_memory_size)
 from gpart.errors import InputError
 from gpart.formats.commit import staged_output
 from gpart.formats.scratch import ScratchDir
@@ -103,12 +103,13 @@ def partition_graph(
             check_assign_memory(method, graph.num_edges, limit, graph.source)
         with timer("assign"):
             assignment = _assign(graph, num_parts, method, limit, stage.parent, progress, method_params)
-        bounded = in_memory_bytes(graph.num_nodes, graph.num_edges, num_parts) > limit
+        threads = layout_threads(graph.num_nodes, graph.num_edges, num_parts, limit)
+        bounded = threads == 0
         scratch = ScratchDir(stage.parent, prefix=f"{stage.name}-scratch-") if bounded else nullcontext()
         with scratch:
             manifest = _write_result(graph, assignment.book, stage, assignment.method, assignment.params, storage,
                                      halo, progress, timer, node_data, edge_data, scratch=scratch if bounded else None,
-                                     block_edges=block_edges_for(limit))
+                                     block_edges=block_edges_for(limit), layout_threads=max(threads, 1))
     return manifest
 
 def _assign(graph: Graph, num_parts: int, method: str, limit: int, scratch_parent: Path, progress: Optional[Progress],
@@ -151,8 +152,9 @@ def partition_with_book(
     timer = StageTimer(verbose_log)
     inputs = [graph.source] if graph.source and Path(graph.source).exists() else []
     with staged_output(out_dir, force=force, inputs=inputs) as stage:
+        threads = layout_threads(graph.num_nodes, graph.num_edges, book.num_parts, default_max_memory())
         return _write_result(graph, book, stage, method, params or {}, storage, halo, progress, timer, None, None,
-                             extension=extension)
+                             extension=extension, layout_threads=max(threads, 1))
 
 
 # --------------------------------------------------------------------------- checks and input
@@ -211,6 +213,7 @@ def _write_result(
     scratch: Optional[ScratchDir] = None,
     block_edges: int = MAX_BLOCK_EDGES,
     extension: Any = None,
+    layout_threads: int = 1,
 ) -> dict[str, Any]:
     """Write every partition and the manifest; with `scratch`, edges are ordered through buckets on disk."""
     progress = or_null(progress)
@@ -222,7 +225,8 @@ def _write_result(
         arrays_per_part = 4 + len(graph.node_data) + len(graph.edge_data)
         with progress.stage("write partitions", total=num_parts * arrays_per_part, unit="arrays") as bar:
             book_json = writer.write_book(book)
-            parts, halos, node_entries = _write_partitions(writer, graph, nodes, halo, bar, timer, scratch, block_edges, extension)
+            parts, halos, node_entries = _write_partitions(writer, graph, nodes, halo, bar, timer, scratch, block_edges, extension,
+                                                           layout_threads)
             for part, entries in zip(parts, node_entries):
                 part["arrays"].update(entries)
         _count_train(graph, nodes, parts)
@@ -241,13 +245,13 @@ def _write_result(
 
 
 def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, halo: int, bar: Any, timer: StageTimer,
-                      scratch: Optional[ScratchDir], block_edges: int, extension: Any) -> tuple[list, list, list]:
+                      scratch: Optional[ScratchDir], block_edges: int, extension: Any, threads: int) -> tuple[list, list, list]:
     """Every partition's topology and node data: (part entries, halo ids per part, node data entries per part)."""
     if halo:
         # Halo rows follow owned rows in each node data file: the halos come from the topology.
         edges, seconds = order_edges(graph, nodes, scratch, block_edges)
         timer.record("order edges", seconds)
-        parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension)
+        parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension, threads)
         with timer("write node data"):
             node_entries = _node_entries(writer, graph, nodes, halos, bar, extension)
         return parts, halos, node_entries
@@ -262,7 +266,7 @@ def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, h
         finally:
             edges, seconds = ordering.result()
     timer.record("order edges (overlapped)", seconds)
-    parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension)
+    parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension, threads)
     return parts, halos, node_entries
 
 

@@ -8,8 +8,11 @@ pages are released after use.
 
 from __future__ import annotations
 
+import collections
 import functools
-from typing import Any, Callable
+import queue
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -21,21 +24,26 @@ from gpart.graph import Graph
 from gpart.layout import Layout, NodeOrder, Scratch, layout_of
 
 
-def write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension=None) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
+def write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension=None,
+                       threads: int = 1) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
     """Every partition's topology and edge data, one partition at a time; returns parts and halos.
+    In memory, `threads` layouts are computed at once (gpart.bounded.layout_threads).
 
     `extension.edges(writer, p, part, edge_id_chunks, topology)` (typed graphs, gpart.hetero) runs after
     each partition: `topology` is (node_ids, indices, num_owned), or None on the bounded path."""
     with timer("write topology"):
         parts, halos = [], []
-        scratch = Scratch(graph.num_nodes)
-        for p in range(nodes.offsets.shape[0] - 1):
-            if isinstance(edges, OwnerBucketOrder):
+        num_parts = nodes.offsets.shape[0] - 1
+        bounded = isinstance(edges, OwnerBucketOrder)
+        scratch = Scratch(graph.num_nodes) if bounded else None
+        layouts = None if bounded else layouts_in_order(graph, nodes, edges, num_parts, threads)
+        for p in range(num_parts):
+            if bounded:
                 part, halo_ids = write_topology_blocks(writer, p, graph, nodes, edges, scratch, bar)
                 chunks = functools.partial(lambda part_: (ids for ids, _, _ in edges.blocks(part_)), p)
                 topology = None
             else:
-                layout = layout_of(p, graph.src, nodes, edges, scratch)
+                layout = next(layouts)
                 part, halo_ids = write_topology(writer, p, layout, graph, bar), layout.node_ids[layout.num_owned:]
                 chunks = functools.partial(iter, [layout.edge_ids])
                 topology = (layout.node_ids, layout.indices, layout.num_owned)
@@ -47,6 +55,40 @@ def write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension=
             halos.append(halo_ids if halo else halo_ids[:0])
         release_rows(graph.src)
     return parts, halos
+
+
+def layouts_in_order(graph: Graph, nodes: NodeOrder, edges, num_parts: int, threads: int) -> Iterator[Layout]:
+    """Every partition's Layout, in order, `threads` computed at a time.
+
+    The source gathers of a layout are cache-missing random reads that numpy
+    runs without the GIL, so two threads overlap their memory latency. With
+    more than one thread, threads + 1 layouts are alive (those being computed
+    and the one being written); gpart.bounded.layout_threads counts them.
+    """
+    if threads <= 1:
+        scratch = Scratch(graph.num_nodes)
+        for p in range(num_parts):
+            yield layout_of(p, graph.src, nodes, edges, scratch)
+        return
+    scratches: queue.SimpleQueue = queue.SimpleQueue()
+    for _ in range(threads):
+        scratches.put(Scratch(graph.num_nodes))
+
+    def compute(part: int) -> Layout:
+        scratch = scratches.get()
+        try:
+            return layout_of(part, graph.src, nodes, edges, scratch)
+        finally:
+            scratches.put(scratch)
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="gpart-layout") as pool:
+        pending = collections.deque(pool.submit(compute, p) for p in range(min(threads, num_parts)))
+        for p in range(threads, num_parts + threads):
+            layout = pending.popleft().result()
+            if p < num_parts:
+                pending.append(pool.submit(compute, p))
+            yield layout
+            del layout
 
 
 def write_topology(writer: PartitionWriter, part: int, layout: Layout, graph: Graph, bar) -> dict[str, Any]:

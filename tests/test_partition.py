@@ -523,3 +523,78 @@ def test_synchronous_binary_writer_matches_the_background_one(tmp_path):
         assert (directory / "part_0" / "x.bin").read_bytes() == arr.tobytes()
     assert entries[False] == entries[True]
     assert entries[True]["crc32"] == f"{zlib.crc32(arr.tobytes()):08x}"
+
+
+def test_fsync_error_in_the_background_surfaces_and_leaves_nothing(tmp_path, monkeypatch):
+    """A finished file's fsync runs in the fsync thread: its failure (EIO, a full thin disk) still
+    reaches the caller as one OutputError naming the file, and no result is left."""
+    import errno
+    import os
+
+    from gpart.bytes import sink
+
+    calls = []
+
+    def failing_fsync(fd):
+        calls.append(fd)
+        if len(calls) == 4:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(sink.os, "fsync", failing_fsync)
+    with pytest.raises(OutputError, match=r"\.bin.*Input/output error"):
+        partition_graph(small_graph(), tmp_path / "out", 3, "remainder")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_data_file_is_fsynced_before_the_manifest(tmp_path, monkeypatch):
+    """The writer thread hands fsyncs to another thread; the manifest must still come after all of them."""
+    import os
+
+    from gpart.bytes import sink
+
+    synced, at_manifest = [], []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    import gpart.partition as mod
+
+    def manifest_after(stage, manifest):
+        at_manifest.extend(synced)
+        return real_manifest(stage, manifest)
+
+    real_manifest = mod.write_manifest
+    monkeypatch.setattr(sink.os, "fsync", recording_fsync)
+    monkeypatch.setattr(mod, "write_manifest", manifest_after)
+    out = tmp_path / "out"
+    partition_graph(CORA, out, 3, "remainder")
+    bins = sorted(p.name for p in out.rglob("*.bin"))
+    synced_names = sorted(Path(p).name for p in at_manifest if p.endswith(".bin"))
+    assert bins and synced_names == bins
+
+
+@pytest.mark.parametrize("method,parts", [("random", 5), ("metis", 4)])
+def test_layouts_computed_in_threads_are_byte_identical(tmp_path, monkeypatch, method, parts):
+    """gpart.bounded.layout_threads picks 1, 2 or 0 (bucketed) layouts at once by memory; the bytes never change."""
+    import gpart.partition as mod
+
+    outputs = {}
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(mod, "layout_threads", lambda *args, n=threads: n)
+        out = tmp_path / f"t{threads}"
+        partition_graph(need(ENRON), out, parts, method, halo=1)
+        outputs[threads] = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert outputs[1] == outputs[2] == outputs[3]
+
+
+def test_layout_threads_follow_the_memory_limit():
+    from gpart.bounded import MAX_LAYOUT_THREADS, in_memory_bytes, layout_threads
+
+    n, e, p = 1_000_000, 10_000_000, 4
+    roomy = in_memory_bytes(n, e, p, MAX_LAYOUT_THREADS + 1)
+    assert layout_threads(n, e, p, roomy) == MAX_LAYOUT_THREADS == 2
+    assert layout_threads(n, e, p, roomy - 1) == 1
+    assert layout_threads(n, e, p, in_memory_bytes(n, e, p)) == 1
+    assert layout_threads(n, e, p, in_memory_bytes(n, e, p) - 1) == 0

@@ -72,6 +72,16 @@ class ByteSink:
             self.crc = crc.result() if crc is not None else zlib.crc32(view, self.crc)
         self.nbytes += len(view)
 
+    def flush(self) -> None:
+        """Hand buffered bytes to the kernel (a full disk shows here at the latest); close() still fsyncs."""
+        if self._fh.closed:
+            return
+        try:
+            self._fh.flush()
+        except OSError as exc:
+            close_quietly(self._fh)
+            raise OutputError(self.path, f"write failed: {exc.strerror or exc}") from None
+
     def close(self) -> None:
         """fsync and close (a manifest written afterwards never names data not on disk)."""
         if self._fh.closed:
