@@ -41,7 +41,7 @@ from gpart.cli.ui import (data_options, force_option, human_bytes, json_option, 
                    "need the whole adjacency in memory (balanced, metis, kaminpar) stop with an error up front.")
 @click.option("--passes", type=click.IntRange(min=1), default=None,
               help="Streaming passes of --method stream: the first places every node, each further one restreams "
-                   "(default 2). More passes: better cut, one more read of the spilled edges each.")
+                   "(default 8). More passes: better cut, one more read of the spilled edges each.")
 @click.option("--objective", type=click.Choice(["cut", "volume"]), default="cut",
               help="METIS objective: minimise edge cut or total communication volume (volume needs k-way).")
 @click.option("--algorithm", type=click.Choice(["auto", "recursive", "kway"]), default="auto",
