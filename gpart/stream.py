@@ -119,10 +119,8 @@ def _place_blocks(buckets, previous: np.ndarray, shares: np.ndarray, num_parts: 
     owner = previous.copy()
     restream = n > 0 and bool(previous.min() >= 0)
     rng = np.random.default_rng(seed)
-    load = np.zeros((num_parts, shares.shape[1]), dtype=np.float64)
-    if restream:  # every node is placed: start from the full loads, each block leaves before it is re-placed
-        for c in range(shares.shape[1]):
-            load[:, c] = np.bincount(previous, weights=shares[:, c], minlength=num_parts)
+    # a restream starts from the full loads; each block leaves its parts before it is re-placed
+    load = _loads(previous, shares, num_parts) if restream else np.zeros((num_parts, shares.shape[1]))
     totals = np.maximum(shares.sum(axis=0), 1e-300)
     alpha = math.sqrt(num_parts) * max(num_edges, 1) / max(n, 1) ** GAMMA
     for b in range(buckets.offsets.shape[0] - 1):
@@ -130,8 +128,7 @@ def _place_blocks(buckets, previous: np.ndarray, shares: np.ndarray, num_parts: 
         node, neighbour = buckets.rows(b, "node"), buckets.rows(b, "neighbour")
         w = shares[first:last]
         if restream:
-            for c in range(shares.shape[1]):
-                load[:, c] -= np.bincount(owner[first:last], weights=w[:, c], minlength=num_parts)
+            load -= _loads(owner[first:last], w, num_parts)
         where = owner[neighbour]
         known = where >= 0
         pairs = (node[known].astype(np.int64) - first) * num_parts + where[known]
@@ -139,23 +136,31 @@ def _place_blocks(buckets, previous: np.ndarray, shares: np.ndarray, num_parts: 
         # load in node-equivalents: the mean over shares of each part's fraction, times N
         gain -= alpha * GAMMA * np.sqrt((load / totals).mean(axis=1) * n)
         capacity = (1.0 + imbalance) * (load.sum(axis=0) + w.sum(axis=0)) / num_parts - load
-        if restream:  # a node's claim on room is what moving gains over staying; staying comes first
-            current = owner[first:last].astype(np.int64)
-            rows = np.arange(last - first)
-            stay = gain[rows, current].copy()
-            # a random half of the block stays put: neighbours in one block moving at once swap places
-            # forever (consecutive ids are often neighbours), half of them moving converge
-            frozen = rng.random(last - first) < 0.5
-            gain[frozen] = -np.inf
-            gain[rows[frozen], current[frozen]] = stay[frozen]
-            chosen = _fill_parts(gain, w, capacity, baseline=stay, current=current)
+        if restream:
+            chosen = _restream_block(gain, w, capacity, owner[first:last].astype(np.int64), rng)
         else:
             chosen = _fill_parts(gain, w, capacity)
         owner[first:last] = chosen
-        for c in range(shares.shape[1]):
-            load[:, c] += np.bincount(chosen, weights=w[:, c], minlength=num_parts)
+        load += _loads(chosen, w, num_parts)
         bar.advance(float(last - first))
     return owner
+
+
+def _loads(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> np.ndarray:
+    """[P, C]: each part's sum of each share over the nodes `owner` assigns to it."""
+    return np.column_stack([np.bincount(owner, weights=shares[:, c], minlength=num_parts) for c in range(shares.shape[1])])
+
+
+def _restream_block(gain: np.ndarray, w: np.ndarray, room: np.ndarray, current: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A placed block's new parts: a node's claim on room is what moving gains over staying, and staying
+    comes first. A random half of the block stays put: neighbours in one block moving at once (consecutive
+    ids are often neighbours) would swap places pass after pass; half of them moving converge."""
+    rows = np.arange(gain.shape[0])
+    stay = gain[rows, current].copy()
+    frozen = rng.random(gain.shape[0]) < 0.5
+    gain[frozen] = -np.inf
+    gain[rows[frozen], current[frozen]] = stay[frozen]
+    return _fill_parts(gain, w, room, baseline=stay, current=current)
 
 
 def _fill_parts(gain: np.ndarray, w: np.ndarray, room: np.ndarray, baseline: Optional[np.ndarray] = None,
@@ -163,6 +168,8 @@ def _fill_parts(gain: np.ndarray, w: np.ndarray, room: np.ndarray, baseline: Opt
     """Each row's best part with room in every share; rows nothing fits go to the parts with the most room.
 
     gain [rows, P]; w [rows, C] the shares of each row; room [P, C] what each part may still take.
+    Rows claim room best score first: their gain, or (restreaming) with `baseline` [rows] the gain of
+    staying and `current` [rows] their part, what a move gains over staying, staying ahead of every move.
     """
     rows, parts = gain.shape
     chosen = np.full(rows, -1, dtype=np.int32)

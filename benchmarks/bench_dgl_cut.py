@@ -1,0 +1,121 @@
+"""gpart's balanced default against DGL's METIS partitioning on the same graph, in one run: cut, balances, time, peak RSS.
+
+    python benchmarks/bench_dgl_cut.py --graph /tmp/pl/powerlaw-1m.npz --parts 4 --dgl-python /tmp/dglvenv/bin/python
+
+DGL runs in its own interpreter (--dgl-python: a venv where `import dgl`
+works; DGL 2.1 wants an older torch, see check_dgl_convert.py). Its side is
+what `dgl.distributed.partition_graph(..., part_method="metis")` computes
+before writing anything: `dgl.metis_partition_assignment` on the homogeneous
+graph, with DGL's default `balance_edges=False` and with `balance_edges=True`.
+gpart's side is the assignment of `gpart partition` (method `balanced`,
+gpart.assign.assign), also without writing. Each side is one child process,
+so peak RSS (ru_maxrss) is its own; with --cap each child runs in a cgroup
+v1 memory group of that size (gpart.memcap; root only). Cut = fraction of
+directed input edges whose endpoints have different owners; balances are
+max/mean of owned nodes, stored in-edges and training nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve()
+
+
+def measure(owner: np.ndarray, src: np.ndarray, dst: np.ndarray, train, parts: int) -> dict:
+    """Cut and balances, in numpy alone (the DGL child has no gpart)."""
+    owner = np.asarray(owner, dtype=np.int64)
+    in_degree = np.bincount(dst, minlength=owner.shape[0])
+
+    def balance(counts):
+        return float(counts.max() / counts.mean())
+
+    return {
+        "cut": float(np.count_nonzero(owner[src] != owner[dst]) / src.shape[0]),
+        "node_balance": balance(np.bincount(owner, minlength=parts)),
+        "edge_balance": balance(np.bincount(owner, weights=in_degree, minlength=parts)),
+        "train_balance": None if train is None else balance(np.bincount(owner[train], minlength=parts)),
+    }
+
+
+def child(args) -> dict:
+    with np.load(args.graph) as z:
+        src, dst, n = np.asarray(z["src"], dtype=np.int64), np.asarray(z["dst"], dtype=np.int64), int(z["num_nodes"])
+        train = np.asarray(z["train_mask"], dtype=bool) if "train_mask" in z.files else None
+    start = time.perf_counter()
+    if args.side == "gpart":
+        from gpart.assign import assign
+        from gpart.formats.readers import read_graph
+
+        owner = assign(read_graph(args.graph), args.parts, "balanced", threads=args.threads).book.owner_array
+    else:
+        import dgl
+        import torch
+
+        graph = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=n)
+        owner = dgl.metis_partition_assignment(graph, args.parts, balance_edges=args.side == "dgl-edges", mode="k-way").numpy()
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            **measure(owner, src, dst, train, args.parts)}
+
+
+def run_side(args, side: str, python: str) -> dict:
+    import os
+
+    cmd = [python, str(HERE), "--child", side, "--graph", str(args.graph), "--parts", str(args.parts), "--threads", str(args.threads)]
+    env = {**os.environ, "PYTHONPATH": str(HERE.parents[1])}
+    if args.cap:
+        from gpart.memcap import run_capped
+
+        run = run_capped(cmd, args.cap, timeout=3600, env=env)
+        if run.oom_killed:
+            return {"error": f"killed: out of memory at the {args.cap / 2**30:.0f} GiB cap"}
+    else:
+        run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if run.returncode != 0:
+        return {"error": f"exit {run.returncode}: {' '.join((run.stderr or '').strip().splitlines()[-1:])}"}
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graph", type=Path, default=Path("/tmp/pl/powerlaw-1m.npz"))
+    parser.add_argument("--parts", type=int, default=4)
+    parser.add_argument("--dgl-python", default="/tmp/dglvenv/bin/python")
+    parser.add_argument("--threads", type=int, default=2, help="KaMinPar threads of gpart's side")
+    parser.add_argument("--cap", default=None, help="cgroup memory cap of each child, e.g. 22GiB")
+    parser.add_argument("--sides", default="gpart,dgl,dgl-edges")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        args.side = args.child
+        print(json.dumps(child(args)))
+        return
+    if args.cap:
+        from gpart.bounded import parse_memory_size
+
+        args.cap = parse_memory_size(args.cap)
+    print(f"{args.graph}, {args.parts} parts; cut = fraction of directed edges cut; balances max/mean")
+    print(f"  {'partitioner':<36}{'wall s':>8}{'RSS MiB':>9}{'cut':>7}{'node':>7}{'in-edge':>8}{'train':>7}")
+    labels = {"gpart": "gpart balanced (default)", "dgl": "DGL METIS (balance_edges=False)",
+              "dgl-edges": "DGL METIS (balance_edges=True)"}
+    for side in args.sides.split(","):
+        result = run_side(args, side, sys.executable if side == "gpart" else args.dgl_python)
+        if "error" in result:
+            print(f"  {labels[side]:<36}{result['error']}", flush=True)
+            continue
+        train = "-" if result["train_balance"] is None else f"{result['train_balance']:.3f}"
+        print(f"  {labels[side]:<36}{result['seconds']:8.1f}{result['rss_mib']:9.0f}{result['cut']:7.3f}"
+              f"{result['node_balance']:7.3f}{result['edge_balance']:8.3f}{train:>7}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
