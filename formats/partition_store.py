@@ -26,6 +26,7 @@ from gpart.formats.arrays import CHUNK_BYTES, ArrayEntry, ArrayWriter
 from gpart.formats.dtypes import storage_dtype
 
 HDF5_FILE = "partitions.h5"
+FILES_AWAITING_FSYNC = 64
 
 
 class IOThread:
@@ -50,6 +51,8 @@ class IOThread:
         self._thread.start()
         self._syncs = ThreadPoolExecutor(1, thread_name_prefix="gpart-fsync")
         self._synced: list[Future] = []
+        # each file waiting for its fsync keeps its descriptor open: bound them (thousands of parts)
+        self._sync_slots = threading.BoundedSemaphore(FILES_AWAITING_FSYNC)
 
     def submit(self, fn, nbytes: int = 0) -> None:
         with self._cond:
@@ -78,8 +81,17 @@ class IOThread:
                 self._queue.task_done()
 
     def sync_later(self, close: Callable[[], None]) -> None:
-        """Run `close` (a finished file's fsync and close) in the fsync thread; called from the writer thread."""
-        self._synced.append(self._syncs.submit(close))
+        """Run `close` (a finished file's fsync and close) in the fsync thread; called from the writer thread,
+        which waits here while FILES_AWAITING_FSYNC files are still open for theirs."""
+        self._sync_slots.acquire()
+
+        def close_and_free() -> None:
+            try:
+                close()
+            finally:
+                self._sync_slots.release()
+
+        self._synced.append(self._syncs.submit(close_and_free))
 
     def _raise(self) -> None:
         if self._error is not None:

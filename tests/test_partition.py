@@ -598,3 +598,41 @@ def test_layout_threads_follow_the_memory_limit():
     assert layout_threads(n, e, p, roomy - 1) == 1
     assert layout_threads(n, e, p, in_memory_bytes(n, e, p)) == 1
     assert layout_threads(n, e, p, in_memory_bytes(n, e, p) - 1) == 0
+
+
+def test_files_awaiting_fsync_are_bounded(tmp_path, monkeypatch):
+    """Each file waiting for its fsync holds a descriptor: with many parts and a slow disk the writer
+    waits instead of opening files past the bound (ulimit -n is often 1024)."""
+    import os
+    import threading
+    import time
+
+    from gpart.bytes import sink
+    from gpart.formats import partition_store
+
+    monkeypatch.setattr(partition_store, "FILES_AWAITING_FSYNC", 3)
+    waiting, most = [0], [0]
+    lock = threading.Lock()
+    real_close = sink.ByteSink.close
+
+    def slow_close(self):
+        real_close(self)
+        time.sleep(0.002)
+        with lock:
+            waiting[0] -= 1
+
+    real_flush = sink.ByteSink.flush
+
+    def counting_flush(self):
+        real_flush(self)
+        with lock:
+            waiting[0] += 1
+            most[0] = max(most[0], waiting[0])
+
+    monkeypatch.setattr(sink.ByteSink, "close", slow_close)
+    monkeypatch.setattr(sink.ByteSink, "flush", counting_flush)
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+    out = tmp_path / "out"
+    partition_graph(CORA, out, 16, "random")
+    assert verify(out)["ok"]
+    assert 1 <= most[0] <= 3 + 1  # the bound, plus the one flushed while waiting for a slot
