@@ -22,7 +22,7 @@ import numpy as np
 from gpart.balance import BALANCE_BOUND, in_degrees, share_balance
 from gpart.book import ArrayBook
 from gpart.bytes.reader import release_rows
-from gpart.bounded import check_assign_memory, check_node_memory, default_max_memory, parse_memory_size
+from gpart.bounded import check_assign_memory, check_node_memory, default_max_memory, parse_memory_size, symmetric_bytes
 from gpart.errors import InputError
 from gpart.formats.arrays import CHUNK_BYTES
 from gpart.formats.commit import check_output_dir
@@ -79,7 +79,7 @@ def partition_hetero(
     # the erased ids live in scratch files next to the output (mapped, pages released as the pass goes)
     with ScratchDir(parent) as scratch:
         erased = hg.erased(scratch)
-        book, params = typed_book(hg, erased, num_parts, method, progress=progress, **method_params)
+        book, params = typed_book(hg, erased, num_parts, method, progress=progress, max_memory=limit, **method_params)
         ext = TypedArrays(hg, erased, book.owner_array, book.num_parts)
         # the writer chooses the in-memory or the bounded pass within `limit`, as for homogeneous input
         return partition_with_book(erased, book, out_dir, method="assignment" if given else method, params=params,
@@ -89,9 +89,10 @@ def partition_hetero(
 # --------------------------------------------------------------------------- assignment
 
 
-def typed_book(hg: HeteroGraph, erased: Graph, num_parts: int, method: str, *, seed: int = 0,
-               balance: Sequence[str] = (), progress: Any = None, **params: Any) -> tuple[ArrayBook, dict[str, Any]]:
-    """The book over erased ids: per-type rules, or a partitioner with one constraint per node type."""
+def typed_book(hg: HeteroGraph, erased: Graph, num_parts: int, method: str, *, seed: int = 0, balance: Sequence[str] = (),
+               progress: Any = None, max_memory: Optional[int] = None, **params: Any) -> tuple[ArrayBook, dict[str, Any]]:
+    """The book over erased ids: per-type rules, or a partitioner with one constraint per node type
+    (`max_memory`: the repair after `stream` is skipped where it would not fit, repair_types)."""
     if params.get("assignment") is not None:
         method = "assignment"
     if method in PER_TYPE_METHODS:
@@ -118,15 +119,17 @@ def typed_book(hg: HeteroGraph, erased: Graph, num_parts: int, method: str, *, s
         return repair_types(g, *_metis_recursive_first(g, num_parts, names, {m: masks[m] for m in masks}, seed, progress, params), masks)
     if method in ("metis", "kaminpar", "stream"):
         a = assign(g, num_parts, method, seed=seed, balance=names, progress=progress, **params)
-        return repair_types(g, a.book, dict(a.params, type_constraints=list(masks)), masks)
+        return repair_types(g, a.book, dict(a.params, type_constraints=list(masks)), masks, max_memory)
     a = assign(g, num_parts, method, seed=seed, progress=progress, **params)  # an assignment given by the user
     return a.book, dict(a.params)
 
 
-def repair_types(g: Graph, book: ArrayBook, params: dict[str, Any], masks: dict[str, np.ndarray]) -> tuple[ArrayBook, dict[str, Any]]:
+def repair_types(g: Graph, book: ArrayBook, params: dict[str, Any], masks: dict[str, np.ndarray],
+                 max_memory: Optional[int] = None) -> tuple[ArrayBook, dict[str, Any]]:
     """The partitioner's book, or, when a node type's balance exceeds the bound, the book after moving the
     cheapest nodes of over-full types to parts with room (gpart.refine.repair_balance with one share column
-    per node type, as the homogeneous default repairs its shares; recorded in params.repair)."""
+    per node type, as the homogeneous default repairs its shares; recorded in params.repair). The repair
+    holds the symmetric adjacency: past `max_memory` it is skipped (params.repair.skipped) and the book kept."""
     from gpart.refine import repair_balance
     from gpart.symmetric import symmetric_csr
 
@@ -134,6 +137,10 @@ def repair_types(g: Graph, book: ArrayBook, params: dict[str, Any], masks: dict[
     before = type_balance(book.owner_array, shares, book.num_parts)
     if max(before, default=1.0) <= BALANCE_BOUND:
         return book, params
+    need = symmetric_bytes(g.num_edges)
+    if max_memory is not None and need > max_memory:  # `stream` runs in bounded memory; the repair would not
+        return book, dict(params, repair={"bound": BALANCE_BOUND, "skipped": f"needs about {need} bytes, more than --max-memory",
+                                          "before": dict(zip(masks, before))})
     xadj, adjncy = symmetric_csr(g)
     owner = repair_balance(book.owner_array, shares, book.num_parts, BALANCE_BOUND, xadj, adjncy)
     del xadj, adjncy

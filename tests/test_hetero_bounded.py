@@ -139,3 +139,22 @@ def test_typed_partition_under_a_memory_cap_smaller_than_the_edges(tmp_path_fact
     assert sum(sum(p["hetero"]["num_edges"]) for p in manifest["partitions"]) == CAPPED_EDGES
     check = subprocess.run([gpart, "verify", str(out)], capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stderr[-2000:]
+
+
+def test_type_repair_is_skipped_past_max_memory():
+    """`stream` runs in bounded memory; the per-type repair after it holds the symmetric adjacency, so past
+    --max-memory it keeps the book and says so (params.repair.skipped) instead of running out of memory."""
+    from gpart.book import ArrayBook
+    from gpart.graph import Graph
+    from gpart.hetero import repair_types
+
+    n = 40
+    src = np.arange(n, dtype=np.int64)
+    g = Graph(n, src, (src + 1) % n)  # a ring
+    masks = {"ntype_a": np.arange(n) < 20, "ntype_b": np.arange(n) >= 20}
+    owner = np.where(np.arange(n) < 20, 0, 1).astype(np.int32)  # type a all in part 0, b all in part 1: balance 2.0
+    book = ArrayBook(owner, 2)
+    kept, params = repair_types(g, book, {}, masks, max_memory=1 << 20)
+    assert kept is book and params["repair"]["skipped"] and params["repair"]["before"] == {"ntype_a": 2.0, "ntype_b": 2.0}
+    repaired, params = repair_types(g, book, {}, masks)
+    assert params["repair"]["moved"] > 0 and max(params["repair"]["after"].values()) <= 1.10
