@@ -18,6 +18,12 @@ of all nodes: the same edges and the same feature bytes). Printed: wall seconds,
 and the ratio typed/untyped (the issue's target: <= 1.3x). Per-type node balance and edge cut
 come from the typed manifest. Inputs are stored uncompressed (memory-mapped, as users should).
 Temporary data lives in /tmp/gpart-bench-hetero-<pid>/ and is removed at the end.
+
+Bounded memory (`--bounded 512MB`): the generated typed graph partitioned with `remainder` in
+memory (the default --max-memory) and with `--max-memory 512MB` (the bounded pass: edges bucketed
+on disk, typed edge arrays streamed block by block), each in its own process (wall seconds, peak
+RSS of that process), beside the size of the graph's typed edge id arrays and, for scale, the
+untyped twin under the same limit (the homogeneous bounded pass); nothing else runs.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ def child(args) -> dict:
     from gpart.partition import partition_graph
 
     start = time.perf_counter()
-    m = partition_graph(args.input, args.out, args.parts, args.method, force=True)
+    m = partition_graph(args.input, args.out, args.parts, args.method, force=True, max_memory=args.max_memory)
     wall = time.perf_counter() - start
     out = {"wall": wall, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "cut": m["stats"]["edge_cut_ratio"],
            "node_balance": m["stats"]["node_balance"], "edge_balance": m["stats"]["edge_balance"]}
@@ -81,9 +87,10 @@ def untyped_twin(typed: Path, path: Path, with_feat: bool) -> None:
     np.savez(path, **arrays)
 
 
-def run_child(input: Path, method: str, parts: int) -> dict:
+def run_child(input: Path, method: str, parts: int, max_memory: str | None = None) -> dict:
     out = WORKDIR / f"out_{input.stem}_{method}"
     cmd = [sys.executable, __file__, "--child", "--input", str(input), "--out", str(out), "--method", method, "--parts", str(parts)]
+    cmd += ["--max-memory", max_memory] if max_memory else []
     proc = subprocess.run(cmd, capture_output=True, text=True)
     shutil.rmtree(out, ignore_errors=True)
     if proc.returncode:
@@ -115,6 +122,29 @@ def compare(label: str, typed: Path, untyped: Path, methods: list[str], parts: i
         print(f"{label:6s} {method:9s} typed {t['wall']:7.2f} s {t['rss']:8.0f} MiB | untyped {u['wall']:7.2f} s {u['rss']:8.0f} MiB | "
               f"ratio {t['wall'] / u['wall']:.2f}x time {t['rss'] / u['rss']:.2f}x RSS | typed cut {t['cut']:.3f} "
               f"node balance per type {t.get('types')} (untyped cut {u['cut']:.3f}, node balance {u['node_balance']:.3f})", flush=True)
+
+
+def bounded(typed: Path, untyped: Path, parts: int, max_memory: str, repeat: int = 1) -> None:
+    """`remainder` in memory vs under `max_memory` (the bounded pass), alternating, the fastest of `repeat` each;
+    and, for scale, the untyped twin under the same `max_memory` (the homogeneous bounded pass)."""
+    from gpart.formats.hetero_input import read_hetero_graph
+
+    g = read_hetero_graph(typed)
+    edge_bytes = sum(a.nbytes for e in g.edge_types for a in g.edges[e])
+    num_edges = sum(g.num_edges(e) for e in g.edge_types)
+    del g
+    typed.read_bytes()  # warm the page cache so both runs start alike
+    sides = [("typed, in memory", typed, None), (f"typed, --max-memory {max_memory}", typed, max_memory),
+             (f"untyped, --max-memory {max_memory}", untyped, max_memory)]
+    results: dict[str, list[dict]] = {label: [] for label, _, _ in sides}
+    for i in range(repeat):
+        for label, path, limit in sides if i % 2 == 0 else sides[::-1]:
+            results[label].append(run_child(path, "remainder", parts, limit))
+    print(f"typed graph: {num_edges:,} edges, typed edge id arrays {edge_bytes / 2**20:,.0f} MiB; remainder, {parts} parts", flush=True)
+    for label, runs in results.items():
+        r = best_of(runs)
+        text = f"error: {r['error']}" if "error" in r else f"{r['wall']:7.2f} s, peak RSS {r['rss']:8.0f} MiB"
+        print(f"  {label:30s} {text}", flush=True)
 
 
 def sampling(parts: int = 1, epochs: int = 3, repeat: int = 5) -> None:
@@ -172,6 +202,9 @@ def main(argv=None) -> None:
     ap.add_argument("--input", type=Path)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--method", default="random")
+    ap.add_argument("--max-memory", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--bounded", metavar="SIZE", default=None,
+                    help="only compare remainder in memory vs --max-memory SIZE on the generated graph")
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(child(args)))
@@ -182,7 +215,7 @@ def main(argv=None) -> None:
         return
     WORKDIR.mkdir(parents=True, exist_ok=True)
     try:
-        if not args.skip_cora:
+        if not args.skip_cora and not args.bounded:
             twin = WORKDIR / "cora_untyped.npz"
             untyped_twin(CORA, twin, with_feat=False)
             # topology only on both sides (words have no features, so no untyped twin has the same feature bytes)
@@ -198,6 +231,9 @@ def main(argv=None) -> None:
         subprocess.run([sys.executable, __file__, "--generate", str(args.edges), "--input", str(typed), "--out", str(untyped)], check=True)
         print(f"generated {args.edges:,} edges in {time.perf_counter() - start:.1f} s ({typed.stat().st_size / 2**20:.0f} MiB typed, "
               f"{untyped.stat().st_size / 2**20:.0f} MiB untyped)", flush=True)
+        if args.bounded:
+            bounded(typed, untyped, args.parts, args.bounded, args.repeat)
+            return
         compare("gen", typed, untyped, args.methods.split(","), args.parts, args.repeat)
         if not args.skip_sampling:
             sampling()  # last: it loads torch into this process

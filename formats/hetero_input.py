@@ -83,6 +83,9 @@ class HeteroGraph:
                     lo = int(eoff[r]) + start
                     np.add(arr[start:stop], noff[index[ntype]], out=out[side][lo:lo + stop - start], casting="unsafe")
                     drop_pages(arr, start * arr.itemsize, (stop - start) * arr.itemsize)
+                    # written pages of a scratch map stay in the page cache (and reach the file); unmapped,
+                    # they no longer count in this process's RSS, which then stays off the edges' size
+                    drop_pages(out[side], lo * 8, (stop - start) * 8, modes=("r+",))
         if scratch is not None:
             for arr in out:
                 arr.flush()

@@ -42,6 +42,7 @@ ASSIGN_BYTES_PER_EDGE = {"metis": 300, "balanced": 100, "kaminpar": 100}
 NODE_BYTES = 64  # N-sized arrays of the pass: node order, positions, owner, halo marks and lookups
 LAYOUT_BYTES_PER_EDGE = 56  # one partition's edge ids, local ids, sort order and source gather
 SORT_BYTES_PER_EDGE = 8  # the in-memory pass's packed key per edge
+SYMMETRIC_BYTES_PER_EDGE = 18  # gpart.symmetric.symmetric_csr: 2E int64 keys and a 2E-byte mask
 SCRATCH_NODE_BYTES = 9  # each layout thread's halo mark and lookup (gpart.layout.Scratch)
 # Layout threads of the in-memory pass: the source gathers are cache-missing random reads that
 # numpy runs without the GIL, so two overlap (remainder, 1M/10M, 4 parts: topology 0.56 -> 0.41 s).
@@ -103,6 +104,11 @@ def layout_threads(num_nodes: int, num_edges: int, num_parts: int, limit: int) -
 def bucketed_bytes(num_nodes: int, num_edges: int, num_parts: int) -> int:
     """Estimated peak of the bucketed pass: no E-sized array; the average partition's edges at a time."""
     return FIXED_BYTES + NODE_BYTES * num_nodes + LAYOUT_BYTES_PER_EDGE * -(-num_edges // num_parts)
+
+
+def symmetric_bytes(num_edges: int) -> int:
+    """Estimated peak of building the symmetric adjacency (gpart.symmetric.symmetric_csr) of `num_edges` edges."""
+    return FIXED_BYTES + SYMMETRIC_BYTES_PER_EDGE * num_edges
 
 
 def assign_bytes(method: str, num_edges: int) -> int:

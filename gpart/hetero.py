@@ -12,6 +12,7 @@ the per-type counts, and the manifest's `hetero` object.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
@@ -20,7 +21,8 @@ import numpy as np
 
 from gpart.balance import BALANCE_BOUND, in_degrees, share_balance
 from gpart.book import ArrayBook
-from gpart.bounded import check_assign_memory, default_max_memory, parse_memory_size
+from gpart.bytes.reader import release_rows
+from gpart.bounded import check_assign_memory, check_node_memory, default_max_memory, parse_memory_size, symmetric_bytes
 from gpart.errors import InputError
 from gpart.formats.arrays import CHUNK_BYTES
 from gpart.formats.commit import check_output_dir
@@ -31,6 +33,8 @@ from gpart.formats.hetero_partition import (EDGE_TYPE_DTYPE, EDGE_TYPE_KEY, HETE
 from gpart.formats.partition import part_dir
 from gpart.formats.scratch import ScratchDir
 from gpart.graph import Graph
+from gpart.hetero_edges import edge_types_of, write_typed_edges
+from gpart.partition_write import gather_chunks
 from gpart.shard import RangePolicy
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -61,27 +65,34 @@ def partition_hetero(
         if method_params.pop(key, None):
             raise InputError(where, f"--{key.replace('_', '-')} adds arrays to homogeneous inputs; put typed arrays into the typed .npz")
     limit = parse_memory_size(method_params.pop("max_memory", None)) or default_max_memory()
-    if method_params.get("assignment") is None:  # methods holding the whole adjacency stop up front (SPEC.md 4.6)
-        check_assign_memory(method, sum(hg.num_edges(e) for e in hg.edge_types), limit, where)
+    given = method_params.get("assignment") is not None
     total = sum(hg.num_nodes.values())
+    check_node_memory("assignment" if given else method, total, limit, where)
+    if not given:  # methods holding the whole adjacency stop up front (SPEC.md 4.6)
+        check_assign_memory(method, sum(hg.num_edges(e) for e in hg.edge_types), limit, where)
     if num_parts < 1 or num_parts > total:
         raise InputError(where, f"cannot split {total} nodes into {num_parts} parts")
     check_output_dir(out_dir, force, [where] if where else [])  # before any work: an existing result without --force
+    parent = Path(os.path.abspath(out_dir)).parent
+    if method == "stream" and not given:
+        method_params.setdefault("scratch_dir", parent)  # spill next to the output, as for homogeneous input
     # the erased ids live in scratch files next to the output (mapped, pages released as the pass goes)
-    with ScratchDir(Path(os.path.abspath(out_dir)).parent) as scratch:
+    with ScratchDir(parent) as scratch:
         erased = hg.erased(scratch)
-        book, params = typed_book(hg, erased, num_parts, method, progress=progress, **method_params)
+        book, params = typed_book(hg, erased, num_parts, method, progress=progress, max_memory=limit, **method_params)
         ext = TypedArrays(hg, erased, book.owner_array, book.num_parts)
-        return partition_with_book(erased, book, out_dir, method=method if method_params.get("assignment") is None else "assignment",
-                                   params=params, progress=progress, extension=ext, **write)
+        # the writer chooses the in-memory or the bounded pass within `limit`, as for homogeneous input
+        return partition_with_book(erased, book, out_dir, method="assignment" if given else method, params=params,
+                                   progress=progress, extension=ext, max_memory=limit, **write)
 
 
 # --------------------------------------------------------------------------- assignment
 
 
-def typed_book(hg: HeteroGraph, erased: Graph, num_parts: int, method: str, *, seed: int = 0,
-               balance: Sequence[str] = (), progress: Any = None, **params: Any) -> tuple[ArrayBook, dict[str, Any]]:
-    """The book over erased ids: per-type rules, or a partitioner with one constraint per node type."""
+def typed_book(hg: HeteroGraph, erased: Graph, num_parts: int, method: str, *, seed: int = 0, balance: Sequence[str] = (),
+               progress: Any = None, max_memory: Optional[int] = None, **params: Any) -> tuple[ArrayBook, dict[str, Any]]:
+    """The book over erased ids: per-type rules, or a partitioner with one constraint per node type
+    (`max_memory`: the repair after `stream` is skipped where it would not fit, repair_types)."""
     if params.get("assignment") is not None:
         method = "assignment"
     if method in PER_TYPE_METHODS:
@@ -108,15 +119,17 @@ def typed_book(hg: HeteroGraph, erased: Graph, num_parts: int, method: str, *, s
         return repair_types(g, *_metis_recursive_first(g, num_parts, names, {m: masks[m] for m in masks}, seed, progress, params), masks)
     if method in ("metis", "kaminpar", "stream"):
         a = assign(g, num_parts, method, seed=seed, balance=names, progress=progress, **params)
-        return repair_types(g, a.book, dict(a.params, type_constraints=list(masks)), masks)
+        return repair_types(g, a.book, dict(a.params, type_constraints=list(masks)), masks, max_memory)
     a = assign(g, num_parts, method, seed=seed, progress=progress, **params)  # an assignment given by the user
     return a.book, dict(a.params)
 
 
-def repair_types(g: Graph, book: ArrayBook, params: dict[str, Any], masks: dict[str, np.ndarray]) -> tuple[ArrayBook, dict[str, Any]]:
+def repair_types(g: Graph, book: ArrayBook, params: dict[str, Any], masks: dict[str, np.ndarray],
+                 max_memory: Optional[int] = None) -> tuple[ArrayBook, dict[str, Any]]:
     """The partitioner's book, or, when a node type's balance exceeds the bound, the book after moving the
     cheapest nodes of over-full types to parts with room (gpart.refine.repair_balance with one share column
-    per node type, as the homogeneous default repairs its shares; recorded in params.repair)."""
+    per node type, as the homogeneous default repairs its shares; recorded in params.repair). The repair
+    holds the symmetric adjacency: past `max_memory` it is skipped (params.repair.skipped) and the book kept."""
     from gpart.refine import repair_balance
     from gpart.symmetric import symmetric_csr
 
@@ -124,6 +137,10 @@ def repair_types(g: Graph, book: ArrayBook, params: dict[str, Any], masks: dict[
     before = type_balance(book.owner_array, shares, book.num_parts)
     if max(before, default=1.0) <= BALANCE_BOUND:
         return book, params
+    need = symmetric_bytes(g.num_edges)
+    if max_memory is not None and need > max_memory:  # `stream` runs in bounded memory; the repair would not
+        return book, dict(params, repair={"bound": BALANCE_BOUND, "skipped": f"needs about {need} bytes, more than --max-memory",
+                                          "before": dict(zip(masks, before))})
     xadj, adjncy = symmetric_csr(g)
     owner = repair_balance(book.owner_array, shares, book.num_parts, BALANCE_BOUND, xadj, adjncy)
     del xadj, adjncy
@@ -269,25 +286,20 @@ class TypedArrays:
     def edges(self, writer: Any, p: int, part: dict[str, Any], chunks: Callable[[], Any], topology: Any = None) -> None:
         """Edge types, per-type edge data rows, per-type edge, cut and halo counts of partition p.
 
-        With `topology` (node_ids, indices, num_owned) the cut and halo come from it
-        (halo sources have local ids >= num_owned; halo ids ascend); without it (the
-        bounded path) from the sources' owners."""
-        ids = np.concatenate([np.asarray(c, dtype=np.int64) for c in chunks()] or [np.zeros(0, np.int64)])
-        etype = (np.searchsorted(self.eoff, ids, side="right") - 1).astype(EDGE_TYPE_DTYPE)
+        With `topology` (node_ids, indices, num_owned: in memory) the cut and halo come from it
+        (halo sources have local ids >= num_owned; halo ids ascend); without it (the bounded
+        path) gpart.hetero_edges streams the blocks of `chunks()` (edge ids, sources)."""
+        if topology is None:
+            self.counts.setdefault(p, {}).update(write_typed_edges(writer, p, part, chunks, self.owner, self.mark, self.noff, self.eoff,
+                                                                   self.meta.edge_types, self.hg.edge_data))
+            return
+        ids = np.concatenate([np.asarray(c, dtype=np.int64) for c, _ in chunks()] or [np.zeros(0, np.int64)])
+        etype = edge_types_of(ids, self.eoff)
         part["arrays"][EDGE_TYPE_KEY] = writer.write_array(f"{part_dir(p)}/{EDGE_TYPE_KEY}", etype, EDGE_TYPE_DTYPE).to_json()
         num_types = len(self.meta.edge_types)
-        if topology is not None:
-            node_ids, indices, num_owned = topology
-            remote = indices >= num_owned
-            halo = node_ids[num_owned:]
-        else:
-            sources = self.erased.src[ids]
-            remote = self.owner[sources] != p
-            remote_sources = sources[remote]  # distinct remote sources (the halo) through an N-sized mask, not a sort
-            self.mark[remote_sources] = True
-            halo = np.flatnonzero(self.mark)
-            self.mark[halo] = False
-            del sources, remote_sources
+        node_ids, indices, num_owned = topology
+        remote = indices >= num_owned
+        halo = node_ids[num_owned:]
         self.counts.setdefault(p, {}).update(num_edges=np.bincount(etype, minlength=num_types), num_halo=np.diff(np.searchsorted(halo, self.noff)),
                                              num_cut=np.bincount(etype[remote], minlength=num_types))
         del remote, halo
@@ -299,7 +311,7 @@ class TypedArrays:
             for name, arr in data.items():
                 key = edge_data_key(et, name)
                 part["arrays"][key] = writer.write_chunks(f"{part_dir(p)}/{key}", dtype_name(arr.dtype), arr.shape[1:],
-                                                          typed_ids.shape[0], gather_chunks(arr, typed_ids)).to_json()
+                                                          typed_ids.shape[0], gather_chunks(arr, typed_ids, writer.after_writes)).to_json()
 
     def nodes(self, writer: Any, owned: Callable[[int], np.ndarray], halos: Optional[list[np.ndarray]] = None) -> list[dict[str, Any]]:
         """Typed node data of every partition (array entries per partition); records per-type owned counts.
@@ -326,8 +338,10 @@ class TypedArrays:
                 for start, block, bounds in split_by_owner(arr, owner, num_parts):
                     for p in np.flatnonzero(bounds[1:] > bounds[:-1]):
                         writers[p].write(block[bounds[p]:bounds[p + 1]])
+                    # pieces may be views of the mapped input, written later: release its pages after that
+                    writer.after_writes(functools.partial(release_rows, arr, start, start + block.shape[0]))
                 for p in range(num_parts):
-                    for chunk in gather_chunks(arr, halo_typed[p][t]):
+                    for chunk in gather_chunks(arr, halo_typed[p][t], writer.after_writes):
                         writers[p].write(chunk)
                     entries[p][key] = writers[p].finish().to_json()
         return entries
@@ -368,14 +382,6 @@ def split_by_owner(arr: np.ndarray, owner: np.ndarray, num_parts: int, chunk_byt
         bounds = np.zeros(num_parts + 1, dtype=np.int64)
         np.cumsum(np.bincount(own, minlength=num_parts), out=bounds[1:])
         yield start, block, bounds
-
-
-def gather_chunks(arr: np.ndarray, ids: np.ndarray, chunk_bytes: int = CHUNK_BYTES):
-    """Rows arr[ids] in pieces of about chunk_bytes (ids ascending or not), so a mapped input is read piecewise."""
-    row_bytes = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize)
-    step = max(1, chunk_bytes // row_bytes)
-    for start in range(0, ids.shape[0], step):
-        yield np.take(arr, ids[start:start + step], axis=0)
 
 
 def _specs(data: dict[str, np.ndarray]) -> dict[str, tuple[str, tuple[int, ...]]]:

@@ -21,7 +21,6 @@ checksums, writes and fsyncs of binary files run on a background thread
 from __future__ import annotations
 
 import os
-from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Union
@@ -103,13 +102,8 @@ def partition_graph(
             check_assign_memory(method, graph.num_edges, limit, graph.source)
         with timer("assign"):
             assignment = _assign(graph, num_parts, method, limit, stage.parent, progress, method_params)
-        threads = layout_threads(graph.num_nodes, graph.num_edges, num_parts, limit)
-        bounded = threads == 0
-        scratch = ScratchDir(stage.parent, prefix=f"{stage.name}-scratch-") if bounded else nullcontext()
-        with scratch:
-            manifest = _write_result(graph, assignment.book, stage, assignment.method, assignment.params, storage,
-                                     halo, progress, timer, node_data, edge_data, scratch=scratch if bounded else None,
-                                     block_edges=block_edges_for(limit), layout_threads=max(threads, 1))
+        manifest = _write_within(limit, graph, assignment.book, stage, assignment.method, assignment.params, storage,
+                                 halo, progress, timer, node_data, edge_data)
     return manifest
 
 def _assign(graph: Graph, num_parts: int, method: str, limit: int, scratch_parent: Path, progress: Optional[Progress],
@@ -136,14 +130,19 @@ def partition_with_book(
     progress: Optional[Progress] = None,
     verbose_log: VerboseLog = None,
     extension: Any = None,
+    max_memory: Union[str, int, None] = None,
 ) -> dict[str, Any]:
     """Write the partition result of `graph` under an assignment already made (`book`).
 
+    `max_memory` (bytes or '2GB'; default: a fraction of the available RAM)
+    chooses the in-memory or the bounded pass as partition_graph does.
     `extension` (typed graphs, gpart.hetero) adds arrays and manifest fields:
-    `nodes(writer, owned) -> [array entries per partition]` beside the node data,
-    `edges(writer, p, part, edge_id_chunks, topology)` after each partition's
-    topology (`topology`: its node_ids, indices and num_owned, or None on the
-    bounded path), `manifest(m)` last.
+    `nodes(writer, owned, halos) -> [array entries per partition]` beside the node data,
+    `edges(writer, p, part, chunks, topology)` after each partition's topology:
+    in memory `topology` is its (node_ids, indices, num_owned) and `chunks()` yields
+    (edge ids, None) once; on the bounded path `topology` is None and `chunks()`
+    (callable again) yields (edge ids, their erased sources) block by block, in CSC order.
+    `manifest(m)` comes last.
     """
     _check_options(storage, halo)
     _check_graph(graph, book.num_parts, graph.source)
@@ -152,9 +151,20 @@ def partition_with_book(
     timer = StageTimer(verbose_log)
     inputs = [graph.source] if graph.source and Path(graph.source).exists() else []
     with staged_output(out_dir, force=force, inputs=inputs) as stage:
-        threads = layout_threads(graph.num_nodes, graph.num_edges, book.num_parts, default_max_memory())
-        return _write_result(graph, book, stage, method, params or {}, storage, halo, progress, timer, None, None,
-                             extension=extension, layout_threads=max(threads, 1))
+        limit = parse_memory_size(max_memory) or default_max_memory()
+        return _write_within(limit, graph, book, stage, method, params or {}, storage, halo, progress, timer, None, None,
+                             extension=extension)
+
+
+def _write_within(limit: int, graph: Graph, book: PartitionBook, stage: Path, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """_write_result within `limit` bytes (SPEC.md 4.6): in memory with as many layout threads as fit
+    (gpart.bounded.layout_threads), or, where the in-memory pass does not fit, with edges bucketed
+    on disk in a scratch directory next to the output."""
+    threads = layout_threads(graph.num_nodes, graph.num_edges, book.num_parts, limit)
+    if threads:
+        return _write_result(graph, book, stage, *args, layout_threads=threads, **kwargs)
+    with ScratchDir(stage.parent, prefix=f"{stage.name}-scratch-") as scratch:
+        return _write_result(graph, book, stage, *args, scratch=scratch, block_edges=block_edges_for(limit), **kwargs)
 
 
 # --------------------------------------------------------------------------- checks and input

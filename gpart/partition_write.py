@@ -29,8 +29,10 @@ def write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension=
     """Every partition's topology and edge data, one partition at a time; returns parts and halos.
     In memory, `threads` layouts are computed at once (gpart.bounded.layout_threads).
 
-    `extension.edges(writer, p, part, edge_id_chunks, topology)` (typed graphs, gpart.hetero) runs after
-    each partition: `topology` is (node_ids, indices, num_owned), or None on the bounded path."""
+    `extension.edges(writer, p, part, chunks, topology)` (typed graphs, gpart.hetero) runs after
+    each partition: in memory `topology` is (node_ids, indices, num_owned) and `chunks()` yields
+    (edge ids, None); on the bounded path `topology` is None and `chunks()` yields (edge ids,
+    sources) per block (gpart.partition.partition_with_book)."""
     with timer("write topology"):
         parts, halos = [], []
         num_parts = nodes.offsets.shape[0] - 1
@@ -40,12 +42,12 @@ def write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension=
         for p in range(num_parts):
             if bounded:
                 part, halo_ids = write_topology_blocks(writer, p, graph, nodes, edges, scratch, bar)
-                chunks = functools.partial(lambda part_: (ids for ids, _, _ in edges.blocks(part_)), p)
+                chunks = functools.partial(lambda part_: ((ids, sources) for ids, _, sources in edges.blocks(part_)), p)
                 topology = None
             else:
                 layout = next(layouts)
                 part, halo_ids = write_topology(writer, p, layout, graph, bar), layout.node_ids[layout.num_owned:]
-                chunks = functools.partial(iter, [layout.edge_ids])
+                chunks = functools.partial(iter, [(layout.edge_ids, None)])
                 topology = (layout.node_ids, layout.indices, layout.num_owned)
                 del layout
             if extension is not None:
