@@ -17,7 +17,7 @@ with weights_only=True).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
@@ -33,11 +33,35 @@ def part_dir(part: int) -> str:
     return f"part_{part}"
 
 
-def write_meta(directory: Path, num_parts: int) -> dict[str, Any]:
-    """META.json as PyG's Partitioner writes it for a homogeneous graph."""
-    meta = {"num_parts": int(num_parts), "node_types": None, "edge_types": None, "node_offset": None, "is_hetero": False, "is_sorted": True}
+def write_meta(
+    directory: Path, num_parts: int, node_types: Optional[list[str]] = None, edge_types: Optional[list[tuple[str, str, str]]] = None,
+    node_offset: Optional[list[int]] = None,
+) -> dict[str, Any]:
+    """META.json as PyG's Partitioner writes it: homogeneous without types, typed (SPEC.md 7.5) with them."""
+    hetero = node_types is not None
+    meta = {
+        "num_parts": int(num_parts),
+        "node_types": list(node_types) if hetero else None,
+        "edge_types": [list(e) for e in edge_types] if hetero else None,
+        "node_offset": [int(o) for o in node_offset] if hetero else None,
+        "is_hetero": hetero,
+        "is_sorted": True,  # edges by destination: gpart's CSC order
+    }
     write_json_atomic(directory / META, meta)
     return file_entry(directory / META)
+
+
+def save_part_files(directory: Path, part: int, objs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """torch.save each `name -> obj` into a new part_<p>/; file entries relative to `directory`."""
+    sub = directory / part_dir(part)
+    sub.mkdir()
+    files = [save_torch_file(obj, sub / name) for name, obj in objs.items()]
+    return [{**f, "file": f"{part_dir(part)}/{f['file']}"} for f in files]
+
+
+def feats_dict(feats: Mapping[str, tuple[np.ndarray, str]]) -> dict[str, Any]:
+    """{PyG key: tensor} from {PyG key: (rows, dtype name)}, without copying the rows."""
+    return {k: as_torch(a, dt) for k, (a, dt) in feats.items()}
 
 
 def write_maps(directory: Path, node_map: np.ndarray, edge_map: np.ndarray) -> list[dict[str, Any]]:
@@ -57,12 +81,9 @@ def write_partition(
     edge_feats: Mapping[str, tuple[np.ndarray, str]],
 ) -> list[dict[str, Any]]:
     """part_<p>/graph.pt, node_feats.pt and edge_feats.pt; `*_feats` map PyG keys to (rows, dtype name)."""
-    sub = directory / part_dir(part)
-    sub.mkdir()
     graph = {"edge_id": as_torch(edge_ids, "int64"), "row": as_torch(row, "int64"), "col": as_torch(col, "int64"), "size": (int(num_nodes), int(num_nodes))}
-    nfeat = {"global_id": as_torch(node_ids, "int64"), "feats": {k: as_torch(a, dt) for k, (a, dt) in node_feats.items()}}
+    nfeat = {"global_id": as_torch(node_ids, "int64"), "feats": feats_dict(node_feats)}
     efeat: dict[str, Any] = {}
     if edge_feats:
-        efeat = {"global_id": as_torch(edge_ids, "int64"), "feats": {k: as_torch(a, dt) for k, (a, dt) in edge_feats.items()}}
-    files = [save_torch_file(obj, sub / name) for name, obj in (("graph.pt", graph), ("node_feats.pt", nfeat), ("edge_feats.pt", efeat))]
-    return [{**f, "file": f"{part_dir(part)}/{f['file']}"} for f in files]
+        efeat = {"global_id": as_torch(edge_ids, "int64"), "feats": feats_dict(edge_feats)}
+    return save_part_files(directory, part, {"graph.pt": graph, "node_feats.pt": nfeat, "edge_feats.pt": efeat})

@@ -14,6 +14,9 @@ assignment), so a gpart result maps onto them without moving an edge:
   CSC order; `orig_nids` / `orig_eids` map the new ids back, as DGL's
   `partition_graph(return_mapping=True)` does (gpart.convert_dgl).
 
+Typed (heterogeneous) results convert to PyG only, in PyG's HeteroData layout
+(gpart.convert_hetero, gpart.formats.pyg_hetero).
+
 One pass over the partitions: each partition's CSC over local ids becomes
 global `row`/`col` arrays (`node_ids[indices]`, owned ids repeated by column
 length), its node and edge data rows are handed to the writer as memory maps,
@@ -36,6 +39,7 @@ from gpart.formats.commit import staged_output
 from gpart.formats.filelist import check_export_name
 from gpart.formats.manifest import write_manifest
 from gpart.formats.partition import PartitionReader
+from gpart.convert_hetero import typed_plan, write_pyg_hetero
 from gpart.progress import or_null
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -70,18 +74,24 @@ def convert_partitions(
     if to not in TARGETS:
         raise InputError(None, f"unknown target {to!r} (expected one of {', '.join(TARGETS)})")
     if to == "dgl":
-        dgl.require_dgl()
         check_export_name(graph_name)
     reader = PartitionReader(parts_dir)
-    if reader.hetero is not None:  # SPEC.md 8: the other systems' typed layouts are not written yet
-        raise InputError(parts_dir, f"is a typed (heterogeneous) result; convert --to {to} handles homogeneous results only")
-    plan = _plan(reader, to, parts_dir, rename, node_feat, edge_feat, label)
+    if reader.hetero is not None and to != "pyg":  # SPEC.md 8.5: GLT's and DGL's typed layouts are not written
+        raise InputError(parts_dir, f"is a typed (heterogeneous) result; convert --to {to} handles homogeneous results only (typed ones convert --to pyg)")
+    if to == "dgl":  # after the typed check: a typed result is refused whether or not DGL is installed
+        dgl.require_dgl()
+    if reader.hetero is not None:
+        plan = typed_plan(reader.hetero, rename or {}, PYG_DEFAULT_KEYS, parts_dir)
+    else:
+        plan = _plan(reader, to, parts_dir, rename, node_feat, edge_feat, label)
     progress = or_null(progress)
     with staged_output(out_dir, force=force, inputs=[parts_dir]) as stage:
         if to == "dgl":
             from gpart.convert_dgl import write_dgl
 
             files = write_dgl(reader, plan, stage, progress, graph_name)
+        elif reader.hetero is not None:
+            files = write_pyg_hetero(reader, plan, stage, progress)
         else:
             files = _write(reader, to, plan, stage, progress)
         summary = {
@@ -97,24 +107,32 @@ def convert_partitions(
             "edge_data": plan["edge"],
             "labels": plan.get("label"),
             "not_converted": plan["skipped"],
+            "hetero": reader.hetero is not None,
             "files": files,
         }
         write_manifest(stage, summary)
     return summary
 
 
-def _keys_plan(nodes: list[str], edges: list[str], rename: Mapping[str, str], defaults: Mapping[str, str], where: PathLike) -> dict[str, Any]:
+def check_rename(rename: Mapping[str, str], names: set[str], where: PathLike) -> None:
+    """Every --rename NAME must be a data array of the result."""
     for name in rename:
-        if name not in nodes and name not in edges:
-            raise InputError(where, f"--rename names {name!r}, which is no node or edge array (arrays: {', '.join(nodes + edges) or 'none'})")
-    plan: dict[str, Any] = {"skipped": []}
-    for kind, names in (("node", nodes), ("edge", edges)):
-        keys = {n: rename.get(n, defaults.get(n, n)) for n in names}
-        if len(set(keys.values())) < len(keys):
-            dup = next(k for k in keys.values() if list(keys.values()).count(k) > 1)
-            raise InputError(where, f"two {kind} arrays would both be key {dup!r}; choose other keys with --rename NAME=KEY")
-        plan[kind] = keys
-    return plan
+        if name not in names:
+            raise InputError(where, f"--rename names {name!r}, which is no node or edge array (arrays: {', '.join(sorted(names)) or 'none'})")
+
+
+def data_keys(names: list[str], rename: Mapping[str, str], defaults: Mapping[str, str], kind: str, where: PathLike) -> dict[str, str]:
+    """{array name: the target's key} for one kind (and type) of array; two arrays under one key is an error."""
+    keys = {n: rename.get(n, defaults.get(n, n)) for n in names}
+    if len(set(keys.values())) < len(keys):
+        dup = next(k for k in keys.values() if list(keys.values()).count(k) > 1)
+        raise InputError(where, f"two {kind} arrays would both be key {dup!r}; choose other keys with --rename NAME=KEY")
+    return keys
+
+
+def _keys_plan(nodes: list[str], edges: list[str], rename: Mapping[str, str], defaults: Mapping[str, str], where: PathLike) -> dict[str, Any]:
+    check_rename(rename, set(nodes) | set(edges), where)
+    return {"skipped": [], "node": data_keys(nodes, rename, defaults, "node", where), "edge": data_keys(edges, rename, defaults, "edge", where)}
 
 
 def _plan(reader: PartitionReader, to: str, parts_dir: PathLike, rename, node_feat, edge_feat, label) -> dict[str, Any]:
