@@ -1,6 +1,7 @@
 """Benchmark `gpart convert` (PyG, GLT) and `gpart export-ckpt` beside `gpart partition` itself.
 
     python benchmarks/bench_convert.py [--input G.npz] [--parts 4] [--method remainder] [--targets pyg,glt] [--ckpt-rows 1000000] [--skip-ckpt]
+    python benchmarks/bench_convert.py --typed 3000000   # only (e), typed Cora and a generated typed graph of that many edges
     PYTHONPATH=. /path/to/dgl-venv/bin/python benchmarks/bench_convert.py --targets dgl --skip-ckpt   # where dgl imports
 
 Every measurement runs in its own subprocess, so each peak RSS is that
@@ -19,6 +20,12 @@ process's own (resource.getrusage). Figures, all from the same run:
 (d) `gpart export-ckpt --to wholegraph` and `--to distdgl` of a range-sharded
     lazyadam / adam checkpoint, beside a plain (fsynced) copy of the checkpoint
     directory.
+(e) with --typed E: `gpart convert --to pyg` of typed results (SPEC.md 7.5): typed Cora
+    (sample_data/cora_hetero.npz) and, with E > 0, benchmarks/bench_hetero.py's generated
+    typed graph of E edges, each beside the same conversion of its homogeneous (type-erased)
+    twin (the same edges over erased ids, and the same `feat` bytes where every node type
+    has `feat`; Cora's words have none, so its twin carries no features), both partitioned
+    with --method.
 
 Temporary data lives in /tmp/gpart-bench-convert/ and is deleted at the end
 (the input too when this script generated it).
@@ -140,6 +147,36 @@ def make_checkpoint(out: Path, rows: int, dim: int, optimizer: str) -> None:
 # --------------------------------------------------------------------------- parent
 
 
+def typed_results(edges: int, parts: int, method: str) -> None:
+    """(e): convert --to pyg of typed results beside their type-erased twins."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_hetero import CORA, generate, untyped_twin
+
+    from gpart.formats.hetero_input import read_hetero_graph
+
+    inputs = [("typed Cora", CORA)]
+    if edges:
+        gen = WORKDIR / "typed_gen.npz"
+        generate(edges, gen)
+        inputs.append((f"generated typed, {edges:,} edges", gen))
+    for label, typed in inputs:
+        g = read_hetero_graph(typed)
+        twin = WORKDIR / f"{typed.stem}_twin.npz"
+        untyped_twin(typed, twin, with_feat=all("feat" in g.node_data.get(t, {}) for t in g.node_types))
+        print(f"  {label}: {sum(g.num_nodes.values()):,} nodes, {sum(g.num_edges(e) for e in g.edge_types):,} edges, {parts} parts, method {method}")
+        results = {}
+        for side, npz in (("typed", typed), ("erased twin", twin)):
+            measure("partition", input=npz, out=WORKDIR / "tparts", parts=parts, method=method)
+            results[side] = measure("convert", input=WORKDIR / "tparts", out=WORKDIR / "tpyg", target="pyg")
+            shutil.rmtree(WORKDIR / "tparts")
+            shutil.rmtree(WORKDIR / "tpyg")
+        show("(e) gpart convert --to pyg, erased twin", results["erased twin"])
+        show("(e) gpart convert --to pyg, typed", results["typed"], results["erased twin"])
+        twin.unlink()
+        if typed != CORA:
+            typed.unlink()
+
+
 def measure(what: str, **kw) -> dict:
     cmd = [sys.executable, __file__, "--child", what] + [f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]
     res = subprocess.run(cmd, capture_output=True, text=True)
@@ -167,6 +204,7 @@ def main() -> None:
     ap.add_argument("--optimizer", default="lazyadam", help=argparse.SUPPRESS)
     ap.add_argument("--ckpt-rows", type=int, default=1_000_000, help="rows of the benchmark checkpoint (64 wide)")
     ap.add_argument("--skip-ckpt", action="store_true", help="skip (d)")
+    ap.add_argument("--typed", type=int, default=None, metavar="E", help="only (e): typed Cora and, if E > 0, a generated typed graph of E edges")
     ap.add_argument("--targets", default="pyg,glt", help="convert targets of (b), comma-separated (dgl needs dgl importable)")
     args = ap.parse_args()
     if args.child:
@@ -174,6 +212,9 @@ def main() -> None:
         return
 
     WORKDIR.mkdir(parents=True, exist_ok=True)
+    if args.typed is not None:
+        typed_results(args.typed, args.parts, args.method)
+        return
     made_input = False
     src = args.input or DEFAULT_INPUT
     if not src.exists():

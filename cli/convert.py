@@ -26,7 +26,7 @@ def convert(
     """Write the partition result PARTS_DIR in another system's partition layout.
 
     \b
-    gpart convert parts/ --to pyg -o pyg_parts/   # LocalGraphStore/LocalFeatureStore.from_partition("pyg_parts", p)
+    gpart convert parts/ --to pyg -o pyg_parts/   # LocalGraphStore/LocalFeatureStore.from_partition("pyg_parts", p); typed results too
     gpart convert parts/ --to glt -o glt_parts/   # DistDataset(edge_dir="in").load("glt_parts", p, whole_node_label_file="glt_parts/label.pt")
     gpart convert parts/ --to dgl -o dgl_parts/   # dgl.distributed.load_partition("dgl_parts/graph.json", p); needs dgl importable
     """
