@@ -109,10 +109,16 @@ def _exchange(loader: Any, frontier: torch.Tensor, keys: list[list[Hashable]], s
     and the rows of `keys` of the requests flagged. 4 collectives with sampling, 3 for rows alone."""
     part, world_size, wait = loader.part, loader.world_size, loader.timeout_s
     layouts = loader.row_source.layouts(keys)
-    widths = torch.tensor([layout.row_bytes for layout in layouts], dtype=torch.int64, device=frontier.device)
-    owner, cols = part.book.owner_and_local(frontier)
+    widths = [layout.row_bytes for layout in layouts]
+    located = _locate(loader, frontier, widths)
+    asked = None
+    if sample is None:  # rows alone: only the nodes whose rows are not held here are asked for
+        kind, held = located
+        asked = torch.nonzero(_needs(kind, held, widths)).reshape(-1)
+    owner, cols = part.book.owner_and_local(frontier if asked is None else torch.index_select(frontier, 0, asked))
     send_cols, send_counts, order = _dist.group_by_owner(cols, owner, world_size)
-    req = _requests(loader, frontier, order, send_counts, widths)
+    order = order if asked is None else torch.index_select(asked, 0, order)
+    req = _requests(located, order, send_counts, widths, world_size)
     send_counts = send_counts.tolist()
     start = time.perf_counter()
     recv_counts = _dist.exchange_counts(send_counts, timeout_s=wait)
@@ -140,21 +146,34 @@ def _exchange(loader: Any, frontier: torch.Tensor, keys: list[list[Hashable]], s
     return _Answer(got_counts_t, src, eid, order, node_rows)
 
 
-def _requests(loader: Any, frontier: torch.Tensor, order: torch.Tensor, send_counts: torch.Tensor, widths: torch.Tensor) -> _Requests:
-    """Flag the requests whose rows the owner must send: not held here, of a kind that carries rows."""
-    world_size = loader.world_size
-    if bool((widths > 0).any()):
-        kind, held = loader.row_source.locate(frontier)
-    else:  # nothing to carry: every node counts as held
-        kind, held = torch.zeros_like(frontier), torch.zeros_like(frontier)
+def _locate(loader: Any, frontier: torch.Tensor, widths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(kind, row here or -1) of every frontier node; with nothing to carry, every node counts as held."""
+    if any(widths):
+        return loader.row_source.locate(frontier)
+    return torch.zeros_like(frontier), torch.zeros_like(frontier)
+
+
+def _needs(kind: torch.Tensor, held: torch.Tensor, widths: list[int]) -> torch.Tensor:
+    """Whether the owner must send each node's rows: not held here, of a kind that carries rows."""
+    if len(widths) == 1:  # one kind: no per-kind lookup
+        return held < 0 if widths[0] else torch.zeros_like(held, dtype=torch.bool)
+    return (held < 0) & (torch.index_select(torch.tensor(widths, device=kind.device), 0, kind) > 0)
+
+
+def _requests(located: tuple[torch.Tensor, torch.Tensor], order: torch.Tensor, send_counts: torch.Tensor, widths: list[int],
+              world_size: int) -> _Requests:
+    """The requests in group order, those flagged for rows, and how many of each kind go to each owner."""
+    kind, held = located
     sent_kind = torch.index_select(kind, 0, order)
-    need = (torch.index_select(held, 0, order) < 0) & (torch.index_select(widths, 0, sent_kind) > 0)
-    per_kind = _per_rank_and_kind(need, sent_kind, send_counts, widths.numel(), world_size)
+    need = _needs(sent_kind, torch.index_select(held, 0, order), widths)
+    per_kind = _per_rank_and_kind(need, sent_kind, send_counts, len(widths), world_size)
     return _Requests(kind, held, order, need, per_kind)
 
 
 def _per_rank_and_kind(mask: torch.Tensor, kind: torch.Tensor, counts: torch.Tensor, num_kinds: int, world_size: int) -> list[list[int]]:
     """[rank][kind]: the masked items of each kind in each rank's block (blocks of `counts` items, in rank order)."""
+    if num_kinds == 1:  # one kind (homogeneous): a sum per block
+        return [[int(m.sum())] for m in mask.split(counts.tolist())]
     block = torch.repeat_interleave(torch.arange(world_size, device=kind.device), counts.to(kind.device), output_size=kind.numel())
     cell = torch.masked_select(block * num_kinds + kind, mask)
     return torch.bincount(cell, minlength=world_size * num_kinds).reshape(world_size, num_kinds).tolist()
@@ -166,14 +185,16 @@ def _answer_message(loader, keys, layouts, counts, count_split, cols, wanted, re
     world_size = loader.world_size
     kind, rows = loader.row_source.owned(cols)
     per_kind = _per_rank_and_kind(wanted, kind, torch.tensor(recv_counts, dtype=torch.int64), len(layouts), world_size)
-    packed = []
+    packed, blocks = [], []
     for t, (kind_keys, layout) in enumerate(zip(keys, layouts)):
         if not layout.row_bytes:
             packed.append([None] * world_size)
             continue
-        at = torch.index_select(rows, 0, torch.nonzero(wanted & (kind == t)).reshape(-1))
-        block = layout.pack([_rows(loader, key, at) for key in kind_keys])
-        packed.append(block.split([n[t] for n in per_kind]))
+        at = torch.masked_select(rows, wanted if len(layouts) == 1 else wanted & (kind == t))
+        blocks.append(layout.pack([_rows(loader, key, at) for key in kind_keys]))
+        packed.append(blocks[-1].split([n[t] for n in per_kind]))
+    if len(layouts) == 1 and blocks and not counts.numel():  # rows of one kind alone, already in rank order: no copy
+        return blocks[0].reshape(-1), [int(p.numel()) for p in packed[0]]
     pieces, sizes = [], []
     for b, c_counts in enumerate(counts.split(count_split)):
         block = [c_counts.contiguous().view(torch.uint8)] + [p[b].reshape(-1) for p in packed if p[b] is not None]
@@ -184,6 +205,8 @@ def _answer_message(loader, keys, layouts, counts, count_split, cols, wanted, re
 
 def _split_answers(got, got_counts, got_sizes, per_kind, layouts) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """(counts of every requested column, in group order; per kind, the flagged rows' bytes [n, row_bytes], group order)."""
+    if len(layouts) == 1 and layouts[0].row_bytes and not any(got_counts):  # rows of one kind alone: the message as it is
+        return got[:0].view(torch.int64), [got.reshape(-1, layouts[0].row_bytes)]
     counts: list[torch.Tensor] = []
     rows: list[list[torch.Tensor]] = [[] for _ in layouts]
     for block, c, kinds in zip(got.reshape(-1).split(got_sizes), got_counts, per_kind):
@@ -202,13 +225,12 @@ def _frontier_rows(loader, keys, layouts, row_bytes, req: _Requests) -> dict[Has
     for t, (kind_keys, layout) in enumerate(zip(keys, layouts)):
         if not kind_keys:
             continue
-        mine = req.kind == t
-        within = torch.cumsum(mine, 0) - 1  # each node's position among the frontier nodes of its kind
-        sent = torch.nonzero(req.need & (torch.index_select(req.kind, 0, req.order) == t)).reshape(-1)
-        remote = torch.index_select(within, 0, torch.index_select(req.order, 0, sent))
-        local = torch.nonzero(mine & (req.held >= 0)).reshape(-1)
-        local_rows, local_at = torch.index_select(req.held, 0, local), torch.index_select(within, 0, local)
-        count = int(mine.sum())
+        if len(keys) == 1:  # one kind: positions in the frontier are positions among its kind
+            remote = torch.index_select(req.order, 0, torch.nonzero(req.need).reshape(-1))
+            local_at = torch.nonzero(req.held >= 0).reshape(-1)
+            local_rows, count = torch.index_select(req.held, 0, local_at), int(req.kind.numel())
+        else:
+            remote, local_at, local_rows, count = _kind_positions(req, t)
         for key, got in zip(kind_keys, layout.unpack(row_bytes[t])):
             table = loader.part.node_data[key]
             rows = torch.empty((count, *table.shape[1:]), dtype=table.dtype, device=loader.device)
@@ -216,6 +238,17 @@ def _frontier_rows(loader, keys, layouts, row_bytes, req: _Requests) -> dict[Has
             rows.index_copy_(0, local_at, _rows(loader, key, local_rows))
             out[key] = rows
     return out
+
+
+def _kind_positions(req: _Requests, t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """Among the frontier nodes of kind t: positions of the flagged ones (in the answers' order), positions and rows
+    here of the held ones, and their number."""
+    mine = req.kind == t
+    within = torch.cumsum(mine, 0) - 1  # each node's position among the frontier nodes of its kind
+    sent = torch.nonzero(req.need & (torch.index_select(req.kind, 0, req.order) == t)).reshape(-1)
+    remote = torch.index_select(within, 0, torch.index_select(req.order, 0, sent))
+    local = torch.nonzero(mine & (req.held >= 0)).reshape(-1)
+    return remote, torch.index_select(within, 0, local), torch.index_select(req.held, 0, local), int(mine.sum())
 
 
 def _rows(loader: Any, key: Hashable, local: torch.Tensor) -> torch.Tensor:

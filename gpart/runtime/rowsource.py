@@ -40,7 +40,12 @@ class RowSource(ABC):
         return keys
 
     def layouts(self, keys: list[list[Hashable]]) -> list[RowLayout]:
-        return [RowLayout.of([self.part.node_data[key][:0] for key in kind]) for kind in keys]
+        """Per kind, the layout of the rows of `keys` (cached: every hop asks)."""
+        cache = self.__dict__.setdefault("_layouts", {})
+        marker = repr(keys)
+        if marker not in cache:
+            cache[marker] = [RowLayout.of([self.part.node_data[key][:0] for key in kind]) for kind in keys]
+        return cache[marker]
 
     def describe(self) -> str:
         """The kinds' layouts (every rank must agree: they size the answers' bytes)."""
