@@ -14,6 +14,10 @@ column's type-r in-edges, which are one contiguous slice of its CSC column
 (SPEC.md 8.2). Edge types without a fanout are not sampled. The erased
 batch is then split by type: per node type the typed ids (seeds first), per
 edge type the edge_index in per-type positions and the typed edge ids.
+Typed node data rows and the seeds' labels travel inside the sampling
+answers (fuse=True: gpart.runtime.fused with a TypedRows source, one row
+layout per node type); fuse=False gathers them per node type and array
+after sampling. The batches are the same either way.
 """
 
 from __future__ import annotations
@@ -93,7 +97,9 @@ class HeteroNeighborLoader(DistNeighborLoader):
     fanouts: {(s, r, d): [f_1, ..., f_H]} (-1: all; every list H long);
     node_data: array names loaded as `x` (the first) and `node_data` for every
     type that has them; labels: the seed type's array for `y`; pyg: yield
-    HeteroData instead of HeteroBatch. The rest as DistNeighborLoader.
+    HeteroData instead of HeteroBatch; fuse: typed rows and labels in the sampling
+    answers (False: a typed gather per node type and array after sampling). The rest
+    as DistNeighborLoader.
     """
 
     def __init__(self, part: Any, seeds: Any, fanouts: Any = None, batch_size: int = 1024, shuffle: bool = True,
