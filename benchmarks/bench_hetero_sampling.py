@@ -13,6 +13,15 @@ after/before for the typed and the untyped sampler (the untyped ratio shows what
 the shared code or the machine's load between the trees).
 The homogeneous figure is measured in the same process as each typed figure, so each line
 carries its own baseline. Temporary files live in /tmp/gpart-bench-hetero-sampling-<pid>/.
+
+    python benchmarks/bench_hetero_sampling.py --fused [--generated 200000] [--batches 40]
+
+Fuse on vs off in one run: 2 gloo ranks (one thread each) on a 2-part metis partition (with
+and without --halo 1) of the typed Cora (and, with --generated N, of a generated typed graph:
+N nodes of type a with 128 float32 features and labels, N/2 of type b with 64 float32, 10 N
+edges over three edge types), papers (a) as seeds, batch 256, fanouts [10, 10] for every edge
+type, every typed array of `feat` and the seeds' labels: topology alone, rows gathered after
+sampling (fuse=False) and rows in the sampling answers (fuse=True), taking turns batch by batch.
 """
 
 from __future__ import annotations
@@ -81,6 +90,86 @@ def measure(work: Path, epochs: int = 3, repeat: int = 5) -> dict:
             "gpart": [gpart.__file__, gpart.formats.__file__, gr.__file__]}
 
 
+RUNS = (("topology", None, True), ("gathered after", ["feat"], False), ("fused", ["feat"], True))
+
+
+def generate_typed(path: Path, n: int) -> None:
+    """A typed graph: `n` nodes of type a (128 float32 features, 16 classes), n // 2 of type b (64 float32),
+    10 n edges: a-cites-a (6 n, a few clustered communities so metis has a cut to find), b-in-a and a-has-b (2 n each)."""
+    rng = np.random.default_rng(0)
+    nb = n // 2
+
+    def local(count: int, hi_src: int, hi_dst: int) -> tuple[np.ndarray, np.ndarray]:
+        dst = rng.integers(0, hi_dst, count)
+        near = (dst * hi_src // hi_dst + rng.integers(-hi_src // 50, hi_src // 50, count)) % hi_src  # mostly nearby ids
+        far = rng.integers(0, hi_src, count)
+        return np.where(rng.random(count) < 0.8, near, far), dst
+
+    arrays = {"a/num_nodes": np.int64(n), "b/num_nodes": np.int64(nb),
+              "a/feat": rng.standard_normal((n, 128), dtype=np.float32), "a/label": rng.integers(0, 16, n),
+              "b/feat": rng.standard_normal((nb, 64), dtype=np.float32)}
+    for key, (count, hi_src, hi_dst) in {"a:cites:a": (6 * n, n, n), "b:in:a": (2 * n, nb, n), "a:has:b": (2 * n, n, nb)}.items():
+        arrays[f"{key}/src"], arrays[f"{key}/dst"] = local(count, hi_src, hi_dst)
+    np.savez(path, **arrays)
+
+
+def _epochs(loader):
+    while True:  # epoch after epoch (every rank runs the same number of batches per epoch)
+        yield from loader
+
+
+def _fused_rank(rank: int, world_size: int, parts: str, seed_type: str, batches: int) -> dict:
+    """One rank: the three RUNS' loaders take turns batch by batch; per run its stats and wall time."""
+    import gpart.runtime as gr
+
+    part = gr.load_partition(parts, device="cpu")
+    seeds = part.owned_ids(seed_type)
+    fanouts = {e: [10, 10] for e in part.edge_types}
+    loaders, iters = {}, {}
+    for label, names, fuse in RUNS:
+        loaders[label] = gr.DistNeighborLoader(part, {seed_type: seeds}, fanouts=fanouts, batch_size=256, node_data=names,
+                                               labels=None if names is None else "label", fuse=fuse, seed=rank)
+        iters[label] = _epochs(loaders[label])
+        next(iters[label])  # warm-up batch
+        loaders[label].stats.update(batches=0, sampled_edges=0, collective_s=0.0, total_s=0.0, collectives=0)
+    walls = dict.fromkeys(loaders, 0.0)
+    for _ in range(batches):
+        for label, it in iters.items():
+            start = time.perf_counter()
+            next(it)
+            walls[label] += time.perf_counter() - start
+    return {label: dict(loader.stats, wall_s=walls[label]) for label, loader in loaders.items()}
+
+
+def fused_vs_unfused(generated: int, batches: int) -> None:
+    from gpart.partition import partition_graph
+    from gpart.runtime._testing import run_distributed
+
+    WORKDIR.mkdir(parents=True)
+    try:
+        graphs = [("cora_hetero", CORA, "paper")]
+        if generated:
+            generate_typed(WORKDIR / "generated.npz", generated)
+            graphs.append((f"generated {generated}", WORKDIR / "generated.npz", "a"))
+        print(f"2 gloo ranks, one thread each; batch 256, fanouts [10, 10] per edge type; {batches} batches per rank per run "
+              f"after a warm-up batch, the runs taking turns batch by batch")
+        print(f"  {'graph':<18} {'parts':<12} {'run':<15} {'coll/batch':>10} {'batches/s':>10} {'M edges/s':>10} {'in coll.':>9}")
+        for name, graph, seed_type in graphs:
+            for halo in (0, 1):
+                out = WORKDIR / f"{name.split()[0]}_{halo}"
+                partition_graph(graph, out, 2, "metis", halo=halo, force=True)
+                res = run_distributed(_fused_rank, 2, str(out), seed_type, batches, timeout_s=1800, threads=1)
+                for label, _, _ in RUNS:
+                    runs = [r[label] for r in res]
+                    wall = max(r["wall_s"] for r in runs)
+                    share = sum(r["collective_s"] for r in runs) / sum(r["total_s"] for r in runs)
+                    print(f"  {name:<18} {'metis' + (' +halo' if halo else ''):<12} {label:<15} "
+                          f"{runs[0]['collectives'] / max(runs[0]['batches'], 1):>10.0f} {batches / wall:>10.1f} "
+                          f"{sum(r['sampled_edges'] for r in runs) / wall / 1e6:>10.3f} {share:>9.0%}", flush=True)
+    finally:
+        shutil.rmtree(WORKDIR, ignore_errors=True)
+
+
 def run_child(tree: Path, tag: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = subprocess.run([sys.executable, __file__, "--child", "--work", str(WORKDIR / tag)], env=env, check=True,
@@ -96,6 +185,9 @@ def main(argv=None) -> None:
     ap.add_argument("--baseline-rev", action="append", default=None,
                     help="git revision measured as a `before` (repeatable; default: 9b4c2b6, issue 13 as merged)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--fused", action="store_true", help="fuse on vs off on 2 gloo ranks, in one run")
+    ap.add_argument("--generated", type=int, default=0, help="with --fused: also a generated typed graph of this many a nodes")
+    ap.add_argument("--batches", type=int, default=40, help="with --fused: timed batches per rank and run")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -104,6 +196,9 @@ def main(argv=None) -> None:
         # drop its finder so a baseline tree's own formats/ and cli/ are imported (checked in run_child)
         sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
         print(json.dumps(measure(args.work)))
+        return
+    if args.fused:
+        fused_vs_unfused(args.generated, args.batches)
         return
     revs = args.baseline_rev or ["9b4c2b6"]
     WORKDIR.mkdir(parents=True)

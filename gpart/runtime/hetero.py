@@ -53,6 +53,7 @@ class HeteroPartition:
         counts = torch.as_tensor(owned_counts, dtype=torch.int64)
         self.type_starts = (torch.cumsum(counts, 1) - counts).to(dev)  # [P, T]: start of each type's block
         self.num_owned_by_type = counts[base.rank].tolist()
+        self._owned_by_type = counts[base.rank].to(dev)
         t_of = torch.repeat_interleave(torch.arange(len(self.node_types)), counts[base.rank])
         self.local_ntype = t_of.to(dev)  # node type index of each owned local node
         self.type_start, self.type_deg = _type_slices(base.indptr, self.edge_type, len(self.edge_types))
@@ -138,10 +139,23 @@ class HeteroPartition:
 
     def _rows(self, t: int, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(owner, row) of typed ids of type t; ids held here as halo nodes with stored rows are answered here."""
-        erased = ids + self.node_offsets[t]
+        return self._erased_rows(ids + self.node_offsets[t], torch.full_like(ids, t))
+
+    def erased_rows(self, erased: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(node type index, row in this partition's arrays of that type or -1) of each erased id (any types mixed)."""
+        kind = torch.searchsorted(self.node_offsets, erased, right=True) - 1
+        owner, rows = self._erased_rows(erased, kind)
+        return kind, rows.masked_fill_(owner != self.base.rank, -1)
+
+    def owned_rows(self, local: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(node type index, row in this partition's arrays of that type) of owned local ids."""
+        kind = torch.index_select(self.local_ntype, 0, local)
+        return kind, local - torch.index_select(self.type_starts[self.base.rank], 0, kind)
+
+    def _erased_rows(self, erased: torch.Tensor, kind: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         owner, local = self.base.book.owner_and_local(erased)
         owner = owner.to(torch.int64)
-        rows = local - self.type_starts[owner, t]
+        rows = local - self.type_starts[owner, kind]
         if self.halo_rows:
             foreign = torch.nonzero(owner != self.base.rank).reshape(-1)
             if foreign.numel():
@@ -149,9 +163,9 @@ class HeteroPartition:
                 wanted = erased[foreign]
                 pos = torch.searchsorted(halo_ids, wanted).clamp_(max=num_halo - 1)
                 hit = halo_ids[pos] == wanted
-                held = foreign[hit]
+                held, t = foreign[hit], kind[foreign[hit]]
                 owner[held] = self.base.rank
-                rows[held] = pos[hit] - self.halo_type_start[t] + self.num_owned_by_type[t]
+                rows[held] = pos[hit] - self.halo_type_start[t] + self._owned_by_type[t]
         return owner, rows
 
     def gather_edges(self, key: Any, positions: Any) -> torch.Tensor:

@@ -14,6 +14,10 @@ column's type-r in-edges, which are one contiguous slice of its CSC column
 (SPEC.md 8.2). Edge types without a fanout are not sampled. The erased
 batch is then split by type: per node type the typed ids (seeds first), per
 edge type the edge_index in per-type positions and the typed edge ids.
+Typed node data rows and the seeds' labels travel inside the sampling
+answers (fuse=True: gpart.runtime.fused with a TypedRows source, one row
+layout per node type); fuse=False gathers them per node type and array
+after sampling. The batches are the same either way.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from typing import Any, Optional, Sequence, Union
 import torch
 
 from gpart.runtime import dist as _dist
+from gpart.runtime.fused import fused_sample
 from gpart.runtime.loader import Batch, DistNeighborLoader
+from gpart.runtime.rowsource import TypedRows
 from gpart.runtime.sampling import sample_segments
 
 EdgeType = tuple[str, str, str]
@@ -91,30 +97,35 @@ class HeteroNeighborLoader(DistNeighborLoader):
     fanouts: {(s, r, d): [f_1, ..., f_H]} (-1: all; every list H long);
     node_data: array names loaded as `x` (the first) and `node_data` for every
     type that has them; labels: the seed type's array for `y`; pyg: yield
-    HeteroData instead of HeteroBatch. The rest as DistNeighborLoader.
+    HeteroData instead of HeteroBatch; fuse: typed rows and labels in the sampling
+    answers (False: a typed gather per node type and array after sampling). The rest
+    as DistNeighborLoader.
     """
 
     def __init__(self, part: Any, seeds: Any, fanouts: Any = None, batch_size: int = 1024, shuffle: bool = True,
                  seed: int = 0, node_data: Union[str, Sequence[str], None] = ("feat",), labels: Optional[str] = "label",
-                 replace: bool = False, drop_last: bool = False, timeout_s: Optional[float] = None, pyg: bool = False):
+                 replace: bool = False, drop_last: bool = False, timeout_s: Optional[float] = None, pyg: bool = False,
+                 fuse: bool = True):
         self.part = part
         self.batch_size, self.shuffle, self.seed = int(batch_size), bool(shuffle), int(seed)
         self.typed_names = [node_data] if isinstance(node_data, str) else list(node_data or [])
         self.label_name, self.replace, self.drop_last, self.pyg = labels, bool(replace), bool(drop_last), bool(pyg)
-        # The erased hops below run with the base loader's code; they pass the hop index to _serve.
+        # The erased hops below run with the base loader's code; they pass the hop index to serve.
         self.node_data_names, self.labels = [], None
         self.timeout_s = float(timeout_s if timeout_s is not None else part.timeout_s)
         self.device = part.device
         self.rank, self.world_size = _dist.world()
         self.epoch = 0
         self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
-        # Typed rows come through the typed gather after the hops, not inside the sampling answers.
-        self.fuse, self.fused_names = False, []
+        self.fuse = bool(fuse) and self.world_size > 1
         problem = self._parse_fanouts(fanouts)
         self.seeds, seed_problem = self._typed_seeds(seeds)
         problem = problem or seed_problem or self._check_world()
+        # typed rows by node type (a layout each); the layouts size the fused answers, so every rank must agree on them
+        self.row_source = TypedRows(part, self.typed_names, labels, self.input_type) if not seed_problem else None
+        layouts = self.row_source.describe() if self.row_source is not None else ""
         config = (f"typed fanouts={sorted(self.typed_fanouts.items())} input_type={self.input_type} replace={self.replace} "
-                  f"node_data={self.typed_names} labels={labels} manifest={part.digest}")
+                  f"node_data={self.typed_names} labels={labels} fuse={self.fuse} rows={layouts} manifest={part.digest}")
         _dist.agree_or_raise(problem, config, "the DistNeighborLoader settings", self.timeout_s, path=part.directory)
         counts = _dist.exchange_counts([self.seeds.numel()] * self.world_size, timeout_s=self.timeout_s)
         self.num_batches = max(self._batches_for(c) for c in counts)
@@ -141,7 +152,7 @@ class HeteroNeighborLoader(DistNeighborLoader):
             lengths.add(len(values))
         if len(lengths) != 1:
             return f"every edge type needs the same number of hops, got lists of lengths {sorted(lengths)}"
-        self.fanouts = list(range(lengths.pop()))  # hop indices: the base's _sample hands them to _serve
+        self.fanouts = list(range(lengths.pop()))  # hop indices: the base's _sample hands them to serve
         return None
 
     def _typed_seeds(self, seeds: Any) -> tuple[torch.Tensor, Optional[str]]:
@@ -164,6 +175,8 @@ class HeteroNeighborLoader(DistNeighborLoader):
         missing = [name for name in wanted if not any(k[1] == name for k in self.part.node_data)]
         if missing:
             return none, f"no typed node data named {', '.join(map(repr, missing))} loaded"
+        if self.label_name is not None and (ntype, self.label_name) not in self.part.node_data:
+            return none, f"no labels {self.label_name!r} of the seed node type {ntype!r} loaded"
         return ids + self.part.node_offsets[self.part.node_types.index(ntype)], None
 
     def _check_world(self) -> Optional[str]:
@@ -193,7 +206,7 @@ class HeteroNeighborLoader(DistNeighborLoader):
             self._flat_start, self._flat_deg = part.type_start.reshape(-1), part.type_deg.reshape(-1)
         return self._etypes_of, self._fanout_of, self._hop_fanouts
 
-    def _serve(self, cols: torch.Tensor, hop: int, gen: torch.Generator):
+    def serve(self, cols: torch.Tensor, hop: int, gen: torch.Generator):
         """Sample owned columns `cols` per edge type: (counts, erased source ids, erased edge ids), grouped by column.
 
         Every (column, sampled edge type of its node type) pair is one segment, its type-r slice of the
@@ -244,14 +257,27 @@ class HeteroNeighborLoader(DistNeighborLoader):
             yield batch.to_pyg() if self.pyg else batch
 
     def _sample(self, seeds: torch.Tensor, gen: torch.Generator) -> HeteroBatch:
-        typed = self._split(super()._sample(seeds, gen))
+        if self.fuse:  # typed rows and labels inside the sampling answers (gpart.runtime.fused)
+            sampled = fused_sample(self, self._relabel, seeds, gen)
+            typed = self._split(Batch(n_id=sampled.n_id, batch_size=int(seeds.numel()), edge_index=sampled.edge_index,
+                                      e_id=sampled.e_id, num_sampled_nodes=sampled.num_nodes, num_sampled_edges=sampled.num_edges))
+            for (ntype, name), rows in sampled.node_data.items():  # keys in type order, then name order: as below
+                typed.node_data.setdefault(ntype, {})[name] = rows
+            typed.y = sampled.y
+        else:
+            typed = self._gathered(self._split(super()._sample(seeds, gen)))
+        for ntype, arrays in typed.node_data.items():
+            if self.typed_names and self.typed_names[0] in arrays:
+                typed.x[ntype] = arrays[self.typed_names[0]]
+        return typed
+
+    def _gathered(self, typed: HeteroBatch) -> HeteroBatch:
+        """`typed` with its rows and labels gathered after sampling (fuse off): a typed gather per node type and array."""
         part, wait = self.part, self.timeout_s
-        for t, ntype in enumerate(part.node_types):
+        for ntype in part.node_types:
             for name in self.typed_names:
                 if (ntype, name) in part.node_data:  # the same keys on every rank: the same collectives
                     typed.node_data.setdefault(ntype, {})[name] = self._timed(part.gather, (ntype, name), typed.n_id[ntype], timeout_s=wait)
-            if self.typed_names and self.typed_names[0] in typed.node_data.get(ntype, {}):
-                typed.x[ntype] = typed.node_data[ntype][self.typed_names[0]]
         if self.label_name is not None:
             seed_ids = typed.n_id[self.input_type][: typed.batch_size]
             typed.y = self._timed(part.gather, (self.input_type, self.label_name), seed_ids, timeout_s=wait)

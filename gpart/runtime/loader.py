@@ -11,8 +11,8 @@ received from its CSC of in-edges (gpart.runtime.sampling), and answers in
 request order in a second all_to_all (counts, then source ids and edge ids).
 Across ranks the counts' message also carries the node data rows of the
 requested nodes the requester does not hold (gpart.runtime.fused), so only
-the last hop's nodes come through LoadedPartition.gather (fuse=False: all
-rows and labels through it, after sampling). Every rank
+the last hop's nodes' rows take one more exchange (fuse=False: all rows and
+labels through LoadedPartition.gather, after sampling). Every rank
 runs the same number of batches (agreed when the loader is built) and the
 same collectives per batch, so a rank out of seeds serves its peers with
 empty batches. Each collective waits at most `timeout_s`. With one partition
@@ -31,6 +31,7 @@ import torch
 from gpart.errors import InputError
 from gpart.runtime import dist as _dist
 from gpart.runtime.fused import fused_sample
+from gpart.runtime.rowsource import PlainRows
 from gpart.runtime.sampling import Relabeller, sample_columns
 
 
@@ -88,8 +89,8 @@ class DistNeighborLoader:
     drop_last: drop each rank's last partial batch. timeout_s: bound of every
     wait on a peer (None: the partition's timeout_s). fuse: across ranks,
     carry the rows of every hop's requested nodes (and the seeds' labels) in
-    the sampling answers (gpart.runtime.fused), so only the last hop's nodes
-    are gathered afterwards; False: gather all rows and labels after sampling.
+    the sampling answers (gpart.runtime.fused), so only the last hop's nodes'
+    rows take one more exchange; False: gather all rows and labels after sampling.
     Building the loader is a collective when torch.distributed is initialised.
     A typed partition (gpart.runtime.hetero.HeteroPartition) gets a
     gpart.runtime.hetero_loader.HeteroNeighborLoader: seeds {ntype: ids},
@@ -134,7 +135,7 @@ class DistNeighborLoader:
         self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
         # Node data fused into the sampling answers (part of the settings every rank must agree on).
         self.fuse = bool(fuse) and self.world_size > 1
-        self.fused_names = list(dict.fromkeys(self.node_data_names + ([labels] if labels is not None else []))) if self.fuse else []
+        self.row_source = PlainRows(part, self.node_data_names, labels)
         self.seeds, problem = self._seed_tensor(seeds)
         problem = self._check_arguments() or problem
         self.num_batches = self._agree(problem)
@@ -270,7 +271,7 @@ class DistNeighborLoader:
         """
         part = self.part
         if self.world_size == 1:
-            counts, src, eid = self._serve(frontier, fanout, gen)
+            counts, src, eid = self.serve(frontier, fanout, gen)
             return counts, src, eid, torch.arange(frontier.numel(), device=self.device)
         owner, cols = part.book.owner_and_local(frontier)
         send_cols, send_counts, order = _dist.group_by_owner(cols, owner, self.world_size)
@@ -281,7 +282,7 @@ class DistNeighborLoader:
         cols = _dist.all_to_all_rows(send_cols, send_counts, recv_counts, timeout_s=wait)
         self.stats["collective_s"] += time.perf_counter() - start
         self.stats["collectives"] += 4
-        counts, src, eid = self._serve(cols, fanout, gen)
+        counts, src, eid = self.serve(cols, fanout, gen)
         start = time.perf_counter()
         got_counts = _dist.all_to_all_rows(counts, recv_counts, send_counts, timeout_s=wait)
         answer_rows = [int(c.sum()) for c in counts.split(recv_counts)]
@@ -290,8 +291,9 @@ class DistNeighborLoader:
         self.stats["collective_s"] += time.perf_counter() - start
         return got_counts, got[:, 0], got[:, 1], order
 
-    def _serve(self, cols: torch.Tensor, fanout: int, gen: torch.Generator):
-        """Sample owned columns `cols`: (counts, global source ids, global edge ids), grouped by column."""
+    def serve(self, cols: torch.Tensor, fanout: int, gen: torch.Generator):
+        """Sample owned columns `cols`: (counts, global source ids, global edge ids), grouped by column (the owner's side
+        of a hop; gpart.runtime.fused calls it too)."""
         part = self.part
         picks = sample_columns(part.indptr, cols, fanout, self.replace, gen)
         src = torch.index_select(part.indices, 0, picks.positions)

@@ -13,6 +13,7 @@ bytes (bool, bfloat16, ... included), on CPU and CUDA alike.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -30,17 +31,19 @@ class RowLayout:
     def of(cls, arrays: Sequence[torch.Tensor]) -> "RowLayout":
         return cls(tuple((a.dtype, tuple(a.shape[1:])) for a in arrays))
 
-    @property
-    def field_bytes(self) -> list[int]:
+    @functools.cached_property
+    def field_bytes(self) -> list[int]:  # computed once: the samplers ask for every hop
         return [torch.empty(0, dtype=dtype).element_size() * math.prod(shape) for dtype, shape in self.fields]
 
-    @property
+    @functools.cached_property
     def row_bytes(self) -> int:
         return sum(self.field_bytes)
 
     def pack(self, arrays: Sequence[torch.Tensor]) -> torch.Tensor:
         """uint8 [n, row_bytes]: row i holds row i of every array, in order."""
         n = int(arrays[0].shape[0]) if arrays else 0
+        if len(self.fields) == 1 and n and self.row_bytes:  # one array: its own bytes, no copy
+            return arrays[0].reshape(n, -1).contiguous().view(torch.uint8).reshape(n, self.row_bytes)
         out = torch.empty((n, self.row_bytes), dtype=torch.uint8, device=arrays[0].device if arrays else None)
         at = 0
         for array, (_, shape), width in zip(arrays, self.fields, self.field_bytes):
@@ -52,6 +55,10 @@ class RowLayout:
     def unpack(self, packed: torch.Tensor) -> list[torch.Tensor]:
         """The arrays `pack` took, from its output (rows may come from any rank)."""
         n = int(packed.shape[0])
+        if len(self.fields) == 1 and n and self.row_bytes and packed.is_contiguous():
+            (dtype, shape), = self.fields
+            if packed.storage_offset() % torch.empty(0, dtype=dtype).element_size() == 0:  # an aligned start: a view, no copy
+                return [packed.view(dtype).reshape(n, *shape)]
         arrays, at = [], 0
         for (dtype, shape), width in zip(self.fields, self.field_bytes):
             # a fresh [n, width] block: a dtype view needs standard strides and an aligned start
