@@ -94,24 +94,29 @@ def convert_partitions(
             files = write_pyg_hetero(reader, plan, stage, progress)
         else:
             files = _write(reader, to, plan, stage, progress)
-        summary = {
-            "format": CONVERT_FORMAT,
-            "version": 1,
-            "created_by": f"gpart {__version__}",
-            "target": to,
-            "source": os.fspath(parts_dir),
-            "num_parts": reader.num_parts,
-            "num_nodes": reader.num_nodes,
-            "num_edges": reader.num_edges,
-            "node_data": plan["node"],
-            "edge_data": plan["edge"],
-            "labels": plan.get("label"),
-            "not_converted": plan["skipped"],
-            "hetero": reader.hetero is not None,
-            "files": files,
-        }
+        summary = _summary(reader, to, parts_dir, plan, files)
         write_manifest(stage, summary)
     return summary
+
+
+def _summary(reader: PartitionReader, to: str, parts_dir: PathLike, plan: dict[str, Any], files: Any) -> dict[str, Any]:
+    """The conversion's own manifest: what was converted from where, and the files written."""
+    return {
+        "format": CONVERT_FORMAT,
+        "version": 1,
+        "created_by": f"gpart {__version__}",
+        "target": to,
+        "source": os.fspath(parts_dir),
+        "num_parts": reader.num_parts,
+        "num_nodes": reader.num_nodes,
+        "num_edges": reader.num_edges,
+        "node_data": plan["node"],
+        "edge_data": plan["edge"],
+        "labels": plan.get("label"),
+        "not_converted": plan["skipped"],
+        "hetero": reader.hetero is not None,
+        "files": files,
+    }
 
 
 def check_rename(rename: Mapping[str, str], names: set[str], where: PathLike) -> None:
