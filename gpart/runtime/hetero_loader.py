@@ -112,12 +112,7 @@ class HeteroNeighborLoader(DistNeighborLoader):
         self.label_name, self.replace, self.drop_last, self.pyg = labels, bool(replace), bool(drop_last), bool(pyg)
         # The erased hops below run with the base loader's code; they pass the hop index to serve.
         self.node_data_names, self.labels = [], None
-        self.timeout_s = float(timeout_s if timeout_s is not None else part.timeout_s)
-        self.device = part.device
-        self.rank, self.world_size = _dist.world()
-        self.epoch = 0
-        self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
-        self.fuse = bool(fuse) and self.world_size > 1
+        self._init_run(part, timeout_s, fuse)
         problem = self._parse_fanouts(fanouts)
         self.seeds, seed_problem = self._typed_seeds(seeds)
         problem = problem or seed_problem or self._check_world()

@@ -128,13 +128,7 @@ class DistNeighborLoader:
         self.labels = labels
         self.replace = bool(replace)
         self.drop_last = bool(drop_last)
-        self.timeout_s = float(timeout_s if timeout_s is not None else part.timeout_s)
-        self.device = part.device
-        self.rank, self.world_size = _dist.world()
-        self.epoch = 0
-        self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
-        # Node data fused into the sampling answers (part of the settings every rank must agree on).
-        self.fuse = bool(fuse) and self.world_size > 1
+        self._init_run(part, timeout_s, fuse)
         self.row_source = PlainRows(part, self.node_data_names, labels)
         self.seeds, problem = self._seed_tensor(seeds)
         problem = self._check_arguments() or problem
@@ -142,6 +136,16 @@ class DistNeighborLoader:
         self._relabel: Optional[Relabeller] = None
 
     # -- set-up
+
+    def _init_run(self, part: Any, timeout_s: Optional[float], fuse: bool) -> None:
+        """Run state both loaders share: timeout, device, world, epoch, stats and whether node data is
+        fused into the sampling answers (part of the settings every rank must agree on)."""
+        self.timeout_s = float(timeout_s if timeout_s is not None else part.timeout_s)
+        self.device = part.device
+        self.rank, self.world_size = _dist.world()
+        self.epoch = 0
+        self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
+        self.fuse = bool(fuse) and self.world_size > 1
 
     def _check_arguments(self) -> Optional[str]:
         if not self.fanouts or any(f == 0 or f < -1 for f in self.fanouts):
