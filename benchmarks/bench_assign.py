@@ -50,7 +50,7 @@ def make_graph(nodes: int, edges: int, seed: int = 0):
 
 
 def load_graph():
-    from gpart.graph import Graph
+    from gpart.base.graph import Graph
 
     meta = json.loads((WORK / "meta.json").read_text())
     src = np.load(WORK / "src.npy", mmap_mode="r")

@@ -59,7 +59,7 @@ print(json.dumps({"seconds": dt, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kib":
 def generate(run: Path, rows: int, dim: int, world: int) -> int:
     """A remainder-sharded Adam checkpoint written rank by rank, chunk by chunk."""
     from gpart.formats import checkpoint as ck
-    from gpart.shard import RemainderPolicy
+    from gpart.formats.shard import RemainderPolicy
 
     run.mkdir(parents=True)
     policy = RemainderPolicy(rows, world)

@@ -117,7 +117,7 @@ def naive_torch_save(parts: Path, out: Path) -> None:
 def make_checkpoint(out: Path, rows: int, dim: int, optimizer: str) -> None:
     """A range-sharded checkpoint over 4 ranks written with the library's shard writer, in 64 MiB pieces."""
     from gpart.formats import checkpoint as ck
-    from gpart.shard import RangePolicy
+    from gpart.formats.shard import RangePolicy
 
     world = 4
     policy = RangePolicy.wholegraph(rows, world)

@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    from gpart.graph import Graph
+    from gpart.base.graph import Graph
     from gpart.kaminpar_backend import kaminpar_partition
     from gpart.refine import edge_cut
     from gpart.symmetric import symmetric_csr

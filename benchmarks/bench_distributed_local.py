@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from gpart.formats import checkpoint as ck
-from gpart.shard import RemainderPolicy
+from gpart.formats.shard import RemainderPolicy
 
 
 def make_run(directory: Path, rows: int, dim: int, world: int) -> None:

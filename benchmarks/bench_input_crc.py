@@ -28,9 +28,9 @@ from gpart import ckpt
 from gpart.export import export_feat
 from gpart.formats import checkpoint as ck
 from gpart.formats.arrays import OnTheWayCrc
-from gpart.graph import Graph
+from gpart.base.graph import Graph
 from gpart.partition import partition_graph
-from gpart.shard import RemainderPolicy
+from gpart.formats.shard import RemainderPolicy
 
 ROOT = Path("/tmp/gpart-bench-input-crc")
 

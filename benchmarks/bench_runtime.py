@@ -53,7 +53,7 @@ def sync(device: torch.device) -> None:
 
 
 def make_graph(num_rows: int, dim: int, seed: int = 0):
-    from gpart.graph import Graph
+    from gpart.base.graph import Graph
 
     rng = np.random.default_rng(seed)
     num_edges = 2 * num_rows
@@ -64,7 +64,7 @@ def make_graph(num_rows: int, dim: int, seed: int = 0):
 
 
 def write_partition(graph, directory: Path, num_parts: int, kind: str, storage: str = "binary") -> None:
-    from gpart.book import ArrayBook, remainder_book
+    from gpart.formats.book import ArrayBook, remainder_book
     from gpart.partition import partition_with_book
 
     if kind == "remainder":
@@ -178,7 +178,7 @@ def bench_distributed(directory: Path, world_size: int, batch: int, steps: int) 
 
 def _read_bytes(directory: Path, rank: int = 0) -> int:
     """Read the bytes of every array partition `rank` loads (its arrays and the book) into memory."""
-    from gpart.formats.partition import PartitionReader
+    from gpart.formats.partition_reader import PartitionReader
 
     with PartitionReader(directory) as reader:
         entries = [reader.entry(rank, key) for key in reader.keys(rank)] + list(reader.book_entries().values())

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from gpart.progress import peak_rss_mb
+from gpart.base.progress import peak_rss_mb
 
 FANOUTS = [15, 10]
 

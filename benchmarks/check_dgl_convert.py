@@ -116,7 +116,7 @@ def check_standalone(graph_path: Path, work: Path) -> dict:
     from gpart.formats import checkpoint as ck
     from gpart.formats.readers import read_graph
     from gpart.partition import partition_graph
-    from gpart.shard import RemainderPolicy
+    from gpart.formats.shard import RemainderPolicy
 
     graph = read_graph(graph_path)
     n = graph.num_nodes

@@ -88,8 +88,8 @@ class Scenario:
         return (self.out / "manifest.json").exists()
 
     def intact(self) -> bool:
-        from gpart.errors import GpartError
-        from gpart.inspect import verify
+        from gpart.base.errors import GpartError
+        from gpart.inspect_result import verify
 
         if not self.looks_complete():
             return False
@@ -133,7 +133,7 @@ def kill_at_random(command: list[str], window: tuple[float, float], sig: int, rn
 def make_checkpoint(directory: Path, n: int = 20000, w: int = 4, dim: int = 32) -> None:
     """A sharded Adam checkpoint written as W ranks would (write_shard per rank, manifest last)."""
     from gpart.formats import checkpoint as ck
-    from gpart.shard import RemainderPolicy
+    from gpart.formats.shard import RemainderPolicy
 
     rng = np.random.default_rng(0)
     policy = RemainderPolicy(n, w)

@@ -14,7 +14,7 @@ import argparse
 import time
 from pathlib import Path
 
-from gpart.progress import peak_rss_mb
+from gpart.base.progress import peak_rss_mb
 from gpart.synthetic import DEFAULT_EXPONENT, write_powerlaw_npz
 
 

@@ -1,7 +1,7 @@
 """Entry point of the `gpart` console script.
 
 Subcommands live one module each and are imported only when invoked, so
-`gpart --help` stays fast. Library errors (gpart.errors.GpartError) become one
+`gpart --help` stays fast. Library errors (gpart.base.errors.GpartError) become one
 line on stderr, `error: <path>: <problem>`, and their exit code (2 for bad
 input or output, 1 for damaged artifacts).
 """
@@ -16,21 +16,21 @@ from contextlib import contextmanager
 
 import click
 
-from gpart import __version__
-from gpart.errors import GpartError, Interrupted, raise_interrupted
+from gpart.base.version import __version__
+from gpart.base.errors import GpartError, Interrupted, raise_interrupted
 
 # command name -> "module:attribute" inside gpart.cli
 COMMANDS = {
-    "partition": "gpart.cli.partition:partition",
-    "chunk": "gpart.cli.chunk:chunk",
-    "info": "gpart.cli.inspect:info",
-    "verify": "gpart.cli.inspect:verify",
-    "export-feat": "gpart.cli.export:export_feat",
-    "gather-ckpt": "gpart.cli.ckpt:gather_ckpt",
-    "scatter-ckpt": "gpart.cli.ckpt:scatter_ckpt",
-    "import-ckpt": "gpart.cli.ckpt:import_ckpt",
-    "export-ckpt": "gpart.cli.ckpt:export_ckpt",
-    "convert": "gpart.cli.convert:convert",
+    "partition": "gpart.cli.partition_command:partition",
+    "chunk": "gpart.cli.chunk_command:chunk",
+    "info": "gpart.cli.inspect_commands:info",
+    "verify": "gpart.cli.inspect_commands:verify",
+    "export-feat": "gpart.cli.export_command:export_feat",
+    "gather-ckpt": "gpart.cli.ckpt_commands:gather_ckpt",
+    "scatter-ckpt": "gpart.cli.ckpt_commands:scatter_ckpt",
+    "import-ckpt": "gpart.cli.ckpt_commands:import_ckpt",
+    "export-ckpt": "gpart.cli.ckpt_commands:export_ckpt",
+    "convert": "gpart.cli.convert_command:convert",
 }
 
 

@@ -19,7 +19,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from gpart.progress import NullProgress
+from gpart.base.progress import NullProgress
 
 stdout = Console()
 stderr = Console(stderr=True)
@@ -117,7 +117,7 @@ def data_options(node_help: str, edge_help: str):
 
 def key_value_pairs(pairs: tuple[str, ...], option: str, form: str = "NAME=VALUE") -> dict[str, str]:
     """Repeated `--option A=B` values as a dict; a malformed one is a one-line input error."""
-    from gpart.errors import InputError
+    from gpart.base.errors import InputError
 
     out = {}
     for p in pairs:
@@ -141,7 +141,7 @@ def train_balance_text(stats: dict) -> str:
 
 def parse_boundaries(text: Optional[str]) -> Optional[list[int]]:
     """--boundaries '0,10,20' as a list of ints (None when not given)."""
-    from gpart.errors import InputError
+    from gpart.base.errors import InputError
 
     if text is None:
         return None

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import gpart.runtime as gr
-from gpart.runtime.partition import resolve_device
+from gpart.runtime.loaded_partition import resolve_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_common beside this file, also under torchrun
 from train_common import add_common_arguments, all_max, fit, run, setup_distributed  # noqa: E402
@@ -115,7 +115,7 @@ def prepare(graph_path: str, out: str, num_parts: int) -> None:
     import numpy as np
 
     from gpart.formats.readers import read_graph
-    from gpart.graph import Graph
+    from gpart.base.graph import Graph
     from gpart.partition import partition_graph
 
     graph = read_graph(graph_path)

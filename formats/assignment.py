@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 
 
 def read_assignment_file(path: str) -> np.ndarray:

@@ -5,7 +5,7 @@ reachable from here too).
 
 A *sharded* checkpoint (a training run's output) is a directory holding, per
 embedding, the table and each optimizer state split over W ranks by a
-sharding policy (gpart.shard: remainder or range), one flat row-major file
+sharding policy (gpart.formats.shard: remainder or range), one flat row-major file
 per (tensor, rank) named WholeGraph-style, and a `manifest.json` written last.
 A *global* checkpoint (what `gpart gather-ckpt` writes) holds one file per
 tensor in global row order; it reads through the same `Checkpoint` API as a
@@ -44,7 +44,7 @@ Reading::
     ckpt.read_rows("node_emb", global_ids)         # any ids, gathered across shards
     ckpt.read_owned("node_emb", my_policy, my_rank) # rows a rank of a new job owns
 
-Every problem is a one-line gpart.errors.InputError naming the file.
+Every problem is a one-line gpart.base.errors.InputError naming the file.
 """
 
 from __future__ import annotations
@@ -57,12 +57,12 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats.arrays import CHUNK_BYTES, file_crc32
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.manifest import MANIFEST_NAME, write_manifest
 from gpart.formats.names import safe_name
-from gpart.shard import ShardPolicy, policy_from_json
+from gpart.formats.shard import ShardPolicy, policy_from_json
 
 FORMAT = "gpart.checkpoint"
 VERSION = 1
@@ -133,7 +133,7 @@ def check_embedding_name(name: str, where: Any = None) -> str:
 
 @dataclass(frozen=True)
 class EmbeddingSpec:
-    """An embedding as the manifest declares it; `policy` is a gpart.shard policy."""
+    """An embedding as the manifest declares it; `policy` is a gpart.formats.shard policy."""
 
     name: str
     num_rows: int
@@ -195,12 +195,12 @@ def build_checkpoint_manifest(
     """Assemble (and check) the manifest of a sharded checkpoint from all ranks' shard entries.
 
     `embeddings`: EmbeddingSpec objects or dicts {name, num_rows, row_shape, dtype, policy}
-    (policy as a gpart.shard policy or its JSON). `shard_entries`: what write_shard
+    (policy as a gpart.formats.shard policy or its JSON). `shard_entries`: what write_shard
     returned on every rank (flat list, list of per-rank lists, or {tensor: [entries]}).
     `optimizer`: {"type": none|adam|adagrad|lazyadam, hyper-parameters...}; None means "none".
     Raises ValueError when entries are missing, duplicated or inconsistent.
     """
-    from gpart import __version__
+    from gpart.base.version import __version__
 
     opt = check_optimizer(dict(optimizer or {"type": "none"}), None)
     specs = [_as_spec(e) for e in embeddings]
@@ -305,7 +305,7 @@ OPTIMIZER_STATES_BY_STATE: dict[str, StateSpec] = {s: spec for states in OPTIMIZ
 def build_global_manifest(src: Any, tensors: list[dict[str, Any]], source_directory: str) -> dict[str, Any]:
     """The manifest of a global checkpoint (gather-ckpt's output, SPEC.md 6.4) made from the checkpoint
     `src` (a Checkpoint): its embeddings and optimizer, and `tensors` (one entry per tensor file)."""
-    from gpart import __version__
+    from gpart.base.version import __version__
 
     manifest = {
         "format": FORMAT,

@@ -13,14 +13,14 @@ from typing import Any, Mapping, Optional, Union
 
 import numpy as np
 
-from gpart.errors import InputError, IntegrityError, short_repr
+from gpart.base.errors import InputError, IntegrityError, short_repr
 from gpart.formats.arrays import inside
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest
 from gpart.formats.names import safe_name
 from gpart.formats.checkpoint import (FORMAT, EmbeddingSpec, LAYOUTS, OPTIMIZER_STATES, OPTIMIZER_STATES_BY_STATE, VERSION, StateSpec, check_embedding_name,
                                       check_optimizer, data_crc32, split_tensor_name, tensor_name)
-from gpart.shard import RangePolicy, ShardPolicy, policy_from_json
+from gpart.formats.shard import RangePolicy, ShardPolicy, policy_from_json
 
 
 @dataclass(frozen=True)
@@ -347,7 +347,7 @@ def _check_files(ckpt: Checkpoint, verify: bool) -> list[tuple[Path, str, bool]]
 def _sidecar_problems(ckpt: Checkpoint) -> list[str]:
     """A gathered flat tensor is also a file-list export (`<tensor>.json`, SPEC.md 6.5): check that it
     is one, and that it describes the same file, dtype, shape and CRC-32 as the manifest."""
-    from gpart.errors import GpartError
+    from gpart.base.errors import GpartError
     from gpart.formats.filelist import json_file_name
     from gpart.formats.filelist_reader import open_filelist
 

@@ -18,7 +18,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from gpart.errors import InputError, OutputError
+from gpart.base.errors import InputError, OutputError
 from gpart.bytes.reader import drop_pages
 from gpart.bytes.sink import ByteSink, npy_header
 from gpart.formats.commit import staged_output
@@ -27,7 +27,7 @@ from gpart.formats.names import safe_name, safe_relpath
 from gpart.formats.input_checks import scan_range
 from gpart.formats.npz import open_npy
 from gpart.formats.readers import open_array_input
-from gpart.graph import Graph
+from gpart.base.graph import Graph
 
 PathLike = Union[str, "os.PathLike[str]"]
 

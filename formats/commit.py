@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
-from gpart.errors import GpartError, OutputError, uninterrupted
+from gpart.base.errors import GpartError, OutputError, uninterrupted
 from gpart.formats.manifest import MANIFEST_NAME, fsync_dir
 from gpart.formats.names import stale_work, work_name
 

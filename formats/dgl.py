@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from gpart.errors import InputError, OutputError
+from gpart.base.errors import InputError, OutputError
 from gpart.formats.torch_files import as_torch, file_entry, save_torch_file
 
 NTYPE = "_N"

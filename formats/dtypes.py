@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 
 # name -> numpy dtype used to store / memory-map the bytes
 STORAGE_DTYPES: dict[str, np.dtype] = {

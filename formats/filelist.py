@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats.arrays import ArrayEntry
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.names import safe_name
-from gpart.shard import even_boundaries
+from gpart.formats.shard import even_boundaries
 
 FORMAT = "gpart.filelist"
 VERSION = 1
@@ -69,7 +69,7 @@ def file_row_counts(num_rows: int, num_files: int) -> np.ndarray:
 
 def build_manifest(name, converter: Any, shape, entries, source, extra) -> dict[str, Any]:
     """The `<name>.json` of an export (SPEC.md 5.1); `converter`: its source, target and storage dtypes."""
-    from gpart import __version__
+    from gpart.base.version import __version__
 
     manifest: dict[str, Any] = {
         "format": FORMAT,

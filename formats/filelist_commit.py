@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 
-from gpart.errors import GpartError, IntegrityError, OutputError, short_repr
+from gpart.base.errors import GpartError, IntegrityError, OutputError, short_repr
 from gpart.formats.manifest import fsync_dir, read_json, write_json_atomic
 from gpart.formats.commit import remove_path
 from gpart.formats.names import parse_work_name, safe_name, stale_work

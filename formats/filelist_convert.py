@@ -8,7 +8,7 @@ from typing import Any, Optional
 import numpy as np
 
 from gpart.bytes.buffers import BufferRing
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats.dtypes import STORAGE_DTYPES, dtype_name, storage_dtype
 
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from gpart.errors import InputError, IntegrityError
+from gpart.base.errors import InputError, IntegrityError
 from gpart.formats.arrays import ArrayEntry, check_file_size, file_crc32, inside, open_array
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.manifest import check_format, read_json
-from gpart.shard import wholegraph_boundaries
+from gpart.formats.shard import wholegraph_boundaries
 from gpart.formats.filelist import FORMAT, VERSION, validate_manifest
 
 

@@ -13,12 +13,12 @@ import numpy as np
 
 from gpart.bytes.copy import COPY_PIECE_BYTES, KernelCopyUnsupported, copy_spans
 from gpart.bytes.sink import ByteSink
-from gpart.errors import InputError, OutputError, uninterrupted
+from gpart.base.errors import InputError, OutputError, uninterrupted
 from gpart.formats.arrays import ArrayEntry
 from gpart.formats.manifest import MANIFEST_NAME, write_json_atomic
 from gpart.formats.commit import sweep_stale_work
 from gpart.formats.names import parse_work_name, work_name
-from gpart.progress import Progress, or_null
+from gpart.base.progress import Progress, or_null
 from gpart.formats.filelist import FILELIST_CHUNK_BYTES, build_manifest, check_export_name, file_row_counts, json_file_name, part_file_name
 
 

@@ -29,7 +29,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from gpart.errors import OutputError
+from gpart.base.errors import OutputError
 from gpart.formats.torch_files import as_torch, file_entry, save_torch_file
 
 META = "META"

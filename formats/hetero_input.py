@@ -1,7 +1,7 @@
 """Typed `.npz` input (SPEC.md 8.1) and the type-erased graph (SPEC.md 8.2).
 
     g = read_hetero_graph("hetero.npz")      # HeteroGraph: per-type counts, edges, data
-    erased = g.erased()                      # a gpart.graph.Graph over one global id space
+    erased = g.erased()                      # a gpart.base.graph.Graph over one global id space
 
 An archive is typed when it declares a node type (a key `<type>/num_nodes`). Everything is validated before a
 HeteroGraph is returned (one InputError line naming the file); members stored
@@ -19,14 +19,14 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats.dtypes import is_supported
 from gpart.formats.hetero_partition import EdgeType
 from gpart.formats.names import safe_name
 from gpart.bytes.reader import drop_pages
 from gpart.formats.input_checks import check_input_file, scan_range
 from gpart.formats.npz import read_npz_arrays
-from gpart.graph import Graph
+from gpart.base.graph import Graph
 
 PathLike = Union[str, "os.PathLike[str]"]
 TYPE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]{0,63}$")

@@ -15,7 +15,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.names import safe_name
 

@@ -10,7 +10,7 @@ from typing import Optional, Union
 import numpy as np
 
 from gpart.bytes.reader import drop_pages
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats.names import safe_name
 
 PathLike = Union[str, "os.PathLike[str]"]

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from gpart.errors import GpartError, InputError, OutputError
+from gpart.base.errors import GpartError, InputError, OutputError
 
 MANIFEST_NAME = "manifest.json"
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 
 # Letters, digits, '_', '.', '-'; not starting with '.' or '-'; at most 200 bytes
 # (file systems allow 255 and writers append suffixes such as `_part_12_of_64.tmp`).

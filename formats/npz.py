@@ -12,10 +12,10 @@ from typing import BinaryIO, Optional, Sequence, Union
 
 import numpy as np
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats.input_checks import (SCAN_BYTES, check_data_array, check_id_array, check_ids_in_range, check_name, check_rows,
                                          scalar_num_nodes)
-from gpart.graph import Graph
+from gpart.base.graph import Graph
 
 PathLike = Union[str, "os.PathLike[str]"]
 

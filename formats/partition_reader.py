@@ -1,5 +1,5 @@
 """The reader of a partition result (SPEC.md section 4): the manifest validated against the
-format's definition (gpart.formats.partition) before any data is read, then arrays mapped.
+format's definition (gpart.formats.partition_writer) before any data is read, then arrays mapped.
 
 h5py is imported only when an HDF5 result is read.
 """
@@ -13,16 +13,16 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from gpart.book import ArrayBook, PartitionBook, RuleBook, remainder_book
-from gpart.errors import InputError, IntegrityError
+from gpart.formats.book import ArrayBook, PartitionBook, RuleBook, remainder_book
+from gpart.base.errors import InputError, IntegrityError
 from gpart.formats.arrays import CHUNK_BYTES, ArrayEntry, array_crc32, check_file_size, file_crc32, inside, open_array
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.hetero_partition import HeteroMeta
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest, require
 from gpart.formats.names import safe_name
-from gpart.formats.partition import BOOK_DTYPES, FORMAT, HDF5_FILE, STORAGES, VERSION, data_key, expected_arrays, part_dir
+from gpart.formats.partition_writer import BOOK_DTYPES, FORMAT, HDF5_FILE, STORAGES, VERSION, data_key, expected_arrays, part_dir
 from gpart.formats.partition_store import refuse_outside_storage
-from gpart.shard import RangePolicy
+from gpart.formats.shard import RangePolicy
 
 
 class PartitionReader:

@@ -6,7 +6,7 @@
 - `HDF5ArrayWriter`: one contiguous, uncompressed dataset `/<key>` of partitions.h5;
 - h5py helpers shared with the reader (`h5_write_problem`, `refuse_outside_storage`).
 
-Keys, dtypes and the manifest are gpart.formats.partition's; this module only moves rows.
+Keys, dtypes and the manifest are gpart.formats.partition_writer's; this module only moves rows.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from gpart.errors import IntegrityError, OutputError
+from gpart.base.errors import IntegrityError, OutputError
 from gpart.formats.arrays import CHUNK_BYTES, ArrayEntry, ArrayWriter
 from gpart.formats.dtypes import storage_dtype
 

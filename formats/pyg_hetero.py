@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats import pyg
 from gpart.formats.torch_files import as_torch, save_torch_file
 

@@ -17,11 +17,11 @@ from typing import Mapping, Optional, Sequence, Union
 import numpy as np
 
 from gpart.bytes.reader import drop_pages  # noqa: F401  (imported from here by older callers)
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats.input_checks import check_data_array, check_input_file, check_name, scan_range, split_array_spec, split_compression
 from gpart.formats.npz import npz_keys, open_npy, open_zip, read_npz_arrays, read_npz_graph
 from gpart.formats.text_graphs import read_dimacs, read_metis, read_snap
-from gpart.graph import Graph
+from gpart.base.graph import Graph
 
 PathLike = Union[str, "os.PathLike[str]"]
 

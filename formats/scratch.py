@@ -20,7 +20,7 @@ from typing import Optional, Union
 
 import numpy as np
 
-from gpart.errors import OutputError
+from gpart.base.errors import OutputError
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -17,9 +17,9 @@ from typing import BinaryIO, Iterator, Optional, Union
 
 import numpy as np
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats.input_checks import split_compression
-from gpart.graph import Graph
+from gpart.base.graph import Graph
 
 PathLike = Union[str, "os.PathLike[str]"]
 

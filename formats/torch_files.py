@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from gpart.bytes.torch_bridge import numpy_to_tensor
-from gpart.errors import OutputError
+from gpart.base.errors import OutputError
 from gpart.formats.arrays import file_crc32
 
 

@@ -8,9 +8,8 @@ import sys as _sys
 from importlib.util import spec_from_file_location as _spec_from_file_location
 from pathlib import Path as _Path
 
-from gpart.errors import GpartError, InputError
-
-__version__ = "0.1.0"
+from gpart.base.errors import GpartError, InputError
+from gpart.base.version import __version__
 __all__ = ["GpartError", "InputError", "__version__"]
 
 
@@ -41,7 +40,7 @@ def _map_source_checkout() -> None:
         return
     if (root / "formats" / "__init__.py").is_file() and (root / "cli" / "__init__.py").is_file():
         if not any(isinstance(f, _SourceCheckoutFinder) for f in _sys.meta_path):
-            _sys.meta_path.append(_SourceCheckoutFinder(root))
+            _sys.meta_path.insert(0, _SourceCheckoutFinder(root))
 
 
 _map_source_checkout()

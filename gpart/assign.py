@@ -16,12 +16,12 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from gpart.balance import BALANCE_BOUND, TRAIN_MASK, balances, combined_weights, in_degrees, train_mask, within_bound
-from gpart.book import ArrayBook, PartitionBook, range_book, remainder_book
-from gpart.errors import GpartError, InputError
-from gpart.graph import Graph
+from gpart.formats.book import ArrayBook, PartitionBook, range_book, remainder_book
+from gpart.base.errors import GpartError, InputError
+from gpart.base.graph import Graph
 from gpart.formats.assignment import read_assignment_file
 from gpart.metis import balance_column, metis_book, metis_options, resolve_algorithm, vertex_weights  # noqa: F401
-from gpart.progress import Progress, or_null
+from gpart.base.progress import Progress, or_null
 from gpart.symmetric import symmetric_csr
 
 METHODS = ("balanced", "metis", "kaminpar", "stream", "remainder", "range", "random", "assignment")

@@ -19,8 +19,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from gpart.errors import InputError
-from gpart.graph import Graph
+from gpart.base.errors import InputError
+from gpart.base.graph import Graph
 
 TRAIN_MASK = "train_mask"  # node array naming the training nodes, when present
 BALANCE_BOUND = 1.10  # max/mean each share may reach under the default method

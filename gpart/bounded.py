@@ -26,7 +26,7 @@ from typing import Optional, Union
 
 import numpy as np
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.bytes.reader import drop_pages
 from gpart.formats.scratch import ScratchDir
 from gpart.spill import bucket_rows

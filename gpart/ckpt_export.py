@@ -25,9 +25,9 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from gpart import __version__
+from gpart.base.version import __version__
 from gpart.ckpt import shard_tensor, target_policy
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats import checkpoint as ck
 from gpart.formats import foreign_ckpt as fc
 from gpart.formats.commit import staged_output
@@ -35,7 +35,7 @@ from gpart.formats.dtypes import storage_dtype
 from gpart.formats.filelist import check_export_name
 from gpart.formats.torch_files import as_torch, save_torch_file
 from gpart.formats.manifest import write_manifest
-from gpart.progress import or_null
+from gpart.base.progress import or_null
 
 PathLike = Union[str, "os.PathLike[str]"]
 

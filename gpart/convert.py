@@ -32,15 +32,15 @@ from typing import Any, Mapping, Optional, Union
 
 import numpy as np
 
-from gpart import __version__
-from gpart.errors import InputError
+from gpart.base.version import __version__
+from gpart.base.errors import InputError
 from gpart.formats import dgl, glt, pyg
 from gpart.formats.commit import staged_output
 from gpart.formats.filelist import check_export_name
 from gpart.formats.manifest import write_manifest
-from gpart.formats.partition import PartitionReader
+from gpart.formats.partition_reader import PartitionReader
 from gpart.convert_hetero import typed_plan, write_pyg_hetero
-from gpart.progress import or_null
+from gpart.base.progress import or_null
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from gpart.errors import OutputError
+from gpart.base.errors import OutputError
 from gpart.formats import dgl
-from gpart.formats.partition import PartitionReader
+from gpart.formats.partition_reader import PartitionReader
 
 
 def write_dgl(reader: PartitionReader, plan: dict[str, Any], stage: Path, progress, graph_name: str) -> list[dict[str, Any]]:

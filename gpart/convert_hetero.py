@@ -21,10 +21,10 @@ from typing import Any, Mapping, Union
 
 import numpy as np
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats import pyg_hetero
 from gpart.formats.hetero_partition import HeteroMeta, edge_data_key, etype_key, node_data_key, part_counts
-from gpart.formats.partition import PartitionReader
+from gpart.formats.partition_reader import PartitionReader
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -24,7 +24,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from gpart.bytes.reader import release_rows
-from gpart.errors import InputError, IntegrityError
+from gpart.base.errors import InputError, IntegrityError
 from gpart.formats.arrays import OnTheWayCrc
 from gpart.formats.dtypes import storage_dtype
 from gpart.bytes.buffers import BufferRing
@@ -33,7 +33,7 @@ from gpart.formats.filelist_convert import FLOAT_TARGETS, INT_TARGETS, Converter
 from gpart.formats.filelist_sources import RowSource
 from gpart.formats.filelist_writer import FileListWriter
 from gpart.export_csr import CSR, CSR_CHUNK_EDGES, CSR_DEFAULT_NAME, build_csr, csr_col_dtype, dedup_csr, export_csr, fill_csr  # noqa: F401
-from gpart.progress import Progress, or_null
+from gpart.base.progress import Progress, or_null
 
 DTYPE_CHOICES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
 
@@ -197,7 +197,7 @@ class GlobalOrderRows:
 
 
 def _partition_plans(directory: str, name: Optional[str], dtype: Optional[str], node_type: Optional[str] = None) -> list[_Plan]:
-    from gpart.formats.partition import PartitionReader
+    from gpart.formats.partition_reader import PartitionReader
 
     reader = PartitionReader(directory)
     if reader.hetero is not None:  # typed result: typed node arrays in typed id order (gpart.hetero_export)

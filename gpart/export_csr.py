@@ -16,10 +16,10 @@ import numpy as np
 
 from gpart.bytes.reader import drop_pages, own_mapping
 from gpart.bytes.sink import preallocate
-from gpart.errors import OutputError
+from gpart.base.errors import OutputError
 from gpart.formats.filelist_writer import FileListWriter
-from gpart.graph import Graph
-from gpart.progress import Progress
+from gpart.base.graph import Graph
+from gpart.base.progress import Progress
 
 CSR_DEFAULT_NAME = "csr"
 # col_idx is int32 unless node ids need more (WholeGraph's default index type)

@@ -20,22 +20,22 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from gpart.balance import BALANCE_BOUND, in_degrees, share_balance
-from gpart.book import ArrayBook
+from gpart.formats.book import ArrayBook
 from gpart.bytes.reader import release_rows
 from gpart.bounded import check_assign_memory, check_node_memory, default_max_memory, parse_memory_size, symmetric_bytes
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats.arrays import CHUNK_BYTES
 from gpart.formats.commit import check_output_dir
 from gpart.formats.dtypes import dtype_name
 from gpart.formats.hetero_input import HeteroGraph, read_hetero_graph
 from gpart.formats.hetero_partition import (EDGE_TYPE_DTYPE, EDGE_TYPE_KEY, HETERO_KEY, HeteroMeta, edge_data_key, etype_key,
                                             node_data_key, part_counts_json)
-from gpart.formats.partition import part_dir
+from gpart.formats.partition_writer import part_dir
 from gpart.formats.scratch import ScratchDir
-from gpart.graph import Graph
+from gpart.base.graph import Graph
 from gpart.hetero_edges import edge_types_of, write_typed_edges
 from gpart.partition_write import gather_chunks
-from gpart.shard import RangePolicy
+from gpart.formats.shard import RangePolicy
 
 PathLike = Union[str, "os.PathLike[str]"]
 PER_TYPE_METHODS = ("remainder", "range", "random")
@@ -216,7 +216,7 @@ def _balanced(g: Graph, num_parts: int, masks: list[str], seed: int, threads: An
     when a measured balance exceeds the bound; METIS k-way with them as separate constraints when the repair
     does not reach it (as the homogeneous default, SPEC 4.5)."""
     from gpart.assign import assign
-    from gpart.errors import GpartError
+    from gpart.base.errors import GpartError
 
     train = g.node_data.get(TRAIN_MASK)
     weighted = masks + ([TRAIN_MASK] if train is not None else [])

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from gpart.errors import InputError, IntegrityError
+from gpart.base.errors import InputError, IntegrityError
 from gpart.formats.dtypes import storage_dtype
 from gpart.bytes.buffers import BufferRing
 from gpart.formats.hetero_partition import HETERO_KEY, node_data_key

@@ -1,6 +1,6 @@
 """`gpart info` and `gpart verify` for typed partition results (SPEC.md 8.4-8.5).
 
-The result is a partition of the type-erased graph, so gpart.inspect's
+The result is a partition of the type-erased graph, so gpart.inspect_result's
 checks (checksums, the invariants of 4.4 and, with the input, the
 reconstruction of every erased edge) run first, on the erased graph of the
 typed input; `verify_typed` then checks what makes it typed: the edge type
@@ -16,13 +16,14 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from gpart.balance import share_balance
-from gpart.errors import GpartError
+from gpart.base.errors import GpartError
 from gpart.formats.arrays import CHUNK_BYTES
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.hetero_input import HeteroGraph, read_hetero_graph
 from gpart.formats.hetero_partition import EDGE_TYPE_KEY, HETERO_KEY, edge_data_key, etype_key, node_data_key
-from gpart.formats.partition import PartitionReader, part_dir
-from gpart.graph import Graph
+from gpart.formats.partition_reader import PartitionReader
+from gpart.formats.partition_writer import part_dir
+from gpart.base.graph import Graph
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -6,7 +6,7 @@ came out as "METIS failed", exit 2, instead of an interruption. Blocking the
 signal in the calling thread does not help: the kernel then hands it to
 another thread (OpenBLAS keeps one), where GKlib's handler would longjmp
 across stacks. So the call runs in a forked child: the signal reaches the
-parent, whose handler raises gpart.errors.Interrupted; the parent kills the
+parent, whose handler raises gpart.base.errors.Interrupted; the parent kills the
 child and unwinds, removing its staging directory like after Ctrl-C.
 
 The child writes its one array result into shared memory and a small JSON

@@ -14,11 +14,11 @@ from typing import Any, Optional
 
 import numpy as np
 
-from gpart.book import PartitionBook
+from gpart.formats.book import PartitionBook
 from gpart.bounded import MAX_BLOCK_EDGES, OwnerBucketOrder, csc_keys, key_shift
 from gpart.bytes.reader import release_rows
 from gpart.formats.scratch import ScratchDir
-from gpart.graph import Graph
+from gpart.base.graph import Graph
 
 # Edges handled per vectorised step when building sort keys.
 EDGE_CHUNK = 1 << 22

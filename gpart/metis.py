@@ -9,11 +9,11 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from gpart.balance import in_degrees
-from gpart.book import ArrayBook
-from gpart.errors import GpartError, InputError
-from gpart.graph import Graph
+from gpart.formats.book import ArrayBook
+from gpart.base.errors import GpartError, InputError
+from gpart.base.graph import Graph
 from gpart.isolate import call_isolated
-from gpart.progress import Progress
+from gpart.base.progress import Progress
 from gpart.symmetric import symmetric_csr
 
 # "auto" picks METIS recursive bisection for the cut objective with node

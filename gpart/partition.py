@@ -27,21 +27,21 @@ from typing import Any, Callable, Mapping, Optional, Union
 
 import numpy as np
 
-from gpart import __version__
+from gpart.base.version import __version__
 from gpart.balance import share_balance, train_mask
-from gpart.book import PartitionBook
+from gpart.formats.book import PartitionBook
 from gpart.bounded import (MAX_BLOCK_EDGES, block_edges_for, check_assign_memory, check_node_memory, default_max_memory,
                            layout_threads, parse_memory_size)
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats.commit import staged_output
 from gpart.formats.scratch import ScratchDir
 from gpart.formats.dtypes import is_supported
 from gpart.formats.manifest import write_manifest
-from gpart.formats.partition import STORAGES, PartitionWriter, build_manifest
-from gpart.graph import Graph
+from gpart.formats.partition_writer import STORAGES, PartitionWriter, build_manifest
+from gpart.base.graph import Graph
 from gpart.layout import NodeOrder, node_order, order_edges
 from gpart.partition_write import write_all_topology, write_node_data
-from gpart.progress import Progress, StageTimer, or_null
+from gpart.base.progress import Progress, StageTimer, or_null
 
 PathLike = Union[str, "os.PathLike[str]"]
 DataSpec = Optional[Mapping[str, PathLike]]

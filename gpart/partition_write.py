@@ -1,6 +1,6 @@
 """Writing a partition result's arrays: every partition's topology and edge data, then node data
 in one sequential pass over each input array (SPEC.md 4.2). Keys and dtypes are
-gpart.formats.partition's: this module hands it logical arrays.
+gpart.formats.partition_writer's: this module hands it logical arrays.
 
 Node and edge data are streamed from the (memory-mapped) input in chunks whose
 pages are released after use.
@@ -19,8 +19,8 @@ import numpy as np
 from gpart.bounded import OwnerBucketOrder
 from gpart.bytes.reader import release_rows
 from gpart.formats.arrays import CHUNK_BYTES
-from gpart.formats.partition import PartitionWriter, data_key, part_entry
-from gpart.graph import Graph
+from gpart.formats.partition_writer import PartitionWriter, data_key, part_entry
+from gpart.base.graph import Graph
 from gpart.layout import Layout, NodeOrder, Scratch, layout_of
 
 

@@ -39,11 +39,11 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from gpart.balance import TRAIN_MASK, in_degrees, train_mask
-from gpart.book import ArrayBook
+from gpart.formats.book import ArrayBook
 from gpart.bytes.reader import drop_pages
 from gpart.formats.scratch import ScratchDir
-from gpart.graph import Graph
-from gpart.progress import Progress, or_null
+from gpart.base.graph import Graph
+from gpart.base.progress import Progress, or_null
 from gpart.spill import bucket_rows
 
 BLOCK_NODES = 8192

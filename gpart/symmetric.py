@@ -6,9 +6,9 @@ from typing import Optional
 
 import numpy as np
 
-from gpart.errors import InputError
-from gpart.graph import Graph
-from gpart.progress import Progress, or_null
+from gpart.base.errors import InputError
+from gpart.base.graph import Graph
+from gpart.base.progress import Progress, or_null
 
 # Edges per chunk when building the symmetric key array: bounds the int64
 # temporaries of the key build to ~16 MiB each whatever the graph size.

@@ -22,8 +22,8 @@ from typing import Callable, Iterator, Optional, Union
 
 import numpy as np
 
-from gpart.graph import Graph
-from gpart.progress import Progress, or_null
+from gpart.base.graph import Graph
+from gpart.base.progress import Progress, or_null
 
 PathLike = Union[str, "os.PathLike[str]"]
 

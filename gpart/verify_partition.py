@@ -17,14 +17,15 @@ import numpy as np
 
 from gpart.balance import train_mask
 from gpart.bytes.reader import release_rows
-from gpart.errors import GpartError
+from gpart.base.errors import GpartError
 from gpart.formats.arrays import CHUNK_BYTES
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.manifest import MANIFEST_NAME
-from gpart.formats.partition import FORMAT as PARTITION_FORMAT
-from gpart.formats.partition import PartitionReader, data_key, part_dir
-from gpart.graph import Graph
-from gpart.progress import Progress
+from gpart.formats.partition_writer import FORMAT as PARTITION_FORMAT
+from gpart.formats.partition_reader import PartitionReader
+from gpart.formats.partition_writer import data_key, part_dir
+from gpart.base.graph import Graph
+from gpart.base.progress import Progress
 
 PathLike = Union[str, "os.PathLike[str]"]
 

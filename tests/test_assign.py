@@ -18,9 +18,9 @@ from gpart.assign import (
     symmetric_csr,
     vertex_weights,
 )
-from gpart.book import ArrayBook, RuleBook
-from gpart.errors import InputError
-from gpart.graph import Graph
+from gpart.formats.book import ArrayBook, RuleBook
+from gpart.base.errors import InputError
+from gpart.base.graph import Graph
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -345,7 +345,7 @@ def test_progress_reports_metis_stages():
     class Recorder:
         def stage(self, name, total=None, unit=""):
             stages.append(name)
-            from gpart.progress import NullProgress
+            from gpart.base.progress import NullProgress
 
             return NullProgress().stage(name)
 

@@ -21,10 +21,10 @@ import pytest
 
 from gpart.balance import BALANCE_BOUND, balances, in_degrees, train_mask
 from gpart.bounded import parse_memory_size
-from gpart.errors import InputError, OutputError
+from gpart.base.errors import InputError, OutputError
 from gpart.formats.readers import read_graph
 from gpart.formats.scratch import ScratchDir
-from gpart.inspect import info, verify
+from gpart.inspect_result import info, verify
 from gpart.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ def kaminpar_missing() -> str | None:
 
 
 def owner_of(out: Path, num_nodes: int) -> np.ndarray:
-    from gpart.formats.partition import PartitionReader
+    from gpart.formats.partition_reader import PartitionReader
 
     with PartitionReader(out) as reader:
         return np.asarray(reader.book().owner(np.arange(num_nodes)))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gpart.cli.main import main
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats.chunked import ChunkedGraph, chunk_bounds, read_chunked_graph
 from gpart.formats.readers import read_graph
 
@@ -59,7 +59,7 @@ def test_chunk_json_and_refuses_existing_output(tmp_path, capsys, cora_chunks):
 
 def test_edge_data_chunks_follow_the_edge_chunks(tmp_path):
     from gpart.formats.chunked import write_chunked
-    from gpart.graph import Graph
+    from gpart.base.graph import Graph
 
     g = Graph.from_arrays([0, 1, 2, 3, 4], [1, 2, 3, 4, 0], 5)
     g.edge_data["edge_w"] = np.arange(10, dtype=np.float32).reshape(5, 2)

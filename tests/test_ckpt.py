@@ -16,7 +16,7 @@ from gpart import ckpt
 from gpart.cli.main import main
 from gpart.formats import checkpoint as ck
 from gpart.formats.dtypes import storage_dtype
-from gpart.shard import RangePolicy, RemainderPolicy, ShardPolicy
+from gpart.formats.shard import RangePolicy, RemainderPolicy, ShardPolicy
 
 STATE_DTYPES = {"step": "int32", "beta_powers": "float32"}
 
@@ -255,7 +255,7 @@ def test_cli_gather_scatter_info_verify(tmp_path, capsys):
     assert info["embeddings"][0]["states"] == ["m", "v", "beta_powers"]
     assert info["embeddings"][0]["policy"]["boundaries"] == [0, 334, 668, 1000]
     assert info["total_bytes"] == sum(a.nbytes for a in arrays.values())
-    from gpart.cli.ckpt import render_checkpoint_info
+    from gpart.cli.ckpt_commands import render_checkpoint_info
 
     render_checkpoint_info(info)
     render_checkpoint_info(ckpt.checkpoint_info(tmp_path / "full"))
@@ -275,7 +275,7 @@ def test_cli_gather_scatter_info_verify(tmp_path, capsys):
 
 
 def test_gpart_info_and_verify_on_checkpoints(tmp_path, capsys):
-    """`gpart info` / `gpart verify` (gpart.inspect) dispatch checkpoints to gpart.ckpt."""
+    """`gpart info` / `gpart verify` (gpart.inspect_result) dispatch checkpoints to gpart.ckpt."""
     make_run(tmp_path / "run", 300, 3, (4,), "float16", "adam", moment_dtype="float16")
     assert run("info", tmp_path / "run") == 0
     out = capsys.readouterr().out

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from gpart.formats import checkpoint as ck
-from gpart.shard import RangePolicy, RemainderPolicy
+from gpart.formats.shard import RangePolicy, RemainderPolicy
 from test_ckpt import _distdgl_save, _expect_error, make_run, no_output, run, write_wholegraph
 
 

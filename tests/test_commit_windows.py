@@ -16,7 +16,7 @@ import pytest
 
 from gpart.cli.main import main
 from gpart.formats import commit
-from gpart.inspect import verify
+from gpart.inspect_result import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 CORA = ROOT / "sample_data" / "cora.npz"
@@ -200,7 +200,7 @@ def test_binary_result_with_a_symlinked_file_is_refused(tmp_path, capsys):
 
 
 def test_a_signal_during_a_commit_takes_effect_after_it():
-    from gpart.errors import Interrupted, raise_interrupted, uninterrupted
+    from gpart.base.errors import Interrupted, raise_interrupted, uninterrupted
 
     done = []
     with pytest.raises(Interrupted) as caught:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpart.formats.partition import PartitionReader
+from gpart.formats.partition_reader import PartitionReader
 from test_ckpt import _expect_error, no_output, run
 
 pytest.importorskip("torch_geometric")

@@ -13,7 +13,7 @@ import pytest
 
 from gpart.ckpt import gather_checkpoint, scatter_checkpoint
 from gpart.runtime._testing import free_port, run_distributed
-from gpart.shard import RangePolicy
+from gpart.formats.shard import RangePolicy
 from test_ckpt import make_run
 
 

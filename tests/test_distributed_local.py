@@ -53,7 +53,7 @@ def split(tmp: Path, world: int) -> None:
 
 
 def _partition(rank: int, world_size: int, base: str, parts: int, method: str, params: dict):
-    from gpart.distributed.partition import partition_chunks
+    from gpart.distributed.partition_chunks import partition_chunks
 
     here = Path(base) / f"m{rank}"
     info = partition_chunks(here / "chunks", here / "parts", parts, method, max_message=1 << 16, timeout_s=30, **params)
@@ -199,7 +199,7 @@ def _gather(rank: int, world: int, base: str, out: str, npy: bool, max_message: 
 def test_gather_ckpt_from_per_machine_run_directories(tmp_path, monkeypatch, npy, shared, source):
     from gpart.ckpt import gather_checkpoint
     from gpart.formats.checkpoint import read_checkpoint
-    from gpart.shard import RangePolicy
+    from gpart.formats.shard import RangePolicy
     from test_ckpt import make_run
 
     policy = RangePolicy.wholegraph(1001, 4) if source == "range" else None

@@ -42,7 +42,7 @@ def same_files(a: Path, b: Path) -> list[str]:
 
 def _partition(rank: int, world_size: int, chunks: str, out: str, parts: int, method: str, params: dict, max_message: int,
                halo: int = 0):
-    from gpart.distributed.partition import partition_chunks
+    from gpart.distributed.partition_chunks import partition_chunks
 
     info = partition_chunks(chunks, out, parts, method, max_message=max_message, timeout_s=30, halo=halo, **params)
     return info.largest_message, info.rounds

@@ -93,7 +93,7 @@ def test_import_ckpt_on_a_full_disk(small_fs, capsys, tmp_path):
 
 def test_close_of_a_buffered_file_on_a_full_disk(small_fs):
     """errno 28 raised by close() itself (data still in the buffer) is a one-line OutputError too."""
-    from gpart.errors import OutputError
+    from gpart.base.errors import OutputError
     from gpart.formats.arrays import ArrayWriter
 
     fs = small_fs(64)

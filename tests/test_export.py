@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpart.cli.main import main
-from gpart.errors import InputError, IntegrityError, OutputError
+from gpart.base.errors import InputError, IntegrityError, OutputError
 from gpart.export import build_csr, export_feat
 from gpart.formats.filelist import FileListWriter, open_filelist, part_file_name, write_filelist
-from gpart.graph import Graph
+from gpart.base.graph import Graph
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from gpart.book import ArrayBook, range_book, remainder_book
-from gpart.errors import InputError, IntegrityError, OutputError
+from gpart.formats.book import ArrayBook, range_book, remainder_book
+from gpart.base.errors import InputError, IntegrityError, OutputError
 from gpart.formats.arrays import ArrayEntry, open_array, write_array
 from gpart.formats.commit import staged_output
 from gpart.formats.manifest import read_manifest, write_manifest
-from gpart.shard import RangePolicy, RemainderPolicy, even_boundaries, make_policy, policy_from_json, wholegraph_boundaries
+from gpart.formats.shard import RangePolicy, RemainderPolicy, even_boundaries, make_policy, policy_from_json, wholegraph_boundaries
 
 
 def test_write_array_is_raw_little_endian_with_crc(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 from gpart import hetero as hetero_module
 from gpart import partition as partition_module
-from gpart.inspect import verify
+from gpart.inspect_result import verify
 from gpart.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,7 +122,7 @@ def test_bounded_typed_hdf5_is_byte_identical(tmp_path, monkeypatch, graphs):
 
 
 def test_typed_node_arrays_past_max_memory_stop_up_front(tmp_path, graphs):
-    from gpart.errors import InputError
+    from gpart.base.errors import InputError
 
     with pytest.raises(InputError, match="too small for the node arrays"):
         partition_graph(graphs["gen"], tmp_path / "out", 2, "remainder", max_memory="10KB")
@@ -157,8 +157,8 @@ def test_typed_partition_under_a_memory_cap_smaller_than_the_edges(tmp_path_fact
 def test_type_repair_is_skipped_past_max_memory():
     """`stream` runs in bounded memory; the per-type repair after it holds the symmetric adjacency, so past
     --max-memory it keeps the book and says so (params.repair.skipped) instead of running out of memory."""
-    from gpart.book import ArrayBook
-    from gpart.graph import Graph
+    from gpart.formats.book import ArrayBook
+    from gpart.base.graph import Graph
     from gpart.hetero import repair_types
 
     n = 40

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from gpart.cli.main import main
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats import checkpoint as ck
 from gpart.formats.names import safe_name, safe_relpath
-from gpart.graph import Graph
+from gpart.base.graph import Graph
 from gpart.partition import partition_graph
 from test_ckpt import make_run
 

@@ -18,11 +18,11 @@ import h5py
 import numpy as np
 import pytest
 
-from gpart.book import ArrayBook, range_book, remainder_book
-from gpart.errors import InputError, IntegrityError, OutputError
-from gpart.formats.partition import PartitionReader
-from gpart.graph import Graph
-from gpart.inspect import info, verify
+from gpart.formats.book import ArrayBook, range_book, remainder_book
+from gpart.base.errors import InputError, IntegrityError, OutputError
+from gpart.formats.partition_reader import PartitionReader
+from gpart.base.graph import Graph
+from gpart.inspect_result import info, verify
 from gpart.partition import partition_graph, partition_with_book
 
 REPO = Path(__file__).resolve().parents[1]
@@ -470,7 +470,7 @@ def test_verify_reports_a_different_input(result):
 def test_binary_reader_does_not_import_h5py(result):
     _, out = result
     code = (
-        "import sys; from gpart.formats.partition import PartitionReader; "
+        "import sys; from gpart.formats.partition_reader import PartitionReader; "
         f"r = PartitionReader({str(out)!r}); r.array(0, 'indices', verify=True); r.book(); "
         "assert not r.verify_checksums(); assert 'h5py' not in sys.modules, 'h5py imported'"
     )
@@ -509,7 +509,7 @@ def test_background_write_error_surfaces_as_one_line_and_leaves_nothing(tmp_path
 
 
 def test_synchronous_binary_writer_matches_the_background_one(tmp_path):
-    from gpart.formats.partition import PartitionWriter
+    from gpart.formats.partition_writer import PartitionWriter
 
     arr = np.arange(1000, dtype=np.int64).reshape(250, 4)
     entries = {}

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import gpart.formats.readers as readers
 import gpart.formats.text_graphs as text_graphs
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats.readers import open_array_input, parse_name_paths, read_graph, read_npz_arrays, scan_range
 from gpart.synthetic import powerlaw_graph
 

@@ -18,10 +18,10 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import gpart.runtime as gr
-from gpart.errors import InputError, OutputError
+from gpart.base.errors import InputError, OutputError
 from gpart.formats.checkpoint import read_checkpoint
 from gpart.runtime._testing import DistributedTestError, run_distributed
-from gpart.shard import RangePolicy, make_policy
+from gpart.formats.shard import RangePolicy, make_policy
 from test_runtime_embedding import (
     SPECS,
     assemble,

@@ -16,8 +16,8 @@ import torch
 import gpart.runtime as gr
 from gpart.runtime._testing import run_distributed
 from gpart.runtime.dist import RankMismatchError
-from gpart.shard import RangePolicy
-from gpart.runtime.init import INIT_CHUNK_ROWS, iter_init_chunks
+from gpart.formats.shard import RangePolicy
+from gpart.runtime.initializers import INIT_CHUNK_ROWS, iter_init_chunks
 
 LR, BETAS, ADAM_EPS, ADAGRAD_EPS = 0.05, (0.9, 0.99), 1e-8, 1e-10
 # (name, rows, dim): "c" has fewer rows than ranks, so some ranks own nothing

@@ -1,4 +1,4 @@
-"""The typed loader's fused path (gpart.runtime.fused with gpart.runtime.rowsource.TypedRows) on 2 gloo ranks.
+"""The typed loader's fused path (gpart.runtime.fused with gpart.runtime.carried_rows.TypedRows) on 2 gloo ranks.
 
 Real data: the Cora-derived typed graph, with more typed arrays of other
 dtypes and row shapes on both node types (so each node type has its own row

@@ -21,11 +21,11 @@ import pytest
 import torch
 
 import gpart.runtime as gr
-from gpart.errors import InputError, IntegrityError
-from gpart.formats.partition import PartitionReader
+from gpart.base.errors import InputError, IntegrityError
+from gpart.formats.partition_reader import PartitionReader
 from gpart.runtime._testing import run_distributed
 from gpart.runtime.dist import RankMismatchError
-from gpart.runtime.partition import NotLocalError
+from gpart.runtime.loaded_partition import NotLocalError
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"

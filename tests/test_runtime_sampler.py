@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import gpart.runtime as gr
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from example_scripts import load_example
 from gpart.runtime._testing import run_distributed
 from gpart.runtime.sampling import Relabeller, floyd_offsets, sample_columns
@@ -123,7 +123,7 @@ def test_floyd_paths_agree_and_degrees_just_above_fanout_are_uniform():
 
 
 def test_rowpack_round_trip():
-    from gpart.runtime.rowpack import RowLayout
+    from gpart.runtime.packed_rows import RowLayout
 
     arrays = [torch.arange(5), torch.randn(5, 3), torch.tensor([True, False, True, True, False]), torch.randn(5, 2).bfloat16()]
     layout = RowLayout.of(arrays)

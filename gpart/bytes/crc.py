@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from gpart.errors import InputError, IntegrityError
+from gpart.base.errors import InputError, IntegrityError
 
 # Bytes per read step of a whole-file checksum (also the formats' default chunk).
 CHUNK_BYTES = 64 << 20

@@ -19,7 +19,7 @@ from typing import Optional
 
 import numpy as np
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 
 WILLNEED = getattr(mmap, "MADV_WILLNEED", None)
 DONTNEED = getattr(mmap, "MADV_DONTNEED", None)

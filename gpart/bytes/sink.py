@@ -20,7 +20,7 @@ import numpy as np
 
 from gpart.bytes.crc import crc_pool
 from gpart.bytes.reader import bytes_view
-from gpart.errors import OutputError
+from gpart.base.errors import OutputError
 
 # Chunks at least this large are checksummed in the CRC thread while being written.
 THREAD_CRC_BYTES = 1 << 20

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from gpart.ckpt.streaming import tensor_bytes
-from gpart.errors import InputError, IntegrityError
+from gpart.base.errors import InputError, IntegrityError
 from gpart.formats import checkpoint as ck
 from gpart.formats.manifest import read_manifest
 

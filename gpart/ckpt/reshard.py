@@ -16,14 +16,14 @@ from gpart.bytes.copy import ByteSpan, KernelCopyUnsupported, copy_spans_to_new_
 from gpart.bytes.crc import crc32_combine
 from gpart.bytes.sink import ByteSink, npy_header
 from gpart.ckpt.streaming import PIECE_BYTES, GlobalRows, ShardSink, contiguous_bounds, contiguous_spans, is_contiguous, iter_global_chunks, rows_per_piece, tensor_bytes
-from gpart.errors import InputError, IntegrityError
+from gpart.base.errors import InputError, IntegrityError
 from gpart.formats import checkpoint as ck
 from gpart.formats.commit import staged_output
 from gpart.formats.filelist import BFLOAT16_NOTE
 from gpart.formats.filelist_writer import FileListWriter
 from gpart.formats.manifest import write_json_atomic
-from gpart.progress import or_null
-from gpart.shard import POLICIES, RangePolicy, ShardPolicy, make_policy
+from gpart.base.progress import or_null
+from gpart.formats.shard import POLICIES, RangePolicy, ShardPolicy, make_policy
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -20,7 +20,7 @@ from gpart.bytes.crc import CHUNK_BYTES, OnTheWayCrc
 from gpart.bytes.reader import SEQUENTIAL, WILLNEED, advise_pages, bytes_view, close_map, map_read_only, open_sequential, pread_into, release_pages
 from gpart.bytes.sink import ByteSink
 from gpart.formats import checkpoint as ck
-from gpart.shard import RangePolicy, ShardPolicy
+from gpart.formats.shard import RangePolicy, ShardPolicy
 
 # Rows move in pieces of about 32 MiB; BUFFERS such buffers are in flight at once
 # (one being written, one queued, one being read: see _in_background), so memory

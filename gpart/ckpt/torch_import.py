@@ -11,13 +11,13 @@ import numpy as np
 from gpart.bytes.sink import preallocate
 from gpart.bytes.torch_bridge import tensor_dtype_name, tensor_to_numpy
 from gpart.ckpt.reshard import target_policy
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats import checkpoint as ck
 from gpart.formats.commit import staged_output
 from gpart.formats.dtypes import STORAGE_DTYPES, storage_dtype
 from gpart.formats.foreign_ckpt import DISTDGL_PARAMS, DISTDGL_STATES
-from gpart.progress import or_null
-from gpart.shard import POLICIES, ShardPolicy, make_policy
+from gpart.base.progress import or_null
+from gpart.formats.shard import POLICIES, ShardPolicy, make_policy
 
 PathLike = Union[str, "os.PathLike[str]"]
 

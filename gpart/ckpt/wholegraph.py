@@ -12,12 +12,12 @@ from gpart.bytes.reader import pread_into
 from gpart.bytes.sink import ByteSink
 from gpart.bytes.crc import CHUNK_BYTES
 from gpart.ckpt.reshard import target_policy
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats import checkpoint as ck
 from gpart.formats.commit import staged_output
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.foreign_ckpt import WHOLEGRAPH_STATE_FILES
-from gpart.progress import or_null
+from gpart.base.progress import or_null
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -1,7 +1,7 @@
-"""`python -m gpart.distributed ...` (what torchrun launches): the commands of gpart.cli.distributed."""
+"""`python -m gpart.distributed ...` (what torchrun launches): the commands of gpart.cli.distributed_commands."""
 
 import sys
 
-from gpart.cli.distributed import main
+from gpart.cli.distributed_commands import main
 
 sys.exit(main())

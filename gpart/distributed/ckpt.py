@@ -25,11 +25,11 @@ from gpart.distributed.comm import Comm
 from gpart.distributed.ckpt_local import fetch_shards, read_run
 from gpart.distributed.placement import commit_output, stage_output
 from gpart.formats.scratch import ScratchDir
-from gpart.errors import GpartError
+from gpart.base.errors import GpartError
 from gpart.formats import checkpoint as ck
 from gpart.formats.arrays import CHUNK_BYTES, ArrayWriter
 from gpart.formats.manifest import fsync_dir
-from gpart.shard import RangePolicy, ShardPolicy
+from gpart.formats.shard import RangePolicy, ShardPolicy
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from gpart.distributed.comm import Comm
 from gpart.distributed.shuffle import column, pack, rows_per_round, shuffle
-from gpart.errors import GpartError, InputError, OutputError
+from gpart.base.errors import GpartError, InputError, OutputError
 from gpart.formats import checkpoint as ck
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest
 

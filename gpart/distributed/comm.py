@@ -20,7 +20,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
-from gpart.errors import GpartError
+from gpart.base.errors import GpartError
 from gpart.runtime.dist import RankMismatchError
 
 DEFAULT_TIMEOUT_S = 600.0

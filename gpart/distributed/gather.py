@@ -17,15 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from gpart.book import ArrayBook, PartitionBook
+from gpart.formats.book import ArrayBook, PartitionBook
 from gpart.distributed.shuffle import column, shuffle
-from gpart.errors import GpartError
-from gpart.graph import Graph
+from gpart.base.errors import GpartError
+from gpart.base.graph import Graph
 
 
 def gathered_book(job: Any, method: str, method_params: dict, stage: Path) -> tuple[PartitionBook, dict]:
     """Gather the structure on rank 0, assign there, broadcast the assignment; (book, params) on every rank."""
-    from gpart.distributed.partition import edge_blocks, node_blocks
+    from gpart.distributed.partition_chunks import edge_blocks, node_blocks
 
     comm, cg = job.comm, job.cg
     root = comm.rank == 0

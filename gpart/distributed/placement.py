@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from gpart.distributed.comm import Comm, finish_on_root, staged_on_root
-from gpart.errors import GpartError, InputError, OutputError
+from gpart.base.errors import GpartError, InputError, OutputError
 from gpart.formats.commit import staged_output
 from gpart.formats.manifest import write_manifest
 

@@ -16,16 +16,16 @@ from typing import Any
 
 _EXPORTS = {
     # loading partitions and exports (issue 5)
-    "load_partition": "gpart.runtime.partition",
-    "LoadedPartition": "gpart.runtime.partition",
-    "load_rows": "gpart.runtime.rows",
+    "load_partition": "gpart.runtime.loaded_partition",
+    "LoadedPartition": "gpart.runtime.loaded_partition",
+    "load_rows": "gpart.runtime.filelist_slice",
     # sharded embeddings, optimizers and checkpoints (issue 6)
     "ShardedEmbedding": "gpart.runtime.embedding",
     "SparseAdam": "gpart.runtime.optim",
     "SparseAdagrad": "gpart.runtime.optim",
     "save_checkpoint": "gpart.runtime.checkpoint",
     "load_checkpoint": "gpart.runtime.checkpoint",
-    "init": "gpart.runtime.init",
+    "init": "gpart.runtime.initializers",
     # splits and distributed neighbour sampling (issue 9)
     "node_split": "gpart.runtime.split",
     "edge_split": "gpart.runtime.split",

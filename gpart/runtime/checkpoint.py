@@ -29,7 +29,7 @@ from typing import Any, Optional, Sequence, Union
 import torch
 
 from gpart.bytes.torch_bridge import tensor_dtype_name
-from gpart.errors import GpartError, OutputError
+from gpart.base.errors import GpartError, OutputError
 from gpart.formats.checkpoint import (
     EmbeddingSpec,
     build_checkpoint_manifest,

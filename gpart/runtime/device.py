@@ -7,7 +7,7 @@ from typing import Optional, Union
 
 import torch
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 
 DeviceLike = Union[str, torch.device, None]
 

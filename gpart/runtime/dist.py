@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from gpart.errors import GpartError
+from gpart.base.errors import GpartError
 
 # Bytes of a value's text shipped beside its digest, so a disagreement names
 # both values in the error (long values are cut).
@@ -246,7 +246,7 @@ def agree_or_raise(problem: Optional[str], value: str, what: str, timeout_s: flo
     naming it, the others a RankMismatchError that quotes it, so no rank is
     left waiting in a later collective.
     """
-    from gpart.errors import InputError
+    from gpart.base.errors import InputError
 
     mine = f"error on rank {world()[0]}: {problem}" if problem else value
     try:

@@ -5,7 +5,7 @@
     loss(h).backward()           # records (ids, row gradients) for the sparse optimizer
     opt.step()                   # gpart.runtime.optim.SparseAdam / SparseAdagrad
 
-Rows are sharded under gpart.shard's policies (SPEC.md section 2): `remainder`
+Rows are sharded under gpart.formats.shard's policies (SPEC.md section 2): `remainder`
 as DGL's NodeEmbedding (row g on rank g % W at local row g // W) or `range`
 with WholeGraph's boundaries. Lookups and optimizer steps are collectives when
 torch.distributed is initialised: every rank must call them the same number of
@@ -23,8 +23,8 @@ import torch
 
 from gpart.formats.checkpoint import NAME_RE
 from gpart.runtime import dist
-from gpart.runtime.init import Initializer, iter_init_chunks, uniform
-from gpart.shard import RangePolicy, RemainderPolicy, ShardPolicy, make_policy
+from gpart.runtime.initializers import Initializer, iter_init_chunks, uniform
+from gpart.formats.shard import RangePolicy, RemainderPolicy, ShardPolicy, make_policy
 
 TABLE_DTYPES = (torch.float32, torch.float16)
 # How long ranks may arrive apart at a construction or a save before it is an error rather than
@@ -37,7 +37,7 @@ class ShardedEmbedding:
 
     `weight` is this rank's shard, rows in local order (policy.global_ids(rank)).
     The initial table depends only on (num_embeddings, dim, name, seed, init),
-    never on the world size or policy (see gpart.runtime.init).
+    never on the world size or policy (see gpart.runtime.initializers).
     """
 
     def __init__(
@@ -81,11 +81,11 @@ class ShardedEmbedding:
     # ---- layout -------------------------------------------------------------------------
 
     def _make_policy(self, policy: Union[str, ShardPolicy]) -> ShardPolicy:
-        """A policy name (range: WholeGraph boundaries), or a gpart.shard policy object for this table and world."""
+        """A policy name (range: WholeGraph boundaries), or a gpart.formats.shard policy object for this table and world."""
         if isinstance(policy, str):
             return make_policy(policy, self.num_embeddings, self.world_size)
         if not isinstance(policy, (RemainderPolicy, RangePolicy)):
-            raise TypeError(f"policy must be 'remainder', 'range' or a gpart.shard policy, got {type(policy).__name__}")
+            raise TypeError(f"policy must be 'remainder', 'range' or a gpart.formats.shard policy, got {type(policy).__name__}")
         if policy.num_rows != self.num_embeddings or policy.world_size != self.world_size:
             raise ValueError(
                 f"embedding {self.name!r}: policy is for {policy.num_rows} rows on {policy.world_size} ranks, "

@@ -14,7 +14,7 @@ per node type and array). Here:
   request with the node's rows (every requested array; for hop 0 also
   labels, which make `y`) after the sampled counts, in the same all_to_all:
   the requester knows how many rows of each kind each owner sends, since it
-  flagged them. Kinds (gpart.runtime.rowsource: one for a homogeneous
+  flagged them. Kinds (gpart.runtime.carried_rows: one for a homogeneous
   partition, the node types of a typed one) have their own arrays, so their
   own row layout; an owner's answer holds its rows kind after kind;
 - the last hop's added nodes are never requested for sampling, so their

@@ -21,11 +21,11 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.runtime import dist as _dist
 from gpart.bytes.torch_bridge import numpy_to_tensor
 from gpart.runtime.device import place, resolve_device
-from gpart.runtime.partition import NotLocalError
+from gpart.runtime.loaded_partition import NotLocalError
 
 PathLike = Union[str, "os.PathLike[str]"]
 TypedKey = tuple[str, str]
@@ -246,8 +246,8 @@ def load_hetero_partition(path: PathLike, rank: Optional[int] = None, device: An
 
     node_data: `(ntype, name)` keys (or "ntype/name"); edge_data: `((s, r, d), name)` keys (or "s:r:d/name"); None: all."""
     from gpart.formats.hetero_partition import HETERO_KEY, edge_data_key, node_data_key
-    from gpart.formats.partition import PartitionReader
-    from gpart.runtime.partition import load_partition
+    from gpart.formats.partition_reader import PartitionReader
+    from gpart.runtime.loaded_partition import load_partition
 
     base = load_partition(path, rank, device, feature_device, verify, node_data=[], edge_data=[], timeout_s=timeout_s, hetero=False)
     fdev = resolve_device(feature_device) if feature_device is not None else base.device

@@ -31,7 +31,7 @@ import torch
 from gpart.runtime import dist as _dist
 from gpart.runtime.fused import fused_sample
 from gpart.runtime.loader import Batch, DistNeighborLoader
-from gpart.runtime.rowsource import TypedRows
+from gpart.runtime.carried_rows import TypedRows
 from gpart.runtime.sampling import sample_segments
 
 EdgeType = tuple[str, str, str]

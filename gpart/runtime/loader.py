@@ -28,10 +28,10 @@ from typing import Any, Iterator, Optional, Sequence, Union
 
 import torch
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.runtime import dist as _dist
 from gpart.runtime.fused import fused_sample
-from gpart.runtime.rowsource import PlainRows
+from gpart.runtime.carried_rows import PlainRows
 from gpart.runtime.sampling import Relabeller, sample_columns
 
 

@@ -13,18 +13,18 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
 
-from gpart.errors import GpartError, InputError, IntegrityError
+from gpart.base.errors import GpartError, InputError, IntegrityError
 from gpart.formats.filelist_commit import interrupted_exports
 from gpart.formats.filelist_reader import open_filelist
 from gpart.formats.names import parse_work_name
 from gpart.formats.manifest import MANIFEST_NAME, manifest_path, read_json
 from gpart.formats.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from gpart.formats.filelist import FORMAT as FILELIST_FORMAT
-from gpart.formats.partition import FORMAT as PARTITION_FORMAT
-from gpart.formats.partition import PartitionReader
-from gpart.graph import Graph
+from gpart.formats.partition_writer import FORMAT as PARTITION_FORMAT
+from gpart.formats.partition_reader import PartitionReader
+from gpart.base.graph import Graph
 from gpart.verify_partition import PartitionVerifier
-from gpart.progress import Progress, or_null
+from gpart.base.progress import Progress, or_null
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -70,7 +70,7 @@ def partition(chunks: str, num_parts: int, out_dir: str, method: str, assignment
       torchrun --nnodes 4 --nproc-per-node 1 --rdzv-endpoint HOST:29400 -m gpart.distributed partition chunks/ --parts 8 --method random -o parts/
     """
     from gpart.distributed.comm import init_from_env
-    from gpart.distributed.partition import partition_chunks
+    from gpart.distributed.partition_chunks import partition_chunks
 
     comm = init_from_env(timeout_s)
     params = {"seed": seed, "imbalance": imbalance} if method in ("metis", "kaminpar", "stream", "balanced") else {"seed": seed}
@@ -163,7 +163,7 @@ def _report_ckpt(comm, manifest: dict, out: str, verb: str, quiet: bool, as_json
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a failure is one line `error: ...` and exit 2 (1 for damaged artifacts)."""
-    from gpart.errors import GpartError
+    from gpart.base.errors import GpartError
 
     code = 0
     try:

@@ -5,7 +5,7 @@
     part.owner(gids), part.to_local(gids)         # the partition book, on the device
     x = part.gather("feat", gids)                 # rows in request order
 
-Loading reads the manifest through gpart.formats.partition.PartitionReader
+Loading reads the manifest through gpart.formats.partition_writer.PartitionReader
 (format, version, sizes, dtypes checked before any data is touched; CRC-32s
 with verify=True), then maps every array: file -> memory map ->
 torch.from_numpy (no copy). On CPU the tensors stay backed by the mapping
@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from gpart.bytes.torch_bridge import numpy_to_tensor
-from gpart.errors import GpartError, InputError, IntegrityError
+from gpart.base.errors import GpartError, InputError, IntegrityError
 from gpart.runtime import dist as _dist
 # Devices, staging and the device book live in gpart.runtime.device; these names are
 # imported from here by callers too.
@@ -327,7 +327,7 @@ def load_partition(
 def _open_reader(directory: Path, rank: Optional[int]) -> Any:
     """The result's reader, checking only partition `rank`'s files (and the book): a per-machine output
     holds its own partitions only (SPEC.md 10.4)."""
-    from gpart.formats.partition import PartitionReader
+    from gpart.formats.partition_reader import PartitionReader
 
     mine = _dist.world()[0] if rank is None else rank
     return PartitionReader(directory, parts=[mine] if isinstance(mine, int) else None)
@@ -342,7 +342,7 @@ def _check_rank(rank: Any, num_parts: int, directory: Path) -> int:
 def _load_arrays(reader: Any, rank: int, verify: bool, dev: torch.device, fdev: torch.device,
                  names: list[str], edge_names: list[str]) -> dict[str, Any]:
     """The book, topology and data tensors of partition `rank`, each mapped and placed on its device."""
-    from gpart.formats.partition import data_key
+    from gpart.formats.partition_writer import data_key
 
     stager = Stager(dev) if dev.type == "cuda" else None
 

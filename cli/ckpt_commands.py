@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from gpart.cli.ui import force_option, human_bytes, json_option, key_value_pairs, parse_boundaries, print_json, progress_for, quiet_option, result_options, stdout
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 
 
 verify_option = click.option("--verify", is_flag=True, help="Check the CRC-32 of every input file first.")

@@ -20,7 +20,7 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 from gpart.formats.arrays import open_array
 from gpart.bytes.torch_bridge import numpy_to_tensor, torch_dtype
 from gpart.runtime.device import DeviceLike, Stager, resolve_device

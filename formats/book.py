@@ -2,7 +2,7 @@
 
 Owned nodes of a partition are listed in ascending global id and local(g) is
 g's position in that list (SPEC.md 4.1). remainder and range books are rules
-(gpart.shard); metis, random and assignment books are arrays.
+(gpart.formats.shard); metis, random and assignment books are arrays.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from gpart.shard import RangePolicy, RemainderPolicy
+from gpart.formats.shard import RangePolicy, RemainderPolicy
 
 
 class RuleBook:

@@ -17,7 +17,7 @@ from typing import Any, Hashable, Optional, Sequence
 
 import torch
 
-from gpart.runtime.rowpack import RowLayout
+from gpart.runtime.packed_rows import RowLayout
 
 
 class RowSource(ABC):

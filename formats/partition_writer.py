@@ -1,4 +1,4 @@
-"""Partition results on disk (SPEC.md section 4): binary and HDF5 writers, and the reader.
+"""Partition results on disk (SPEC.md section 4): the format's keys and dtypes, its manifest, and the writer.
 
 Both storages hold the same logical arrays under the same keys
 (`book/owner`, `part_0/indptr`, `part_0/node_data/feat`, ...):
@@ -9,7 +9,7 @@ Both storages hold the same logical arrays under the same keys
 
 Writers stream row chunks and compute each array's CRC-32 over its raw
 little-endian bytes as they go, so a checksum never needs a second pass.
-`PartitionReader` validates the whole manifest (format, version, storage,
+The reader, `PartitionReader` in partition_reader.py, validates the whole manifest (format, version, storage,
 counts, shapes, file sizes) before it touches any data; h5py is imported only
 when an HDF5 result is read.
 """
@@ -23,8 +23,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from gpart.book import ArrayBook, PartitionBook
-from gpart.errors import OutputError
+from gpart.formats.book import ArrayBook, PartitionBook
+from gpart.base.errors import OutputError
 from gpart.formats.arrays import CHUNK_BYTES, iter_row_chunks
 from gpart.formats.dtypes import dtype_name
 from gpart.formats.names import safe_relpath
@@ -241,16 +241,3 @@ class PartitionWriter:
         if self._h5 is not None:
             h5, self._h5 = self._h5, None
             close_h5_quietly(h5)
-
-
-# --------------------------------------------------------------------------- reader
-
-
-def __getattr__(name: str) -> Any:
-    # The reader lives beside the writer in partition_reader.py (it imports this module's
-    # definitions, so it is loaded on first use instead of at import time).
-    if name == "PartitionReader":
-        from gpart.formats.partition_reader import PartitionReader
-
-        return PartitionReader
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,7 +16,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from gpart.errors import InputError
+from gpart.base.errors import InputError
 
 POLICIES = ("remainder", "range")
 

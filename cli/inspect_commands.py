@@ -1,4 +1,4 @@
-"""`gpart info` and `gpart verify`: call gpart.inspect, render tables or JSON."""
+"""`gpart info` and `gpart verify`: call gpart.inspect_result, render tables or JSON."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def info(directory: str, as_json: bool) -> None:
     """Summarise the result in DIRECTORY: per-partition owned nodes, halo nodes,
     edges and bytes; edge cut, balance, halo ratio and dtypes. Checkpoints
     (gather-ckpt / scatter-ckpt results) are summarised too."""
-    from gpart.inspect import info as info_of
+    from gpart.inspect_result import info as info_of
 
     summary = info_of(directory)
     if as_json:
@@ -26,7 +26,7 @@ def info(directory: str, as_json: bool) -> None:
     elif summary.get("format") == "gpart.filelist":
         _render_exports_info(summary)
     else:
-        from gpart.cli.ckpt import render_checkpoint_info
+        from gpart.cli.ckpt_commands import render_checkpoint_info
 
         render_checkpoint_info(summary)
 
@@ -48,7 +48,7 @@ def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_d
     the manifest is missing), 2 bad arguments or unreadable input.
     """
     from gpart.formats.readers import parse_name_paths
-    from gpart.inspect import verify as verify_dir
+    from gpart.inspect_result import verify as verify_dir
 
     nodes = parse_name_paths(node_data, "--node-data") or None
     edges = parse_name_paths(edge_data, "--edge-data") or None
@@ -60,7 +60,7 @@ def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_d
         _render_report(report)
     if not report.get("ok"):
         # IntegrityError makes main() exit with status 1 after one `error:` line
-        from gpart.errors import IntegrityError
+        from gpart.base.errors import IntegrityError
 
         count = len(report.get("problems", []))
         raise IntegrityError(directory, f"damaged: {count} problem{'s' if count != 1 else ''} found")

@@ -25,18 +25,18 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from gpart.book import PartitionBook
+from gpart.formats.book import PartitionBook
 from gpart.bounded import key_shift
 from gpart.bytes.reader import release_rows
 from gpart.distributed.comm import Comm
 from gpart.distributed.placement import Output, check_my_files, commit_output, layouts_from_json, layouts_json, stage_output
 from gpart.distributed.halo import fetch_halo_rows
 from gpart.distributed.shuffle import PartFiles, column, pack, rows_per_round, shuffle, take_rows
-from gpart.errors import GpartError, InputError
+from gpart.base.errors import GpartError, InputError
 from gpart.formats.chunked import ChunkedGraph, check_same_layout
-from gpart.formats.partition import PartitionWriter, build_manifest, data_key, part_entry
+from gpart.formats.partition_writer import PartitionWriter, build_manifest, data_key, part_entry
 from gpart.formats.scratch import ScratchDir
-from gpart.graph import Graph
+from gpart.base.graph import Graph
 from gpart.layout import NodeOrder, Scratch, node_order, part_layout
 from gpart.partition import partition_stats
 
@@ -220,7 +220,7 @@ def _run(job: _Job, out: Output, method: str, method_params: dict) -> tuple[list
 
 def _manifest(job: _Job, chunks: PathLike, book_json: dict, method: str, params: dict, reports: list[dict]) -> dict:
     """The manifest gpart.partition writes for the same input (its graph entry and stats, built alike)."""
-    from gpart import __version__
+    from gpart.base.version import __version__
 
     parts = sorted((p for r in reports for p in r["parts"]), key=lambda p: p["part"])
     assert [p["part"] for p in parts] == list(range(job.num_parts))
