@@ -93,7 +93,7 @@ def child_unique_baseline() -> dict:
 def child_metis(parts: int, algorithm: str) -> dict:
     import pymetis
 
-    from gpart.assign import metis_options
+    from gpart.metis import metis_options
 
     xadj = np.load(WORK / "xadj.npy")
     adjncy = np.load(WORK / "adjncy.npy")

@@ -27,7 +27,7 @@ import numpy as np
 from gpart import ckpt
 from gpart.export import export_feat
 from gpart.formats import checkpoint as ck
-from gpart.formats.arrays import OnTheWayCrc
+from gpart.bytes.crc import OnTheWayCrc
 from gpart.base.graph import Graph
 from gpart.partition import partition_graph
 from gpart.formats.shard import RemainderPolicy

@@ -101,7 +101,7 @@ def child_metis_raw(args) -> dict:
     """The raw pymetis call gpart makes, with the same options, on a CSR loaded ready from .npy."""
     import pymetis
 
-    from gpart.assign import metis_options, resolve_algorithm
+    from gpart.metis import metis_options, resolve_algorithm
 
     xadj = np.load(Path(args.out) / "xadj.npy")
     adjncy = np.load(Path(args.out) / "adjncy.npy")

@@ -30,7 +30,7 @@ def chunk(input: str, num_chunks: int, out_dir: str, node_data: tuple[str, ...],
       torchrun --nproc-per-node 2 -m gpart.distributed partition chunks/ --parts 4 --method remainder -o parts/
     """
     from gpart.chunk import chunk_graph
-    from gpart.formats.readers import parse_name_paths
+    from gpart.cli.params import parse_name_paths
 
     meta = chunk_graph(input, out_dir, num_chunks, force=force,
                        node_data=parse_name_paths(node_data, "--node-data") or None,

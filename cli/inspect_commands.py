@@ -47,7 +47,7 @@ def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_d
     Exit status: 0 intact, 1 damaged (a checksum, size or invariant fails, or
     the manifest is missing), 2 bad arguments or unreadable input.
     """
-    from gpart.formats.readers import parse_name_paths
+    from gpart.cli.params import parse_name_paths
     from gpart.inspect_result import verify as verify_dir
 
     nodes = parse_name_paths(node_data, "--node-data") or None

@@ -81,7 +81,7 @@ def partition(input: str, num_parts: int, out_dir: str, method: str, assignment:
       gpart partition sample_data/cora.npz --parts 4 --method stream --passes 4 -o parts/
       gpart partition sample_data/cora_hetero.npz --parts 4 -o hparts/
     """
-    from gpart.formats.readers import parse_name_paths
+    from gpart.cli.params import parse_name_paths
     from gpart.partition import partition_graph
 
     if click.get_current_context().get_parameter_source("method") is click.core.ParameterSource.DEFAULT:

@@ -10,7 +10,7 @@ import argparse
 import datetime
 import os
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable
 
 import torch
 import torch.distributed as dist

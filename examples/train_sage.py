@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import gpart.runtime as gr
-from gpart.runtime.loaded_partition import resolve_device
+from gpart.runtime.device import resolve_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_common beside this file, also under torchrun
 from train_common import add_common_arguments, all_max, fit, run, setup_distributed  # noqa: E402

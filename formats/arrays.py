@@ -18,9 +18,9 @@ import numpy as np
 
 # CHUNK_BYTES, the CRC helpers and preallocate live in the byte layer; imported here
 # too because the format modules (and callers) have always found them here.
-from gpart.bytes.crc import CHUNK_BYTES, OnTheWayCrc, array_crc32, file_crc32  # noqa: F401
-from gpart.bytes.sink import ByteSink, preallocate  # noqa: F401
-from gpart.base.errors import InputError, IntegrityError, OutputError, short_repr
+from gpart.bytes.crc import CHUNK_BYTES, file_crc32
+from gpart.bytes.sink import ByteSink
+from gpart.base.errors import InputError, IntegrityError, short_repr
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.names import safe_relpath
 

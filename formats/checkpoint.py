@@ -58,7 +58,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from gpart.base.errors import InputError
-from gpart.formats.arrays import CHUNK_BYTES, file_crc32
+from gpart.bytes.crc import CHUNK_BYTES, file_crc32
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.manifest import MANIFEST_NAME, write_manifest
 from gpart.formats.names import safe_name

@@ -10,7 +10,8 @@ from typing import Any, Iterable, Optional, Sequence, Union
 import numpy as np
 
 from gpart.bytes.torch_bridge import tensor_dtype_name, tensor_to_numpy
-from gpart.formats.arrays import CHUNK_BYTES, ArrayWriter
+from gpart.bytes.crc import CHUNK_BYTES
+from gpart.formats.arrays import ArrayWriter
 from gpart.formats.checkpoint import check_embedding_name, shard_entry, shard_file_name, split_tensor_name
 from gpart.formats.dtypes import STORAGE_DTYPES, storage_dtype
 from gpart.formats.names import safe_name

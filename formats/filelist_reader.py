@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from gpart.base.errors import InputError, IntegrityError
-from gpart.formats.arrays import ArrayEntry, check_file_size, file_crc32, inside, open_array
+from gpart.bytes.crc import file_crc32
+from gpart.formats.arrays import ArrayEntry, check_file_size, inside, open_array
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.manifest import check_format, read_json
 from gpart.formats.shard import wholegraph_boundaries

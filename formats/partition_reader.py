@@ -15,7 +15,8 @@ import numpy as np
 
 from gpart.formats.book import ArrayBook, PartitionBook, RuleBook, remainder_book
 from gpart.base.errors import InputError, IntegrityError
-from gpart.formats.arrays import CHUNK_BYTES, ArrayEntry, array_crc32, check_file_size, file_crc32, inside, open_array
+from gpart.bytes.crc import CHUNK_BYTES, array_crc32, file_crc32
+from gpart.formats.arrays import ArrayEntry, check_file_size, inside, open_array
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.hetero_partition import HeteroMeta
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest, require

@@ -22,7 +22,8 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from gpart.base.errors import IntegrityError, OutputError
-from gpart.formats.arrays import CHUNK_BYTES, ArrayEntry, ArrayWriter
+from gpart.bytes.crc import CHUNK_BYTES
+from gpart.formats.arrays import ArrayEntry, ArrayWriter
 from gpart.formats.dtypes import storage_dtype
 
 HDF5_FILE = "partitions.h5"

@@ -25,10 +25,11 @@ import numpy as np
 
 from gpart.formats.book import ArrayBook, PartitionBook
 from gpart.base.errors import OutputError
-from gpart.formats.arrays import CHUNK_BYTES, iter_row_chunks
+from gpart.bytes.crc import CHUNK_BYTES
+from gpart.formats.arrays import iter_row_chunks
 from gpart.formats.dtypes import dtype_name
 from gpart.formats.names import safe_relpath
-from gpart.formats.partition_store import (  # noqa: F401  (EntryLike, h5_write_problem: imported from here too)
+from gpart.formats.partition_store import (
     HDF5_FILE,
     BinaryArrayWriter,
     EntryLike,

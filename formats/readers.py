@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional, Union
 
 import numpy as np
 
-from gpart.bytes.reader import drop_pages  # noqa: F401  (imported from here by older callers)
 from gpart.base.errors import InputError
-from gpart.formats.input_checks import check_data_array, check_input_file, check_name, scan_range, split_array_spec, split_compression
+from gpart.formats.input_checks import check_data_array, check_input_file, check_name, split_array_spec, split_compression
 from gpart.formats.npz import npz_keys, open_npy, open_zip, read_npz_arrays, read_npz_graph
 from gpart.formats.text_graphs import read_dimacs, read_metis, read_snap
 from gpart.base.graph import Graph
@@ -107,20 +106,6 @@ def open_array_input(spec: str) -> tuple[np.ndarray, str]:
     return arr, name
 
 
-def parse_name_paths(specs: Sequence[str], what: str = "--node-data") -> dict[str, str]:
-    """Turn CLI values `NAME=PATH` into a mapping, refusing empty or repeated names."""
-    out: dict[str, str] = {}
-    for spec in specs:
-        name, sep, value = spec.partition("=")
-        if not sep or not value:
-            raise InputError(spec, f"{what} expects NAME=PATH.npy")
-        check_name(value, name, what)
-        if name in out:
-            raise InputError(value, f"{what} name {name!r} given twice")
-        out[name] = value
-    return out
-
-
 def add_extra_arrays(graph: Graph, path: Path, node_data: Mapping[str, PathLike], edge_data: Mapping[str, PathLike]) -> None:
     seen: dict[str, str] = {name: "node array" for name in graph.node_data}
     seen.update({name: "edge array" for name in graph.edge_data})
@@ -143,15 +128,3 @@ def add_extra_arrays(graph: Graph, path: Path, node_data: Mapping[str, PathLike]
             target[name] = arr
             seen[name] = what
 
-
-__all__ = [
-    "read_graph",
-    "input_format",
-    "open_array_input",
-    "open_npy",
-    "read_npz_arrays",
-    "parse_name_paths",
-    "check_input_file",
-    "scan_range",
-    "drop_pages",
-]

@@ -16,7 +16,7 @@ import numpy as np
 
 from gpart.bytes.torch_bridge import numpy_to_tensor
 from gpart.base.errors import OutputError
-from gpart.formats.arrays import file_crc32
+from gpart.bytes.crc import file_crc32
 
 
 def as_torch(rows: np.ndarray, dtype: str) -> Any:

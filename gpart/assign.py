@@ -20,7 +20,7 @@ from gpart.formats.book import ArrayBook, PartitionBook, range_book, remainder_b
 from gpart.base.errors import GpartError, InputError
 from gpart.base.graph import Graph
 from gpart.formats.assignment import read_assignment_file
-from gpart.metis import balance_column, metis_book, metis_options, resolve_algorithm, vertex_weights  # noqa: F401
+from gpart.metis import balance_column, metis_book
 from gpart.base.progress import Progress, or_null
 from gpart.symmetric import symmetric_csr
 

@@ -25,14 +25,14 @@ import numpy as np
 
 from gpart.bytes.reader import release_rows
 from gpart.base.errors import InputError, IntegrityError
-from gpart.formats.arrays import OnTheWayCrc
+from gpart.bytes.crc import OnTheWayCrc
 from gpart.formats.dtypes import storage_dtype
 from gpart.bytes.buffers import BufferRing
 from gpart.formats.filelist import FILELIST_CHUNK_BYTES, json_file_name
 from gpart.formats.filelist_convert import FLOAT_TARGETS, INT_TARGETS, Converter
 from gpart.formats.filelist_sources import RowSource
 from gpart.formats.filelist_writer import FileListWriter
-from gpart.export_csr import CSR, CSR_CHUNK_EDGES, CSR_DEFAULT_NAME, build_csr, csr_col_dtype, dedup_csr, export_csr, fill_csr  # noqa: F401
+from gpart.export_csr import CSR_CHUNK_EDGES, export_csr
 from gpart.base.progress import Progress, or_null
 
 DTYPE_CHOICES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")

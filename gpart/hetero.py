@@ -24,7 +24,7 @@ from gpart.formats.book import ArrayBook
 from gpart.bytes.reader import release_rows
 from gpart.bounded import check_assign_memory, check_node_memory, default_max_memory, parse_memory_size, symmetric_bytes
 from gpart.base.errors import InputError
-from gpart.formats.arrays import CHUNK_BYTES
+from gpart.bytes.crc import CHUNK_BYTES
 from gpart.formats.commit import check_output_dir
 from gpart.formats.dtypes import dtype_name
 from gpart.formats.hetero_input import HeteroGraph, read_hetero_graph

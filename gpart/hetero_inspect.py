@@ -17,7 +17,7 @@ import numpy as np
 
 from gpart.balance import share_balance
 from gpart.base.errors import GpartError
-from gpart.formats.arrays import CHUNK_BYTES
+from gpart.bytes.crc import CHUNK_BYTES
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.hetero_input import HeteroGraph, read_hetero_graph
 from gpart.formats.hetero_partition import EDGE_TYPE_KEY, HETERO_KEY, edge_data_key, etype_key, node_data_key

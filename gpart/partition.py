@@ -108,7 +108,7 @@ def partition_graph(
 
 def _assign(graph: Graph, num_parts: int, method: str, limit: int, scratch_parent: Path, progress: Optional[Progress],
             method_params: dict[str, Any]) -> Any:
-    from gpart.assign import assign  # imported here to keep `import gpart.partition` light (pymetis)
+    from gpart.assign import assign
 
     if method == "balanced":
         method_params.setdefault("max_memory", limit)  # lets it skip a METIS fallback that cannot fit

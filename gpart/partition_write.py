@@ -18,7 +18,7 @@ import numpy as np
 
 from gpart.bounded import OwnerBucketOrder
 from gpart.bytes.reader import release_rows
-from gpart.formats.arrays import CHUNK_BYTES
+from gpart.bytes.crc import CHUNK_BYTES
 from gpart.formats.partition_writer import PartitionWriter, data_key, part_entry
 from gpart.base.graph import Graph
 from gpart.layout import Layout, NodeOrder, Scratch, layout_of

@@ -64,7 +64,7 @@ def stream_book(graph: Graph, num_parts: int, *, imbalance: float = 0.03, balanc
     Balanced weights: nodes, in-degree (always: edges are stored with their
     destination) and the `balance` masks, or the training mask when none is named.
     """
-    from gpart.assign import balance_column  # validated 0/1 node arrays
+    from gpart.metis import balance_column
 
     names = list(balance) or ([TRAIN_MASK] if train_mask(graph) is not None else [])
     masks = [balance_column(graph, name) for name in names]

@@ -18,7 +18,7 @@ import numpy as np
 from gpart.balance import train_mask
 from gpart.bytes.reader import release_rows
 from gpart.base.errors import GpartError
-from gpart.formats.arrays import CHUNK_BYTES
+from gpart.bytes.crc import CHUNK_BYTES
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.manifest import MANIFEST_NAME
 from gpart.formats.partition_writer import FORMAT as PARTITION_FORMAT

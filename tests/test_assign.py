@@ -11,13 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpart.assign import (
-    Assignment,
-    assign,
-    resolve_algorithm,
-    symmetric_csr,
-    vertex_weights,
-)
+from gpart.assign import Assignment, assign, symmetric_csr
+from gpart.metis import resolve_algorithm, vertex_weights
 from gpart.formats.book import ArrayBook, RuleBook
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph

@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from gpart.formats.chunked import ChunkedGraph, write_chunked

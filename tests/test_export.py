@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from gpart.cli.main import main
 from gpart.base.errors import InputError, IntegrityError, OutputError
-from gpart.export import build_csr, export_feat
+from gpart.export import export_feat
+from gpart.export_csr import build_csr
 from gpart.formats.filelist import FileListWriter, open_filelist, part_file_name, write_filelist
 from gpart.base.graph import Graph
 

@@ -17,7 +17,10 @@ from hypothesis import strategies as st
 import gpart.formats.readers as readers
 import gpart.formats.text_graphs as text_graphs
 from gpart.base.errors import InputError
-from gpart.formats.readers import open_array_input, parse_name_paths, read_graph, read_npz_arrays, scan_range
+from gpart.cli.params import parse_name_paths
+from gpart.formats.input_checks import scan_range
+from gpart.formats.npz import read_npz_arrays
+from gpart.formats.readers import open_array_input, read_graph
 from gpart.synthetic import powerlaw_graph
 
 REPO = Path(__file__).resolve().parents[1]

@@ -46,7 +46,7 @@ def expand_rank_files(inputs: Sequence[PathLike], world_size: Optional[int] = No
 def _load_torch(path: Path) -> Any:
     import torch
 
-    from gpart.formats.readers import check_input_file
+    from gpart.formats.input_checks import check_input_file
 
     check_input_file(path)  # exists, readable, and a regular file (a FIFO would block torch.load)
     try:

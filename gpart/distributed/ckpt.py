@@ -27,7 +27,8 @@ from gpart.distributed.placement import commit_output, stage_output
 from gpart.formats.scratch import ScratchDir
 from gpart.base.errors import GpartError
 from gpart.formats import checkpoint as ck
-from gpart.formats.arrays import CHUNK_BYTES, ArrayWriter
+from gpart.bytes.crc import CHUNK_BYTES
+from gpart.formats.arrays import ArrayWriter
 from gpart.formats.manifest import fsync_dir
 from gpart.formats.shard import RangePolicy, ShardPolicy
 

@@ -38,7 +38,7 @@ from gpart.base.errors import GpartError, InputError, IntegrityError
 from gpart.runtime import dist as _dist
 # Devices, staging and the device book live in gpart.runtime.device; these names are
 # imported from here by callers too.
-from gpart.runtime.device import STAGE_BYTES, DeviceBook, DeviceLike, Stager, place, resolve_device  # noqa: F401
+from gpart.runtime.device import DeviceBook, DeviceLike, Stager, place, resolve_device
 
 PathLike = Union[str, "os.PathLike[str]"]
 

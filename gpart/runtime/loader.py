@@ -28,7 +28,6 @@ from typing import Any, Iterator, Optional, Sequence, Union
 
 import torch
 
-from gpart.base.errors import InputError
 from gpart.runtime import dist as _dist
 from gpart.runtime.fused import fused_sample
 from gpart.runtime.carried_rows import PlainRows
