@@ -65,7 +65,7 @@ def make_graph(num_rows: int, dim: int, seed: int = 0):
 
 def write_partition(graph, directory: Path, num_parts: int, kind: str, storage: str = "binary") -> None:
     from gpart.formats.book import ArrayBook, remainder_book
-    from gpart.partition import partition_with_book
+    from gpart.write_result import partition_with_book
 
     if kind == "remainder":
         book = remainder_book(graph.num_nodes, num_parts)

@@ -26,7 +26,7 @@ from gpart.formats.manifest import fsync_dir, read_json, write_json_atomic
 from gpart.formats.names import safe_name, safe_relpath
 from gpart.formats.input_checks import scan_range
 from gpart.formats.npz import open_npy
-from gpart.formats.readers import open_array_input
+from gpart.formats.npz import open_array_input
 from gpart.base.graph import Graph
 
 PathLike = Union[str, "os.PathLike[str]"]

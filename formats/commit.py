@@ -190,16 +190,6 @@ def sweep_stale_work(directory: os.PathLike | str, target_name: Optional[str] = 
     return done
 
 
-def interrupted_swap_of(directory: os.PathLike | str) -> Optional[Path]:
-    """The previous result of the absent `directory`, left under a hidden name by a swap killed midway."""
-    directory = Path(directory).absolute()
-    if os.path.lexists(directory) or not directory.parent.is_dir():
-        return None
-    olds = [w.path for w in stale_work(directory.parent, directory.name) if w.kind == "old"]
-    olds = [p for p in olds if (p / MANIFEST_NAME).exists()]
-    return max(olds, key=lambda p: p.stat().st_mtime) if olds else None
-
-
 def remove_path(path: Path) -> bool:
     """Remove a file, link or directory tree; False if it was not there or could not be removed."""
     try:

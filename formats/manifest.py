@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from gpart.base.errors import GpartError, InputError, OutputError
+from gpart.formats.names import stale_work, work_name
 
 MANIFEST_NAME = "manifest.json"
 
@@ -35,8 +36,6 @@ def fsync_dir(directory: os.PathLike | str) -> None:
 
 def write_json_atomic(path: os.PathLike | str, obj: Any) -> None:
     """Write JSON to `path` via a hidden temporary sibling, fsync, rename, fsync the directory."""
-    from gpart.formats.names import work_name
-
     path = Path(path)
     tmp = work_name(path, "tmp")
     data = json.dumps(obj, indent=1, sort_keys=False).encode() + b"\n"
@@ -78,12 +77,20 @@ def read_json(path: os.PathLike | str) -> Any:
         raise InputError(path, f"not valid JSON: {exc}") from None
 
 
+def interrupted_swap_of(directory: os.PathLike | str) -> Optional[Path]:
+    """The previous result of the absent `directory`, left under a hidden name by a swap killed midway."""
+    directory = Path(directory).absolute()
+    if os.path.lexists(directory) or not directory.parent.is_dir():
+        return None
+    olds = [w.path for w in stale_work(directory.parent, directory.name) if w.kind == "old"]
+    olds = [p for p in olds if (p / MANIFEST_NAME).exists()]
+    return max(olds, key=lambda p: p.stat().st_mtime) if olds else None
+
+
 def manifest_path(directory: os.PathLike | str, missing: type[GpartError] = InputError) -> Path:
     """`directory/manifest.json`; a missing one raises `missing` (IntegrityError where absence is damage)."""
     directory = Path(directory)
     if not directory.exists():
-        from gpart.formats.commit import interrupted_swap_of
-
         old = interrupted_swap_of(directory)
         if old is not None:
             raise InputError(directory, f"no such directory; a --force replacement was interrupted and the previous result is complete at {old} (the next gpart run writing {directory.name} puts it back)")

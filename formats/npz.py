@@ -13,7 +13,7 @@ from typing import BinaryIO, Optional, Sequence, Union
 import numpy as np
 
 from gpart.base.errors import InputError
-from gpart.formats.input_checks import (SCAN_BYTES, check_data_array, check_id_array, check_ids_in_range, check_name, check_rows,
+from gpart.formats.input_checks import (check_input_file, split_array_spec, SCAN_BYTES, check_data_array, check_id_array, check_ids_in_range, check_name, check_rows,
                                          scalar_num_nodes)
 from gpart.base.graph import Graph
 
@@ -226,3 +226,30 @@ def check_non_decreasing(path: Path, indptr: np.ndarray) -> None:
         if bad.size:
             i = start + int(bad[0]) + 1
             raise InputError(path, f"'indptr' decreases at index {i} ({int(indptr[i - 1])} -> {int(indptr[i])})")
+
+
+def open_array_input(spec: str) -> tuple[np.ndarray, str]:
+    """Open `file.npy` or `file.npz:key` as (array, default name), memory-mapped when stored.
+
+    The array must be numeric or boolean, at least 1-D and C-contiguous.
+    """
+    path, key = split_array_spec(spec)
+    check_input_file(path)
+    lower = path.name.lower()
+    if key is None:
+        if lower.endswith(".npz"):
+            with open_zip(path) as zf:
+                keys = npz_keys(path, zf)
+            raise InputError(path, f"name the array inside the .npz as {path}:KEY (available: {', '.join(keys) or 'none'})")
+        if not lower.endswith(".npy"):
+            raise InputError(path, "expected a .npy file or FILE.npz:KEY")
+        arr = open_npy(path)
+        name = path.name[: -len(".npy")]
+    else:
+        arrays = read_npz_arrays(path, only=[key])
+        arr = arrays[key]
+        name = key
+    check_data_array(path, name, arr, what="array")
+    if arr.ndim and not arr.flags.c_contiguous:
+        raise InputError(path, f"array {name!r} is not C-contiguous (Fortran order); save it with np.ascontiguousarray")
+    return arr, name

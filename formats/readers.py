@@ -14,11 +14,11 @@ import os
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
-import numpy as np
 
 from gpart.base.errors import InputError
-from gpart.formats.input_checks import check_data_array, check_input_file, check_name, split_array_spec, split_compression
-from gpart.formats.npz import npz_keys, open_npy, open_zip, read_npz_arrays, read_npz_graph
+from gpart.formats.chunked import read_chunked_graph
+from gpart.formats.input_checks import check_data_array, check_input_file, check_name, split_compression
+from gpart.formats.npz import open_npy, read_npz_graph
 from gpart.formats.text_graphs import read_dimacs, read_metis, read_snap
 from gpart.base.graph import Graph
 
@@ -39,8 +39,6 @@ def read_graph(
     """
     path = Path(path)
     if path.is_dir() and (path / "manifest.json").is_file():
-        from gpart.formats.chunked import read_chunked_graph  # a chunked graph directory (SPEC.md 10.1)
-
         graph = read_chunked_graph(path)
         add_extra_arrays(graph, path, node_data or {}, edge_data or {})
         return graph
@@ -77,33 +75,6 @@ def input_format(path: PathLike) -> str:
         "unknown input format (expected .npz, a SNAP edge list .txt/.tsv/.edges/.el, "
         "a METIS .graph or a DIMACS .gr, text optionally .gz/.xz/.bz2)",
     )
-
-
-def open_array_input(spec: str) -> tuple[np.ndarray, str]:
-    """Open `file.npy` or `file.npz:key` as (array, default name), memory-mapped when stored.
-
-    The array must be numeric or boolean, at least 1-D and C-contiguous.
-    """
-    path, key = split_array_spec(spec)
-    check_input_file(path)
-    lower = path.name.lower()
-    if key is None:
-        if lower.endswith(".npz"):
-            with open_zip(path) as zf:
-                keys = npz_keys(path, zf)
-            raise InputError(path, f"name the array inside the .npz as {path}:KEY (available: {', '.join(keys) or 'none'})")
-        if not lower.endswith(".npy"):
-            raise InputError(path, "expected a .npy file or FILE.npz:KEY")
-        arr = open_npy(path)
-        name = path.name[: -len(".npy")]
-    else:
-        arrays = read_npz_arrays(path, only=[key])
-        arr = arrays[key]
-        name = key
-    check_data_array(path, name, arr, what="array")
-    if arr.ndim and not arr.flags.c_contiguous:
-        raise InputError(path, f"array {name!r} is not C-contiguous (Fortran order); save it with np.ascontiguousarray")
-    return arr, name
 
 
 def add_extra_arrays(graph: Graph, path: Path, node_data: Mapping[str, PathLike], edge_data: Mapping[str, PathLike]) -> None:

@@ -124,7 +124,7 @@ def _check_options(files: int, dtype: Optional[str], csr: bool, add_reverse: boo
 
 
 def _array_plans(spec: str, name: Optional[str], dtype: Optional[str]) -> list[_Plan]:
-    from gpart.formats.readers import open_array_input
+    from gpart.formats.npz import open_array_input
 
     arr, default_name = open_array_input(spec)
     if arr.ndim == 0:

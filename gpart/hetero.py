@@ -34,7 +34,8 @@ from gpart.formats.partition_writer import part_dir
 from gpart.formats.scratch import ScratchDir
 from gpart.base.graph import Graph
 from gpart.hetero_edges import edge_types_of, write_typed_edges
-from gpart.partition_write import gather_chunks
+from gpart.write_arrays import gather_chunks
+from gpart.write_result import partition_with_book
 from gpart.formats.shard import RangePolicy
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -55,8 +56,6 @@ def partition_hetero(
     `options` are gpart.partition.partition_graph's keywords (storage, halo,
     force, max_memory, progress, verbose_log) and the method's parameters.
     """
-    from gpart.partition import partition_with_book
-
     write = {key: options.pop(key) for key in ("storage", "halo", "force", "verbose_log") if key in options}
     progress, force, method_params = options.pop("progress", None), write.get("force", False), options
     hg = input if isinstance(input, HeteroGraph) else read_hetero_graph(input)
@@ -268,7 +267,7 @@ def _repair_shares(g: Graph, owner: np.ndarray, num_parts: int, type_masks: dict
 
 
 class TypedArrays:
-    """The extension gpart.partition.partition_with_book calls to write the typed part of a result (SPEC.md 8.4)."""
+    """The extension gpart.write_result.partition_with_book calls to write the typed part of a result (SPEC.md 8.4)."""
 
     def __init__(self, hg: HeteroGraph, erased: Graph, owner: np.ndarray, num_parts: int):
         self.hg, self.erased, self.owner = hg, erased, owner

@@ -20,7 +20,7 @@ import numpy as np
 from gpart.formats.dtypes import dtype_name
 from gpart.formats.hetero_partition import EDGE_TYPE_DTYPE, EDGE_TYPE_KEY, EdgeType, edge_data_key
 from gpart.formats.partition_writer import part_dir
-from gpart.partition_write import gather_chunks
+from gpart.write_arrays import gather_chunks
 
 EdgeChunks = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]
 

@@ -151,7 +151,7 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("method", ["remainder", "range", "random", "assignment", "stream"])
 @pytest.mark.parametrize("storage", ["binary", "hdf5"])
 def test_bounded_output_is_byte_identical(tmp_path, monkeypatch, method, storage):
-    from gpart import partition as partition_module
+    from gpart import write_result as partition_module
 
     graph_path, graph = graph_of("cora")
     extra = {}
@@ -176,7 +176,7 @@ def test_bounded_output_is_byte_identical(tmp_path, monkeypatch, method, storage
 
 
 def test_bounded_removes_scratch_on_failure(tmp_path, monkeypatch):
-    from gpart import partition_write
+    from gpart import write_arrays as partition_write
 
     def broken(*args, **kwargs):
         raise OSError(errno.EIO, "simulated write failure")

@@ -103,7 +103,7 @@ def _file_rss_kb() -> int:
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
 def test_memmap_input_pages_are_released(tmp_path):
     """Exporting a 48 MiB memory-mapped .npy maps only a few chunks at a time (RSS stays bounded)."""
-    from gpart.formats.readers import open_array_input
+    from gpart.formats.npz import open_array_input
 
     rows = (48 << 20) // 256
     with open(tmp_path / "big.npy", "wb") as fh:  # written in pieces, never mapped by this process

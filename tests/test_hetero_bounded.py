@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gpart import hetero as hetero_module
-from gpart import partition as partition_module
+from gpart import write_result as partition_module
 from gpart.inspect_result import verify
 from gpart.partition import partition_graph
 

@@ -23,7 +23,8 @@ from gpart.base.errors import InputError, IntegrityError, OutputError
 from gpart.formats.partition_reader import PartitionReader
 from gpart.base.graph import Graph
 from gpart.inspect_result import info, verify
-from gpart.partition import partition_graph, partition_with_book
+from gpart.partition import partition_graph
+from gpart.write_result import partition_with_book
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -310,7 +311,7 @@ def test_verbose_log_reports_each_stage(tmp_path):
 
 
 def test_failure_mid_write_leaves_nothing(tmp_path, monkeypatch):
-    import gpart.partition_write as mod
+    import gpart.write_arrays as mod
 
     real = mod.write_topology
     calls = []
@@ -330,7 +331,7 @@ def test_failure_mid_write_leaves_nothing(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("storage", ["binary", "hdf5"])
 def test_force_replaces_only_after_the_new_result_is_complete(tmp_path, monkeypatch, storage):
-    import gpart.partition as mod
+    import gpart.write_result as mod
 
     g = small_graph()
     out = tmp_path / "out"
@@ -478,7 +479,7 @@ def test_binary_reader_does_not_import_h5py(result):
 
 
 def test_failure_in_the_node_data_pass_leaves_nothing(tmp_path, monkeypatch):
-    import gpart.partition as mod
+    import gpart.write_result as mod
 
     def failing(writer, graph, nodes, halos, bar):
         raise MemoryError("out of memory halfway")
@@ -559,7 +560,7 @@ def test_every_data_file_is_fsynced_before_the_manifest(tmp_path, monkeypatch):
         synced.append(os.readlink(f"/proc/self/fd/{fd}"))
         real_fsync(fd)
 
-    import gpart.partition as mod
+    import gpart.write_result as mod
 
     def manifest_after(stage, manifest):
         at_manifest.extend(synced)
@@ -578,7 +579,7 @@ def test_every_data_file_is_fsynced_before_the_manifest(tmp_path, monkeypatch):
 @pytest.mark.parametrize("method,parts", [("random", 5), ("metis", 4)])
 def test_layouts_computed_in_threads_are_byte_identical(tmp_path, monkeypatch, method, parts):
     """gpart.bounded.layout_threads picks 1, 2 or 0 (bucketed) layouts at once by memory; the bytes never change."""
-    import gpart.partition as mod
+    import gpart.write_result as mod
 
     outputs = {}
     for threads in (1, 2, 3):

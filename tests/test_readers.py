@@ -20,7 +20,8 @@ from gpart.base.errors import InputError
 from gpart.cli.params import parse_name_paths
 from gpart.formats.input_checks import scan_range
 from gpart.formats.npz import read_npz_arrays
-from gpart.formats.readers import open_array_input, read_graph
+from gpart.formats.npz import open_array_input
+from gpart.formats.readers import read_graph
 from gpart.synthetic import powerlaw_graph
 
 REPO = Path(__file__).resolve().parents[1]

@@ -38,7 +38,7 @@ from gpart.formats.partition_writer import PartitionWriter, build_manifest, data
 from gpart.formats.scratch import ScratchDir
 from gpart.base.graph import Graph
 from gpart.layout import NodeOrder, Scratch, node_order, part_layout
-from gpart.partition import partition_stats
+from gpart.write_result import partition_stats
 
 PathLike = Union[str, "os.PathLike[str]"]
 Log = Optional[Callable[[str], None]]

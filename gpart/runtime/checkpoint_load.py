@@ -20,7 +20,7 @@ from gpart.bytes.torch_bridge import numpy_to_tensor
 from gpart.base.errors import InputError, IntegrityError
 from gpart.formats.checkpoint import tensor_name
 from gpart.formats.checkpoint_reader import read_checkpoint
-from gpart.formats.commit import interrupted_swap_of
+from gpart.formats.manifest import interrupted_swap_of
 from gpart.formats.manifest import MANIFEST_NAME
 from gpart.runtime.embedding import ShardedEmbedding, check_embedding_group
 from gpart.runtime.optim import SparseOptimizer

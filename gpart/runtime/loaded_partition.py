@@ -5,7 +5,7 @@
     part.owner(gids), part.to_local(gids)         # the partition book, on the device
     x = part.gather("feat", gids)                 # rows in request order
 
-Loading reads the manifest through gpart.formats.partition_writer.PartitionReader
+Loading reads the manifest through gpart.formats.partition_reader.PartitionReader
 (format, version, sizes, dtypes checked before any data is touched; CRC-32s
 with verify=True), then maps every array: file -> memory map ->
 torch.from_numpy (no copy). On CPU the tensors stay backed by the mapping

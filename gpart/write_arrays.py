@@ -32,7 +32,7 @@ def write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension=
     `extension.edges(writer, p, part, chunks, topology)` (typed graphs, gpart.hetero) runs after
     each partition: in memory `topology` is (node_ids, indices, num_owned) and `chunks()` yields
     (edge ids, None); on the bounded path `topology` is None and `chunks()` yields (edge ids,
-    sources) per block (gpart.partition.partition_with_book)."""
+    sources) per block (gpart.write_result.partition_with_book)."""
     with timer("write topology"):
         parts, halos = [], []
         num_parts = nodes.offsets.shape[0] - 1
