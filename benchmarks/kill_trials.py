@@ -101,7 +101,7 @@ class Scenario:
     def recover(self) -> None:
         """What the next run does before anything else."""
         from gpart.formats.commit import sweep_stale_work
-        from gpart.formats.filelist import recover_exports
+        from gpart.formats.filelist_commit import recover_exports
 
         if self.export_dir:
             if self.out.is_dir():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from gpart.cli.ui import force_option, json_option, print_json, quiet_option, stdout
+from gpart.chunk import chunk_graph
+from gpart.cli.params import parse_name_paths
 
 
 @click.command(context_settings={"show_default": True})
@@ -29,9 +31,6 @@ def chunk(input: str, num_chunks: int, out_dir: str, node_data: tuple[str, ...],
       gpart chunk sample_data/cora.npz --chunks 4 -o chunks/
       torchrun --nproc-per-node 2 -m gpart.distributed partition chunks/ --parts 4 --method remainder -o parts/
     """
-    from gpart.chunk import chunk_graph
-    from gpart.cli.params import parse_name_paths
-
     meta = chunk_graph(input, out_dir, num_chunks, force=force,
                        node_data=parse_name_paths(node_data, "--node-data") or None,
                        edge_data=parse_name_paths(edge_data, "--edge-data") or None)

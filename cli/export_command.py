@@ -7,6 +7,8 @@ from typing import Any, Optional
 import click
 
 from gpart.cli.ui import force_option, human_bytes, json_option, print_json, progress_for, quiet_option, stdout
+from gpart.export import export_feat as run_export
+from rich.table import Table
 
 # kept in sync with gpart.export.DTYPE_CHOICES (not imported: `gpart --help` stays light)
 _DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
@@ -55,8 +57,6 @@ def export_feat(input: str, out_dir: str, name: Optional[str], files: int, dtype
     concatenation is the row-major little-endian array, and <name>.json written
     last (SPEC.md section 5).
     """
-    from gpart.export import export_feat as run_export
-
     with progress_for(quiet or as_json, bytes_mode=True) as progress:
         summary = run_export(
             input, out_dir, name=name, files=files, dtype=dtype, allow_overflow=allow_overflow,
@@ -69,8 +69,6 @@ def export_feat(input: str, out_dir: str, name: Optional[str], files: int, dtype
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    from rich.table import Table
-
     table = Table(title=f"exported {summary['input']} -> {summary['out_dir']}", title_justify="left")
     for column in ("export", "dtype", "shape", "files", "size", "json"):
         table.add_column(column, justify="right" if column in ("files", "size") else "left")

@@ -7,6 +7,11 @@ from typing import Any
 import click
 
 from gpart.cli.ui import data_options, human_bytes, json_option, print_json, progress_for, quiet_option, stdout
+from gpart.inspect_result import info as info_of, verify as verify_dir
+from gpart.cli.params import parse_name_paths
+from rich.table import Table
+from rich.text import Text
+from gpart.base.errors import IntegrityError
 
 
 @click.command()
@@ -16,8 +21,6 @@ def info(directory: str, as_json: bool) -> None:
     """Summarise the result in DIRECTORY: per-partition owned nodes, halo nodes,
     edges and bytes; edge cut, balance, halo ratio and dtypes. Checkpoints
     (gather-ckpt / scatter-ckpt results) are summarised too."""
-    from gpart.inspect_result import info as info_of
-
     summary = info_of(directory)
     if as_json:
         print_json(summary)
@@ -47,9 +50,6 @@ def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_d
     Exit status: 0 intact, 1 damaged (a checksum, size or invariant fails, or
     the manifest is missing), 2 bad arguments or unreadable input.
     """
-    from gpart.cli.params import parse_name_paths
-    from gpart.inspect_result import verify as verify_dir
-
     nodes = parse_name_paths(node_data, "--node-data") or None
     edges = parse_name_paths(edge_data, "--edge-data") or None
     with progress_for(quiet or as_json) as progress:
@@ -60,15 +60,12 @@ def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_d
         _render_report(report)
     if not report.get("ok"):
         # IntegrityError makes main() exit with status 1 after one `error:` line
-        from gpart.base.errors import IntegrityError
 
         count = len(report.get("problems", []))
         raise IntegrityError(directory, f"damaged: {count} problem{'s' if count != 1 else ''} found")
 
 
 def _render_partition_info(summary: dict[str, Any]) -> None:
-    from rich.table import Table
-
     stats = summary["stats"]
     how = summary["method"] or "?"
     algorithm = summary.get("params", {}).get("algorithm")
@@ -109,8 +106,6 @@ def _render_partition_info(summary: dict[str, Any]) -> None:
 
 def _render_typed(h: dict[str, Any]) -> None:
     """Per node type and per edge type figures of a typed result (SPEC.md 8.5)."""
-    from rich.table import Table
-
     nodes = Table(title="node types" + (" (data rows of halo nodes stored)" if h.get("halo_rows") else ""))
     for col in ("type", "nodes", "owned per part", "halo per part", "balance", "data"):
         nodes.add_column(col, justify="left" if col in ("type", "data") else "right")
@@ -128,8 +123,6 @@ def _render_typed(h: dict[str, Any]) -> None:
 
 
 def _render_exports_info(summary: dict[str, Any]) -> None:
-    from rich.table import Table
-
     table = Table(title=f"{summary['directory']}: {len(summary['exports'])} exports")
     for col in ("export", "dtype", "shape", "files", "size"):
         table.add_column(col, justify="right" if col in ("files", "size") else "left")
@@ -143,7 +136,6 @@ def _render_report(report: dict[str, Any]) -> None:
     what = ["checksums"] + (["invariants"] if checked.get("invariants") else [])
     if checked.get("reconstruction"):
         what.append(f"reconstruction of {checked.get('graph') or 'the input'}")
-    from rich.text import Text
 
     directory = report.get("directory") or report.get("path", "")
     for note in report.get("notes", []):

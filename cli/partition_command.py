@@ -8,6 +8,9 @@ import click
 
 from gpart.cli.ui import (data_options, force_option, human_bytes, json_option, print_json, progress_for, quiet_option, stderr, stdout,
                           train_balance_text)
+from gpart.cli.params import parse_name_paths
+from gpart.partition import partition_graph
+from rich.table import Table
 
 
 @click.command(context_settings={"show_default": True})
@@ -81,9 +84,6 @@ def partition(input: str, num_parts: int, out_dir: str, method: str, assignment:
       gpart partition sample_data/cora.npz --parts 4 --method stream --passes 4 -o parts/
       gpart partition sample_data/cora_hetero.npz --parts 4 -o hparts/
     """
-    from gpart.cli.params import parse_name_paths
-    from gpart.partition import partition_graph
-
     if click.get_current_context().get_parameter_source("method") is click.core.ParameterSource.DEFAULT:
         metis_only = (objective != "cut", algorithm != "auto", trials != 1, iterations is not None, bool(balance), balance_edges)
         method = "metis" if any(metis_only) else "balanced"
@@ -135,8 +135,6 @@ def _part_bytes(part: dict[str, Any]) -> int:
 
 
 def _print_summary(manifest: dict[str, Any], out_dir: str) -> None:
-    from rich.table import Table
-
     g, stats = manifest["graph"], manifest["stats"]
     algorithm = manifest["params"].get("algorithm")
     backend = manifest["params"].get("backend")

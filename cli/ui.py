@@ -20,6 +20,8 @@ from rich.progress import (
 )
 
 from gpart.base.progress import NullProgress
+import numpy as np
+from gpart.base.errors import InputError
 
 stdout = Console()
 stderr = Console(stderr=True)
@@ -84,8 +86,6 @@ def print_json(obj: Any) -> None:
 
 
 def _jsonable(value: Any) -> Any:
-    import numpy as np
-
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -117,8 +117,6 @@ def data_options(node_help: str, edge_help: str):
 
 def key_value_pairs(pairs: tuple[str, ...], option: str, form: str = "NAME=VALUE") -> dict[str, str]:
     """Repeated `--option A=B` values as a dict; a malformed one is a one-line input error."""
-    from gpart.base.errors import InputError
-
     out = {}
     for p in pairs:
         key, sep, value = p.partition("=")
@@ -141,8 +139,6 @@ def train_balance_text(stats: dict) -> str:
 
 def parse_boundaries(text: Optional[str]) -> Optional[list[int]]:
     """--boundaries '0,10,20' as a list of ints (None when not given)."""
-    from gpart.base.errors import InputError
-
     if text is None:
         return None
     try:

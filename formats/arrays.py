@@ -21,7 +21,7 @@ import numpy as np
 from gpart.bytes.crc import CHUNK_BYTES, file_crc32
 from gpart.bytes.sink import ByteSink
 from gpart.base.errors import InputError, IntegrityError, short_repr
-from gpart.formats.dtypes import storage_dtype
+from gpart.formats.dtypes import dtype_name as _name, storage_dtype
 from gpart.formats.names import safe_relpath
 
 
@@ -119,8 +119,6 @@ def write_array(
     chunk_bytes: int = CHUNK_BYTES,
 ) -> ArrayEntry:
     """Write `arr` (possibly a memmap) to `directory/name` in chunks; return its entry."""
-    from gpart.formats.dtypes import dtype_name as _name
-
     arr = np.asarray(arr) if not isinstance(arr, np.ndarray) else arr
     dname = dtype_name or _name(arr.dtype)
     path = Path(directory) / name

@@ -8,14 +8,13 @@ import os
 import numpy as np
 
 from gpart.base.errors import InputError
+from gpart.formats.npz import open_array_input
 
 
 def read_assignment_file(path: str) -> np.ndarray:
     """The owner array an assignment file holds (not yet checked against the graph)."""
     lower = path.lower()
     if lower.endswith(".npy") or ".npz" in lower:
-        from gpart.formats.npz import open_array_input
-
         # file.npy or file.npz:KEY, memory-mapped and validated, never unpickled.
         return open_array_input(path)[0]
     if not os.path.isfile(path):

@@ -16,7 +16,7 @@ A `NAME.json` therefore never names incomplete data.
 The modules: this one (names, the JSON's fields, its validation), filelist_sources
 (RowSource, ArrayRows), filelist_convert (Converter: dtype casts), filelist_writer
 (FileListWriter, write_filelist), filelist_commit (commit records, recovery) and
-filelist_reader (FileList, open_filelist). Their public names are importable from here.
+filelist_reader (FileList, open_filelist).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from gpart.formats.arrays import ArrayEntry
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.names import safe_name
 from gpart.formats.shard import even_boundaries
+from gpart.base.version import __version__
 
 FORMAT = "gpart.filelist"
 VERSION = 1
@@ -69,8 +70,6 @@ def file_row_counts(num_rows: int, num_files: int) -> np.ndarray:
 
 def build_manifest(name, converter: Any, shape, entries, source, extra) -> dict[str, Any]:
     """The `<name>.json` of an export (SPEC.md 5.1); `converter`: its source, target and storage dtypes."""
-    from gpart.base.version import __version__
-
     manifest: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
@@ -131,23 +130,3 @@ def validate_manifest(obj: dict[str, Any], where: Path) -> tuple[str, str, tuple
     if "bytes" in obj and obj["bytes"] != total_bytes:
         raise InputError(where, f"bytes {obj['bytes']!r} disagree with the files ({total_bytes})")
     return name, dtype, tuple(shape), entries
-
-
-# Where the rest of the format's public names live; `from gpart.formats.filelist import X`
-# finds them there on first use (those modules import this one's definitions).
-_ELSEWHERE = {
-    "RowSource": "filelist_sources", "ArrayRows": "filelist_sources",
-    "Converter": "filelist_convert", "FLOAT_TARGETS": "filelist_convert", "INT_TARGETS": "filelist_convert",
-    "FileListWriter": "filelist_writer", "write_filelist": "filelist_writer",
-    "COMMIT_RECORD_FORMAT": "filelist_commit", "recover_exports": "filelist_commit", "interrupted_exports": "filelist_commit",
-    "FileList": "filelist_reader", "open_filelist": "filelist_reader",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _ELSEWHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"gpart.formats.{module}"), name)

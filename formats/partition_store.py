@@ -201,7 +201,7 @@ def close_h5_quietly(h5: Any) -> None:
 def refuse_outside_storage(h5: Any, name: str, dataset: Any, where: str) -> None:
     """A dataset must be stored in partitions.h5 itself: no soft or external link on its path,
     no external raw-data files, no virtual dataset (each would make gpart read other files)."""
-    import h5py
+    import h5py  # lazily: only HDF5 results need it
 
     group = h5
     for part in name.strip("/").split("/"):

@@ -45,7 +45,7 @@ def save_torch_file(obj: Any, path: Path) -> dict[str, Any]:
 
     Returns {file, bytes, crc32} of the written file, the CRC-32 taken on the way out.
     """
-    import torch
+    import torch  # torch costs about a second of import: only conversions that write .pt files pay it
 
     try:
         with open(path, "xb") as fh:

@@ -23,6 +23,10 @@ from gpart.formats.assignment import read_assignment_file
 from gpart.metis import balance_column, metis_book
 from gpart.base.progress import Progress, or_null
 from gpart.symmetric import symmetric_csr
+from gpart.kaminpar_backend import KaminparUnavailable, kaminpar_partition, kaminpar_version
+from gpart.refine import balance_shares, repair_balance
+from gpart.bounded import assign_bytes
+from gpart.stream import stream_book
 
 METHODS = ("balanced", "metis", "kaminpar", "stream", "remainder", "range", "random", "assignment")
 OBJECTIVES = ("cut", "volume")
@@ -125,8 +129,6 @@ def _make_book(method: str, graph: Graph, num_parts: int, *, seed, imbalance, ob
         return _kaminpar_book(graph, num_parts, seed=seed, imbalance=imbalance, threads=threads,
                               balance=balance, balance_edges=balance_edges, progress=progress)
     if method == "stream":
-        from gpart.stream import stream_book
-
         more = {} if passes is None else {"passes": int(passes)}
         return stream_book(graph, num_parts, imbalance=imbalance, balance=_names(balance),
                            balance_edges=balance_edges, scratch_dir=scratch_dir, progress=progress, **more)
@@ -231,8 +233,6 @@ def load_assignment(assignment: Any, num_nodes: int, num_parts: int) -> tuple[np
 def _kaminpar_book(graph: Graph, num_parts: int, *, seed, imbalance, threads, balance, balance_edges,
                    progress: Progress) -> tuple[ArrayBook, dict[str, Any]]:
     """KaMinPar on the symmetric graph, one combined vertex weight for every requested balance."""
-    from gpart.kaminpar_backend import KaminparUnavailable, kaminpar_partition, kaminpar_version
-
     try:
         version = kaminpar_version()
     except KaminparUnavailable as exc:
@@ -277,9 +277,6 @@ DEFAULT_IMBALANCE = 0.03
 
 
 def _balanced_book(graph: Graph, num_parts: int, *, seed, threads, max_memory, progress: Progress) -> tuple[ArrayBook, dict[str, Any]]:
-    from gpart.kaminpar_backend import KaminparUnavailable, kaminpar_partition, kaminpar_version
-    from gpart.refine import balance_shares, repair_balance
-
     train = train_mask(graph)
     masks = [TRAIN_MASK] if train is not None else []
     degree = in_degrees(graph)
@@ -311,7 +308,6 @@ def _balanced_book(graph: Graph, num_parts: int, *, seed, threads, max_memory, p
         del xadj, adjncy
     except (KaminparUnavailable, RuntimeError, ValueError, MemoryError) as exc:
         tried.append({"backend": "kaminpar", "error": str(exc)})
-    from gpart.bounded import assign_bytes
 
     if closest is not None and max_memory is not None and assign_bytes("metis", graph.num_edges) > max_memory:
         # METIS would not fit: keep the closest KaMinPar result and say that the bound was missed.

@@ -21,6 +21,7 @@ import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
+from gpart.bytes.reader import drop_pages
 
 TRAIN_MASK = "train_mask"  # node array naming the training nodes, when present
 BALANCE_BOUND = 1.10  # max/mean each share may reach under the default method
@@ -30,8 +31,6 @@ DEGREE_CHUNK = 1 << 22
 
 def in_degrees(graph: Graph) -> np.ndarray:
     """Number of in-edges of every node (int64 [N]), counted chunk by chunk over the (mapped) dst."""
-    from gpart.bytes.reader import drop_pages
-
     degree = np.zeros(graph.num_nodes, dtype=np.int64)
     dst = graph.dst
     for start in range(0, graph.num_edges, DEGREE_CHUNK):

@@ -34,6 +34,9 @@ from gpart.formats.filelist_sources import RowSource
 from gpart.formats.filelist_writer import FileListWriter
 from gpart.export_csr import CSR_CHUNK_EDGES, export_csr
 from gpart.base.progress import Progress, or_null
+from gpart.formats.npz import open_array_input
+from gpart.formats.partition_reader import PartitionReader
+from gpart.hetero_export import typed_exports
 
 DTYPE_CHOICES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
 
@@ -124,8 +127,6 @@ def _check_options(files: int, dtype: Optional[str], csr: bool, add_reverse: boo
 
 
 def _array_plans(spec: str, name: Optional[str], dtype: Optional[str]) -> list[_Plan]:
-    from gpart.formats.npz import open_array_input
-
     arr, default_name = open_array_input(spec)
     if arr.ndim == 0:
         raise InputError(spec, "is a 0-d scalar; an export needs an array of rows")
@@ -197,11 +198,8 @@ class GlobalOrderRows:
 
 
 def _partition_plans(directory: str, name: Optional[str], dtype: Optional[str], node_type: Optional[str] = None) -> list[_Plan]:
-    from gpart.formats.partition_reader import PartitionReader
-
     reader = PartitionReader(directory)
     if reader.hetero is not None:  # typed result: typed node arrays in typed id order (gpart.hetero_export)
-        from gpart.hetero_export import typed_exports
 
         return [_Plan(n, rows, dtype if name is not None or _same_kind(rows.dtype, dtype) else None)
                 for n, rows in typed_exports(reader, name, node_type)]

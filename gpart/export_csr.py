@@ -20,6 +20,7 @@ from gpart.base.errors import OutputError
 from gpart.formats.filelist_writer import FileListWriter
 from gpart.base.graph import Graph
 from gpart.base.progress import Progress
+from gpart.formats.readers import read_graph
 
 CSR_DEFAULT_NAME = "csr"
 # col_idx is int32 unless node ids need more (WholeGraph's default index type)
@@ -275,8 +276,6 @@ def export_csr(
     `out_dir`, deleted on commit or failure), then exported from read-only maps of them
     (kernel copies), so memory stays O(N) plus a chunk of edges.
     """
-    from gpart.formats.readers import read_graph
-
     with progress.stage("read graph"):
         graph = read_graph(spec)
     num_nodes, num_edges = int(graph.num_nodes), int(graph.num_edges)

@@ -23,7 +23,7 @@ from gpart.balance import BALANCE_BOUND, in_degrees, share_balance
 from gpart.formats.book import ArrayBook
 from gpart.bytes.reader import release_rows
 from gpart.bounded import check_assign_memory, check_node_memory, default_max_memory, parse_memory_size, symmetric_bytes
-from gpart.base.errors import InputError
+from gpart.base.errors import GpartError, InputError
 from gpart.bytes.crc import CHUNK_BYTES
 from gpart.formats.commit import check_output_dir
 from gpart.formats.dtypes import dtype_name
@@ -37,6 +37,9 @@ from gpart.hetero_edges import edge_types_of, write_typed_edges
 from gpart.write_arrays import gather_chunks
 from gpart.write_result import partition_with_book
 from gpart.formats.shard import RangePolicy
+from gpart.assign import assign
+from gpart.refine import part_loads, repair_balance
+from gpart.symmetric import symmetric_csr
 
 PathLike = Union[str, "os.PathLike[str]"]
 PER_TYPE_METHODS = ("remainder", "range", "random")
@@ -101,7 +104,6 @@ def typed_book(hg: HeteroGraph, erased: Graph, num_parts: int, method: str, *, s
         if method == "random":
             out.update(seed=int(seed), rng="default_rng(seed).permutation(arange(N_t) % P), type after type")
         return ArrayBook(owner, num_parts), out
-    from gpart.assign import assign
 
     masks = hg.type_masks()
     g = Graph(erased.num_nodes, erased.src, erased.dst, dict(masks), source=erased.source, input_format=erased.input_format)
@@ -129,9 +131,6 @@ def repair_types(g: Graph, book: ArrayBook, params: dict[str, Any], masks: dict[
     cheapest nodes of over-full types to parts with room (gpart.refine.repair_balance with one share column
     per node type, as the homogeneous default repairs its shares; recorded in params.repair). The repair
     holds the symmetric adjacency: past `max_memory` it is skipped (params.repair.skipped) and the book kept."""
-    from gpart.refine import repair_balance
-    from gpart.symmetric import symmetric_csr
-
     shares = np.column_stack([masks[m] for m in masks]).astype(np.float64)
     before = type_balance(book.owner_array, shares, book.num_parts)
     if max(before, default=1.0) <= BALANCE_BOUND:
@@ -151,8 +150,6 @@ def repair_types(g: Graph, book: ArrayBook, params: dict[str, Any], masks: dict[
 
 def type_balance(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> list[float]:
     """max/mean over parts of every column of `shares` (one per node type)."""
-    from gpart.refine import part_loads
-
     return [share_balance(column) for column in part_loads(owner, shares, num_parts).T]
 
 
@@ -162,8 +159,6 @@ def _metis_recursive_first(g: Graph, num_parts: int, names: list[str], masks: di
 
     Recursive bisection does not hold multi-constraint tolerances exactly (a few percent over), but it is
     2-4x faster than k-way with constraints on power-law graphs (benchmarks/bench_hetero.py); k-way holds them."""
-    from gpart.assign import assign
-
     params = {k: v for k, v in params.items() if k != "algorithm"}
     tried = []
     for algorithm in ("recursive", "kway"):
@@ -214,9 +209,6 @@ def _balanced(g: Graph, num_parts: int, masks: list[str], seed: int, threads: An
     """KaMinPar with one combined weight (nodes, in-edges, every type, training nodes), repaired share by share
     when a measured balance exceeds the bound; METIS k-way with them as separate constraints when the repair
     does not reach it (as the homogeneous default, SPEC 4.5)."""
-    from gpart.assign import assign
-    from gpart.base.errors import GpartError
-
     train = g.node_data.get(TRAIN_MASK)
     weighted = masks + ([TRAIN_MASK] if train is not None else [])
     degree = in_degrees(g)
@@ -253,9 +245,6 @@ def _within_bound(measured: dict[str, Optional[float]]) -> bool:
 def _repair_shares(g: Graph, owner: np.ndarray, num_parts: int, type_masks: dict[str, np.ndarray], degree: np.ndarray,
                    train: Optional[np.ndarray]) -> np.ndarray:
     """gpart.refine.repair_balance over one share per node type, in-edges and (when given) training nodes."""
-    from gpart.refine import repair_balance
-    from gpart.symmetric import symmetric_csr
-
     columns = [np.asarray(m, dtype=np.float64) for m in type_masks.values()] + [np.asarray(degree, dtype=np.float64)]
     if train is not None:
         columns.append(np.asarray(train, dtype=np.float64))

@@ -25,6 +25,7 @@ from gpart.formats.partition_reader import PartitionReader
 from gpart.base.graph import Graph
 from gpart.verify_partition import PartitionVerifier
 from gpart.base.progress import Progress, or_null
+from gpart.hetero_inspect import hetero_info, typed_input, verify_typed
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -94,7 +95,6 @@ def info(directory: PathLike) -> dict[str, Any]:
     with PartitionReader(directory) as reader:
         out = _partition_info(reader)
         if reader.hetero is not None:  # typed results, SPEC.md 8.5
-            from gpart.hetero_inspect import hetero_info
 
             out["hetero"] = hetero_info(reader)
         return out
@@ -237,7 +237,6 @@ def verify(
         if reader.hetero is None:
             return PartitionVerifier(reader, or_null(progress)).run(graph, node_data, edge_data)
         # typed: the erased result is checked as any other, then the typed arrays (SPEC.md 8.4)
-        from gpart.hetero_inspect import typed_input, verify_typed
 
         if node_data or edge_data:
             raise InputError(directory, "is a typed result: --node-data/--edge-data do not apply (typed arrays come from the typed .npz)")

@@ -32,7 +32,7 @@ class KaminparUnavailable(RuntimeError):
 
 def kaminpar_version() -> str:
     try:
-        import kaminpar
+        import kaminpar  # optional: wheels exist for Linux x86_64 only (pyproject)
     except ImportError as exc:
         raise KaminparUnavailable(f"the kaminpar package is not installed or has no wheel for this platform ({exc})") from None
     return str(getattr(kaminpar, "__version__", "unknown"))
@@ -55,7 +55,7 @@ def kaminpar_partition(
     keeps every part's weight within (1 + imbalance) * total / num_parts.
     """
     kaminpar_version()
-    import kaminpar
+    import kaminpar  # optional: wheels exist for Linux x86_64 only (pyproject)
 
     n = int(xadj.shape[0] - 1)
     if n >= 2**32:

@@ -15,6 +15,7 @@ from gpart.base.graph import Graph
 from gpart.isolate import call_isolated
 from gpart.base.progress import Progress
 from gpart.symmetric import symmetric_csr
+import ctypes
 
 # "auto" picks METIS recursive bisection for the cut objective with node
 # balance only, and k-way for the volume objective (recursive bisection only
@@ -140,7 +141,7 @@ def metis_book(graph: Graph, num_parts: int, *, seed, imbalance, objective, algo
 
 
 def part_graph_pymetis(xadj, adjncy, num_parts, recursive, settings) -> tuple[int, np.ndarray]:
-    import pymetis
+    import pymetis  # native library loaded only when METIS runs (start-up of every other command)
 
     result = pymetis.part_graph(
         num_parts, pymetis.CSRAdjacency(xadj, adjncy), recursive=recursive, options=metis_options(**settings))
@@ -155,9 +156,7 @@ def part_graph_multiconstraint(xadj, adjncy, weights, ncon, num_parts, recursive
     misread), so multi-constraint runs call METIS_PartGraph{Recursive,Kway}
     from the METIS library pymetis bundles, with the same options.
     """
-    import ctypes
-
-    import pymetis
+    import pymetis  # native library loaded only when METIS runs (start-up of every other command)
     from pymetis._internal import options_indices
 
     library = ctypes.CDLL(pymetis._internal.__file__)
@@ -198,7 +197,7 @@ METIS_STATUS = {1: "ok", -2: "input error", -3: "out of memory", -4: "error"}
 
 
 def option_values(settings: dict[str, Any]) -> dict[str, int]:
-    import pymetis
+    import pymetis  # native library loaded only when METIS runs (start-up of every other command)
 
     values = {
         "SEED": metis_seed_of(settings["seed"]),
@@ -213,16 +212,16 @@ def option_values(settings: dict[str, Any]) -> dict[str, int]:
 
 def metis_options(*, seed: int, imbalance: float, objective: str, trials: int, iterations: Optional[int]):
     """pymetis.Options for these settings (the same values the multi-constraint path sets)."""
-    import pymetis
+    import pymetis  # native library loaded only when METIS runs (start-up of every other command)
 
     return pymetis.Options(**{name.lower(): value for name, value in option_values(
         dict(seed=seed, imbalance=imbalance, objective=objective, trials=trials, iterations=iterations)).items()})
 
 
 def pymetis_version() -> str:
-    try:
-        from importlib.metadata import version
+    from importlib.metadata import version  # ~0.1 s of import: paid only when a METIS run records its version
 
+    try:
         return version("pymetis")
     except Exception:  # metadata missing in odd installs: the version is informative only
         return "unknown"

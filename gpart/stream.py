@@ -45,6 +45,7 @@ from gpart.formats.scratch import ScratchDir
 from gpart.base.graph import Graph
 from gpart.base.progress import Progress, or_null
 from gpart.spill import bucket_rows
+from gpart.metis import balance_column
 
 BLOCK_NODES = 8192
 MIN_BLOCK_NODES = 64
@@ -64,8 +65,6 @@ def stream_book(graph: Graph, num_parts: int, *, imbalance: float = 0.03, balanc
     Balanced weights: nodes, in-degree (always: edges are stored with their
     destination) and the `balance` masks, or the training mask when none is named.
     """
-    from gpart.metis import balance_column
-
     names = list(balance) or ([TRAIN_MASK] if train_mask(graph) is not None else [])
     masks = [balance_column(graph, name) for name in names]
     progress = or_null(progress)

@@ -26,6 +26,7 @@ from gpart.formats.partition_reader import PartitionReader
 from gpart.formats.partition_writer import data_key, part_dir
 from gpart.base.graph import Graph
 from gpart.base.progress import Progress
+from gpart.formats.readers import read_graph
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -172,7 +173,6 @@ class PartitionVerifier:
     def _load_graph(self, graph, node_data, edge_data) -> Graph:
         if isinstance(graph, Graph):
             return graph
-        from gpart.formats.readers import read_graph
 
         recorded = self.reader.manifest["graph"]
         extra_nodes = {k: v for k, v in recorded.get("node_data_files", {}).items() if Path(str(v).split(".npz:")[0]).exists()}

@@ -204,7 +204,7 @@ def test_spec_layout_names_and_manifest(tmp_path):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64"])
 def test_gathered_flat_tensors_are_filelist_exports(tmp_path, dtype):
     """export-feat's reader (gpart.formats.filelist) reads gather-ckpt's flat output as it is."""
-    from gpart.formats.filelist import open_filelist
+    from gpart.formats.filelist_reader import open_filelist
 
     arrays = make_run(tmp_path / "run", 77, 5, (3,), dtype, "adagrad", moment_dtype="float16")
     ckpt.gather_checkpoint(tmp_path / "run", tmp_path / "full", chunk_rows=10)
@@ -561,7 +561,7 @@ def test_gather_from_range_is_a_kernel_copy_with_combined_crcs(tmp_path, monkeyp
     assert ckpt.verify_checkpoint(tmp_path / "full")["ok"]  # CRCs combined from the shards' match the data
     if not npy:
         for t in arrays:  # the flat outputs are valid file-list exports with their CRCs
-            from gpart.formats.filelist import open_filelist
+            from gpart.formats.filelist_reader import open_filelist
 
             assert open_filelist(tmp_path / "full" / f"{t}.json", verify=True).verify() == []
 

@@ -16,7 +16,9 @@ from gpart.cli.main import main
 from gpart.base.errors import InputError, IntegrityError, OutputError
 from gpart.export import export_feat
 from gpart.export_csr import build_csr
-from gpart.formats.filelist import FileListWriter, open_filelist, part_file_name, write_filelist
+from gpart.formats.filelist import part_file_name
+from gpart.formats.filelist_reader import open_filelist
+from gpart.formats.filelist_writer import FileListWriter, write_filelist
 from gpart.base.graph import Graph
 
 REPO = Path(__file__).resolve().parents[1]

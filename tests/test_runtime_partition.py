@@ -248,7 +248,7 @@ print("ok")
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory) -> dict:
-    from gpart.formats.filelist import write_filelist
+    from gpart.formats.filelist_writer import write_filelist
 
     feat = _cora_arrays()["feat"][:, :40]  # real rows, narrow to keep the test fast
     root = tmp_path_factory.mktemp("runtime_rows")

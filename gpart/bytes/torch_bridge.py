@@ -19,7 +19,7 @@ def numpy_to_tensor(arr: np.ndarray, dtype_name: str, read_only_ok: bool = False
     `read_only_ok`: silence torch's warning for a read-only array (a map whose
     tensor is only ever read or saved, never written).
     """
-    import torch
+    import torch  # the byte layer serves torch-free commands too: torch is imported on first use
 
     with warnings.catch_warnings():
         if read_only_ok:
@@ -36,7 +36,7 @@ def tensor_dtype_name(dtype: Any) -> str:
 
 def torch_dtype(dtype_name: str) -> Any:
     """The torch dtype of a gpart dtype name (bfloat16 included)."""
-    import torch
+    import torch  # the byte layer serves torch-free commands too: torch is imported on first use
 
     if dtype_name == "bfloat16":
         return torch.bfloat16
@@ -46,7 +46,7 @@ def torch_dtype(dtype_name: str) -> Any:
 def tensor_to_numpy(tensor: Any) -> np.ndarray:
     """A C-contiguous CPU numpy array of a tensor's values (no copy when it already is one);
     bfloat16 as its uint16 bit patterns."""
-    import torch
+    import torch  # the byte layer serves torch-free commands too: torch is imported on first use
 
     t = tensor.detach().cpu().contiguous()
     if t.dtype == torch.bfloat16:
