@@ -26,7 +26,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from gpart.base.errors import InputError, OutputError
-from gpart.formats.torch_files import as_torch, file_entry, save_torch_file
+from gpart.formats.torch_files import FileEntry, as_torch, file_entry, save_torch_file, write_new_file
 
 NTYPE = "_N"
 ETYPE = "_N:_E:_N"
@@ -40,9 +40,9 @@ HOW_TO_GET_DGL = (
 def require_dgl() -> Any:
     """The dgl module, or a one-line InputError saying how to get it."""
     os.environ.setdefault("DGLBACKEND", "pytorch")
-    try:
+    try:  # here, not at the top: dgl is optional (and installs only beside an older torch)
         import dgl
-        from dgl.data.utils import save_graphs, save_tensors  # noqa: F401
+        from dgl.data.utils import save_graphs, save_tensors  # noqa: F401  (imported to see that DGL works against this torch)
     except Exception:  # ImportError, or DGL failing against this torch
         raise InputError(None, HOW_TO_GET_DGL) from None
     return dgl
@@ -66,12 +66,12 @@ def write_partition(
     num_inner_edges: int,
     node_feats: Mapping[str, tuple[np.ndarray, str]],
     edge_feats: Mapping[str, tuple[np.ndarray, str]],
-) -> list[dict[str, Any]]:
+) -> list[FileEntry]:
     """part<p>/graph.dgl (local ids: inner nodes first; inner edges first, then the out-edges
     owned elsewhere) and its feature files (rows of inner nodes and inner edges)."""
     dgl = require_dgl()
-    import torch
-    from dgl.data.utils import save_graphs, save_tensors
+    import torch  # on first use, as in torch_files (start-up time)
+    from dgl.data.utils import save_graphs, save_tensors  # dgl is optional: only where require_dgl found it
 
     sub = directory / part_dir(part)
     sub.mkdir()
@@ -99,9 +99,9 @@ def write_partition(
     return files
 
 
-def write_config(directory: Path, graph_name: str, *, num_nodes: int, num_edges: int, part_method: str,
-                 node_bounds: np.ndarray, edge_bounds: np.ndarray) -> dict[str, Any]:
-    """<graph_name>.json: DGL's part config with contiguous [start, end) id ranges per partition."""
+def write_meta(directory: Path, graph_name: str, *, num_nodes: int, num_edges: int, part_method: str,
+               node_bounds: np.ndarray, edge_bounds: np.ndarray) -> FileEntry:
+    """<graph_name>.json: DGL's part config (its partition meta) with contiguous [start, end) id ranges per partition."""
     num_parts = len(node_bounds) - 1
     config: dict[str, Any] = {
         "graph_name": graph_name,
@@ -119,16 +119,11 @@ def write_config(directory: Path, graph_name: str, *, num_nodes: int, num_edges:
         config[f"part-{p}"] = {name: f"{part_dir(p)}/{file}" for name, file in
                                (("node_feats", "node_feat.dgl"), ("edge_feats", "edge_feat.dgl"), ("part_graph", "graph.dgl"))}
     path = directory / f"{graph_name}.json"
-    try:
-        path.write_text(json.dumps(config, indent=4))
-        with open(path, "rb") as fh:
-            os.fsync(fh.fileno())
-    except OSError as exc:
-        raise OutputError(path, f"write failed: {exc.strerror or exc}") from None
+    write_new_file(path, lambda fh: fh.write(json.dumps(config, indent=4).encode()))
     return file_entry(path)
 
 
-def write_mapping(directory: Path, orig_nids: np.ndarray, orig_eids: np.ndarray) -> list[dict[str, Any]]:
+def write_orig_ids(directory: Path, orig_nids: np.ndarray, orig_eids: np.ndarray) -> list[FileEntry]:
     """orig_nids.pt / orig_eids.pt: what partition_graph(return_mapping=True) returns, saved with torch.save."""
     return [save_torch_file(as_torch(orig_nids, "int64"), directory / "orig_nids.pt"),
             save_torch_file(as_torch(orig_eids, "int64"), directory / "orig_eids.pt")]

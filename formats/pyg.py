@@ -22,7 +22,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from gpart.formats.manifest import write_json_atomic
-from gpart.formats.torch_files import as_torch, file_entry, save_torch_file
+from gpart.formats.torch_files import FileEntry, as_torch, file_entry, save_torch_file
 
 META = "META.json"
 NODE_MAP = "node_map.pt"
@@ -36,7 +36,7 @@ def part_dir(part: int) -> str:
 def write_meta(
     directory: Path, num_parts: int, node_types: Optional[list[str]] = None, edge_types: Optional[list[tuple[str, str, str]]] = None,
     node_offset: Optional[list[int]] = None,
-) -> dict[str, Any]:
+) -> FileEntry:
     """META.json as PyG's Partitioner writes it: homogeneous without types, typed (SPEC.md 7.5) with them."""
     hetero = node_types is not None
     meta = {
@@ -51,7 +51,7 @@ def write_meta(
     return file_entry(directory / META)
 
 
-def save_part_files(directory: Path, part: int, objs: Mapping[str, Any]) -> list[dict[str, Any]]:
+def save_part_files(directory: Path, part: int, objs: Mapping[str, Any]) -> list[FileEntry]:
     """torch.save each `name -> obj` into a new part_<p>/; file entries relative to `directory`."""
     sub = directory / part_dir(part)
     sub.mkdir()
@@ -64,7 +64,7 @@ def feats_dict(feats: Mapping[str, tuple[np.ndarray, str]]) -> dict[str, Any]:
     return {k: as_torch(a, dt) for k, (a, dt) in feats.items()}
 
 
-def write_maps(directory: Path, node_map: np.ndarray, edge_map: np.ndarray) -> list[dict[str, Any]]:
+def write_maps(directory: Path, node_map: np.ndarray, edge_map: np.ndarray) -> list[FileEntry]:
     return [save_torch_file(as_torch(node_map, "int64"), directory / NODE_MAP), save_torch_file(as_torch(edge_map, "int64"), directory / EDGE_MAP)]
 
 
@@ -79,7 +79,7 @@ def write_partition(
     edge_ids: np.ndarray,
     node_feats: Mapping[str, tuple[np.ndarray, str]],
     edge_feats: Mapping[str, tuple[np.ndarray, str]],
-) -> list[dict[str, Any]]:
+) -> list[FileEntry]:
     """part_<p>/graph.pt, node_feats.pt and edge_feats.pt; `*_feats` map PyG keys to (rows, dtype name)."""
     graph = {"edge_id": as_torch(edge_ids, "int64"), "row": as_torch(row, "int64"), "col": as_torch(col, "int64"), "size": (int(num_nodes), int(num_nodes))}
     nfeat = {"global_id": as_torch(node_ids, "int64"), "feats": feats_dict(node_feats)}

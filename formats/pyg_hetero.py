@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence, Union
+from typing import Mapping, Sequence, Union
 
 import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.formats import pyg
-from gpart.formats.torch_files import as_torch, save_torch_file
+from gpart.formats.torch_files import FileEntry, as_torch, save_torch_file
 
 NODE_MAP_DIR = "node_map"
 EDGE_MAP_DIR = "edge_map"
@@ -46,11 +46,11 @@ def check_edge_types(edge_types: Sequence[EdgeType], where: Union[str, "os.PathL
                                     f"{etype_file(etype)}.pt; rename a relation to convert")
 
 
-def write_meta(directory: Path, num_parts: int, node_types: Sequence[str], edge_types: Sequence[EdgeType], node_offset: Sequence[int]) -> dict[str, Any]:
+def write_meta(directory: Path, num_parts: int, node_types: Sequence[str], edge_types: Sequence[EdgeType], node_offset: Sequence[int]) -> FileEntry:
     return pyg.write_meta(directory, num_parts, list(node_types), list(edge_types), list(node_offset))
 
 
-def write_maps(directory: Path, node_maps: Mapping[str, np.ndarray], edge_maps: Mapping[EdgeType, np.ndarray]) -> list[dict[str, Any]]:
+def write_maps(directory: Path, node_maps: Mapping[str, np.ndarray], edge_maps: Mapping[EdgeType, np.ndarray]) -> list[FileEntry]:
     """node_map/<ntype>.pt and edge_map/<s__r__d>.pt, one int64 tensor per type."""
     files = []
     for sub, maps, stem in ((NODE_MAP_DIR, node_maps, str), (EDGE_MAP_DIR, edge_maps, etype_file)):
@@ -67,7 +67,7 @@ def write_partition(
     *,
     nodes: Mapping[str, tuple[np.ndarray, Feats]],
     edges: Mapping[EdgeType, tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int], Feats]],
-) -> list[dict[str, Any]]:
+) -> list[FileEntry]:
     """part_<p>/graph.pt, node_feats.pt and edge_feats.pt of one partition.
 
     `nodes`: ntype -> (typed ids of the owned nodes, feats); `edges`: edge type ->

@@ -10,13 +10,16 @@ from __future__ import annotations
 import os
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Callable, TypeVar
 
 import numpy as np
 
 from gpart.bytes.torch_bridge import numpy_to_tensor
 from gpart.base.errors import OutputError
 from gpart.bytes.crc import file_crc32
+
+FileEntry = dict[str, Any]  # {file, bytes, crc32}: one written file as manifests list it
+T = TypeVar("T")
 
 
 def as_torch(rows: np.ndarray, dtype: str) -> Any:
@@ -27,7 +30,7 @@ def as_torch(rows: np.ndarray, dtype: str) -> Any:
 class _CrcWriter:
     """A binary file that keeps the CRC-32 of what is written to it (so the file is never read back)."""
 
-    def __init__(self, fh):
+    def __init__(self, fh: BinaryIO):
         self.fh, self.crc, self.nbytes = fh, 0, 0
 
     def write(self, data) -> int:
@@ -40,27 +43,38 @@ class _CrcWriter:
         self.fh.flush()
 
 
-def save_torch_file(obj: Any, path: Path) -> dict[str, Any]:
+def write_new_file(path: Path, fill: Callable[[BinaryIO], T]) -> T:
+    """Create `path` (it must not exist yet), let `fill` write it, fsync; what `fill` returned.
+    An OSError is a one-line OutputError naming `path`."""
+    try:
+        with open(path, "xb") as fh:
+            result = fill(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        raise OutputError(path, f"write failed: {exc.strerror or exc}") from None
+    return result
+
+
+def save_torch_file(obj: Any, path: Path) -> FileEntry:
     """torch.save `obj` (plain dicts, lists and tensors only) to the new file `path`, fsync it.
 
     Returns {file, bytes, crc32} of the written file, the CRC-32 taken on the way out.
     """
     import torch  # torch costs about a second of import: only conversions that write .pt files pay it
 
-    try:
-        with open(path, "xb") as fh:
-            out = _CrcWriter(fh)
-            torch.save(obj, out)
-            fh.flush()
-            os.fsync(fh.fileno())
-    except OSError as exc:
-        raise OutputError(path, f"write failed: {exc.strerror or exc}") from None
+    def fill(fh: BinaryIO) -> _CrcWriter:
+        out = _CrcWriter(fh)
+        torch.save(obj, out)
+        return out
+
+    out = write_new_file(path, fill)
     size = path.stat().st_size
     if size != out.nbytes:  # torch.save seeked back and rewrote: checksum the file itself
         return file_entry(path)
     return {"file": path.name, "bytes": size, "crc32": f"{out.crc:08x}"}
 
 
-def file_entry(path: Path) -> dict[str, Any]:
+def file_entry(path: Path) -> FileEntry:
     """{file, bytes, crc32} of a complete file, as export manifests list them."""
     return {"file": path.name, "bytes": path.stat().st_size, "crc32": f"{file_crc32(path):08x}"}

@@ -162,8 +162,8 @@ def _glt_plan(nodes: list[str], edges: list[str], node_feat, edge_feat, label, w
     if nf is not None and nf == lb:
         raise InputError(where, f"node array {nf!r} cannot be both the features and the labels")
     return {
-        "node": {nf: "feats"} if nf else {},
-        "edge": {ef: "feats"} if ef else {},
+        "node": {nf: glt.FEATS} if nf else {},
+        "edge": {ef: glt.FEATS} if ef else {},
         "label": {lb: lb} if lb else None,
         "skipped": [n for n in nodes if n not in (nf, lb)] + [e for e in edges if e != ef],
     }
@@ -212,12 +212,12 @@ def _write(reader: PartitionReader, to: str, plan: dict[str, Any], stage: Path, 
                                              node_feats=rows, edge_feats=erows)
             else:
                 files += glt.write_partition(stage, p, node_ids=owned, row=row, col=col, edge_ids=edge_ids,
-                                             node_feat=rows.get("feats"), edge_feat=erows.get("feats"))
+                                             node_feats=rows, edge_feats=erows)
             bar.advance(1)
     if to == "pyg":
         files += pyg.write_maps(stage, node_map, edge_map) + [pyg.write_meta(stage, reader.num_parts)]
     else:
-        files += glt.write_books(stage, node_map, edge_map) + [glt.write_meta(stage, reader.num_parts)]
+        files += glt.write_maps(stage, node_map, edge_map) + [glt.write_meta(stage, reader.num_parts)]
         if labels is not None:
             files.append(glt.write_labels(stage, labels, m["node_data"][name]["dtype"]))
     for scratch in stage.glob(".*.scratch"):

@@ -60,8 +60,8 @@ def write_dgl(reader: PartitionReader, plan: dict[str, Any], stage: Path, progre
             )
             out_edges[p].unlink(missing_ok=True)
             bar.advance(1)
-    files += dgl.write_mapping(stage, orig_nids, orig_eids)
-    files.append(dgl.write_config(stage, graph_name, num_nodes=reader.num_nodes, num_edges=reader.num_edges, part_method=str(m.get("method", "gpart")),
+    files += dgl.write_orig_ids(stage, orig_nids, orig_eids)
+    files.append(dgl.write_meta(stage, graph_name, num_nodes=reader.num_nodes, num_edges=reader.num_edges, part_method=str(m.get("method", "gpart")),
                                   node_bounds=node_bounds, edge_bounds=edge_bounds))
     for scratch in stage.glob(".*.scratch"):
         scratch.unlink()
