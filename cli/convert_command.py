@@ -9,9 +9,24 @@ import click
 from gpart.cli.ui import human_bytes, key_value_pairs, print_json, progress_for, result_options, stdout
 
 
+class TargetChoice(click.Choice):
+    """--to's choices: the registered conversion targets (gpart.convert.registry), read when the option is
+    parsed or its help is shown, so that a target registered after this module was imported is offered too."""
+
+    def __init__(self) -> None:  # no fixed choices: the registry is the list
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        # here, not at the top: `gpart --help` imports every command module, and the converters load only for convert (start-up time)
+        from gpart.convert.registry import target_names
+
+        return tuple(target_names())
+
+
 @click.command("convert")
 @click.argument("parts_dir", type=click.Path(file_okay=False))
-@click.option("--to", "target", required=True, type=click.Choice(["pyg", "glt", "dgl"]), help="Whose partition layout to write.")
+@click.option("--to", "target", required=True, type=TargetChoice(), help="Whose partition layout to write.")
 @click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory.")
 @click.option("--rename", multiple=True, help="pyg, dgl: NAME=KEY, the key of a data array (pyg default feat=x, label=y, edge_feat=edge_attr; others keep their names).")
 @click.option("--node-feat", default=None, help="glt: the node array written as node features (default: feat).")
@@ -30,7 +45,7 @@ def convert(
     gpart convert parts/ --to glt -o glt_parts/   # DistDataset(edge_dir="in").load("glt_parts", p, whole_node_label_file="glt_parts/label.pt")
     gpart convert parts/ --to dgl -o dgl_parts/   # dgl.distributed.load_partition("dgl_parts/graph.json", p); needs dgl importable
     """
-    from gpart.convert import convert_partitions
+    from gpart.convert import convert_partitions  # start-up time, as TargetChoice.choices
 
     with progress_for(quiet or as_json) as progress:
         summary = convert_partitions(

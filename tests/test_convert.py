@@ -219,3 +219,45 @@ def test_hdf5_and_binary_results_convert_to_the_same_bytes(cora_parts, tmp_path,
             assert np.array_equal(read_pickled_pieces(tmp_path / "a" / f["file"]), read_pickled_pieces(tmp_path / "b" / f["file"]))
         else:
             assert (tmp_path / "a" / f["file"]).read_bytes() == (tmp_path / "b" / f["file"]).read_bytes(), f["file"]
+
+
+def test_a_new_target_is_one_class_and_one_registration(cora_parts, tmp_path, monkeypatch):
+    """A target defined and registered here (the owned node ids of each partition, one .npy per partition)
+    is offered by `gpart convert --to`, its help and its manifest with no other change."""
+    from click.testing import CliRunner
+
+    from gpart.cli.main import cli
+    from gpart.convert import registry
+    from gpart.convert.partition_pass import each_partition, partition_edges
+    from gpart.convert.target import ConvertPlan, ConvertTarget
+    from gpart.formats.torch_files import file_entry
+
+    class OwnedIds(ConvertTarget):
+        name = "owned-ids"
+
+        def plan(self, reader, options, where):
+            return ConvertPlan(node={}, edge={}, skipped=reader.node_data_names() + reader.edge_data_names())
+
+        def write(self, reader, plan, stage, progress, options):
+            def write_part(p):
+                np.save(stage / f"owned_{p}.npy", partition_edges(reader, p).owned)
+                return [file_entry(stage / f"owned_{p}.npy")]
+
+            return each_partition(reader, progress, "converting to owned-ids", write_part)
+
+    monkeypatch.setattr(registry, "TARGETS", dict(registry.TARGETS))  # the registration below ends with this test
+    registry.register(OwnedIds())
+    runner = CliRunner()
+    assert "--to [pyg|glt|dgl|owned-ids]" in runner.invoke(cli, ["convert", "--help"]).output
+    res = runner.invoke(cli, ["convert", str(cora_parts), "--to", "owned-ids", "-o", str(tmp_path / "ids"), "-q"])
+    assert res.exit_code == 0, res.output
+    owned = [np.load(tmp_path / "ids" / f"owned_{p}.npy") for p in range(3)]
+    assert np.array_equal(np.sort(np.concatenate(owned)), np.arange(read_graph(CORA).num_nodes))
+    summary = json.loads((tmp_path / "ids" / "manifest.json").read_text())
+    assert summary["format"] == "gpart.convert" and summary["target"] == "owned-ids"
+    assert [f["file"] for f in summary["files"]] == [f"owned_{p}.npy" for p in range(3)]
+    assert summary["not_converted"] == ["feat", "label", "train_mask", "val_mask", "test_mask"]
+    # not typed: a typed result is refused with the one line the built-in homogeneous targets give
+    assert run("partition", ROOT / "sample_data" / "cora_hetero.npz", "--parts", 2, "-o", tmp_path / "typed", "-q") == 0
+    res = runner.invoke(cli, ["convert", str(tmp_path / "typed"), "--to", "owned-ids", "-o", str(tmp_path / "t")])
+    assert res.exit_code == 2 and "convert --to owned-ids handles homogeneous results only (typed ones convert --to pyg)" in res.output
