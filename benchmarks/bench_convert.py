@@ -61,6 +61,8 @@ def dir_bytes(path: Path) -> int:
 
 
 def child(args) -> dict:
+    # Each child process imports only what its one measurement runs (here and in the helpers it calls), so that
+    # its time and peak RSS are that work's, import torch's included where the work needs it.
     start = time.perf_counter()
     if args.child == "partition":
         from gpart.partition import partition_graph

@@ -38,14 +38,23 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from interop_common import DEFAULT_GRAPHS, partition_with_edge_weights  # noqa: E402
+from interop_common import DEFAULT_GRAPHS, partition_with_edge_weights  # noqa: E402  (interop_common puts gpart on sys.path)
+
+from gpart.ckpt_export import export_checkpoint  # noqa: E402
+from gpart.convert import convert_partitions  # noqa: E402
+from gpart.formats import checkpoint as ck  # noqa: E402
+from gpart.formats.dgl import require_dgl  # noqa: E402
+from gpart.formats.readers import read_graph  # noqa: E402
+from gpart.formats.shard import RemainderPolicy  # noqa: E402
+from gpart.partition import partition_graph  # noqa: E402
+
+# dgl (and torch with it) is imported inside the functions: it is optional, importable only in its own venv,
+# and tests/test_convert.py loads this module to ask available() wherever it runs.
 
 
 def available() -> bool:
     """Whether dgl imports here (it needs torch <= 2.2.1)."""
     try:
-        from gpart.formats.dgl import require_dgl
-
         require_dgl()
         return True
     except Exception:
@@ -97,8 +106,6 @@ def check_dgl_partitions(config: Path, graph, edge_weight: np.ndarray, num_parts
 
 
 def convert_and_check(graph_path: Path, work: Path, num_parts: int = 3) -> dict:
-    from gpart.convert import convert_partitions
-
     graph, weight, parts = partition_with_edge_weights(graph_path, work, num_parts)
     convert_partitions(parts, work / "dgl", to="dgl", graph_name="g", force=True)
     return check_dgl_partitions(work / "dgl" / "g.json", graph, weight, num_parts)
@@ -110,13 +117,6 @@ def check_standalone(graph_path: Path, work: Path) -> dict:
     os.environ.setdefault("DGLBACKEND", "pytorch")
     import dgl
     import torch
-
-    from gpart.ckpt_export import export_checkpoint
-    from gpart.convert import convert_partitions
-    from gpart.formats import checkpoint as ck
-    from gpart.formats.readers import read_graph
-    from gpart.partition import partition_graph
-    from gpart.formats.shard import RemainderPolicy
 
     graph = read_graph(graph_path)
     n = graph.num_nodes

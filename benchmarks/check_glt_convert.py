@@ -31,7 +31,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from interop_common import DEFAULT_GRAPHS, partition_with_edge_weights  # noqa: E402
+from interop_common import DEFAULT_GRAPHS, partition_with_edge_weights  # noqa: E402  (interop_common puts gpart on sys.path)
+
+from gpart.convert import convert_partitions  # noqa: E402
+
+# graphlearn_torch (and torch with it) is imported inside the functions: it is optional, importable only in its
+# own venv, and tests/test_convert.py loads this module to ask available() wherever it runs.
 
 
 def install_torch_sparse_stand_in() -> None:
@@ -103,8 +108,6 @@ def check_glt_partitions(root: Path, graph, edge_weight: np.ndarray, num_parts: 
 
 
 def convert_and_check(graph_path: Path, work: Path, num_parts: int = 3) -> dict:
-    from gpart.convert import convert_partitions
-
     graph, weight, parts = partition_with_edge_weights(graph_path, work, num_parts)
     convert_partitions(parts, work / "glt", to="glt", edge_feat="edge_w", force=True)
     return check_glt_partitions(work / "glt", graph, weight, num_parts)
