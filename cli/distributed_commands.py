@@ -69,7 +69,7 @@ def partition(chunks: str, num_parts: int, out_dir: str, method: str, assignment
       torchrun --standalone --nproc-per-node 2 -m gpart.distributed partition chunks/ --parts 4 -o parts/
       torchrun --nnodes 4 --nproc-per-node 1 --rdzv-endpoint HOST:29400 -m gpart.distributed partition chunks/ --parts 8 --method random -o parts/
     """
-    from gpart.distributed.comm import init_from_env
+    from gpart.collectives.comm import init_from_env
     from gpart.distributed.partition_chunks import partition_chunks
 
     comm = init_from_env(timeout_s)
@@ -116,7 +116,7 @@ def gather_ckpt(run_dir: str, out: str, npy: bool, max_message: str, force: bool
       torchrun --standalone --nproc-per-node 4 -m gpart.distributed gather-ckpt run/ -o full/
     """
     from gpart.distributed.ckpt import gather_ckpt as gather
-    from gpart.distributed.comm import init_from_env
+    from gpart.collectives.comm import init_from_env
 
     comm = init_from_env(timeout_s)
     manifest = gather(run_dir, out, npy=npy, force=force, comm=comm, max_message=_size(max_message))
@@ -144,7 +144,7 @@ def scatter_ckpt(full_dir: str, out: str, world_size: int, policy: str, boundari
       torchrun --standalone --nproc-per-node 4 -m gpart.distributed scatter-ckpt full/ --world-size 16 -o run16/
     """
     from gpart.distributed.ckpt import scatter_ckpt as scatter
-    from gpart.distributed.comm import init_from_env
+    from gpart.collectives.comm import init_from_env
 
     comm = init_from_env(timeout_s)
     manifest = scatter(full_dir, out, world_size, policy, boundaries=parse_boundaries(boundaries), force=force, comm=comm)

@@ -21,7 +21,7 @@ def __getattr__(name: str) -> Any:
 
         return partition_chunks
     if name == "init_from_env":
-        from gpart.distributed.comm import init_from_env
+        from gpart.collectives.comm import init_from_env
 
         return init_from_env
     raise AttributeError(f"module 'gpart.distributed' has no attribute {name!r}")

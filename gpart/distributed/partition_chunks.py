@@ -28,7 +28,7 @@ import numpy as np
 from gpart.formats.book import PartitionBook
 from gpart.bounded import key_shift
 from gpart.bytes.reader import release_rows
-from gpart.distributed.comm import Comm
+from gpart.collectives.comm import Comm
 from gpart.distributed.placement import Output, check_my_files, commit_output, layouts_from_json, layouts_json, stage_output
 from gpart.distributed.halo import fetch_halo_rows
 from gpart.distributed.shuffle import PartFiles, column, pack, rows_per_round, shuffle, take_rows

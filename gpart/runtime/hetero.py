@@ -22,7 +22,9 @@ import numpy as np
 import torch
 
 from gpart.base.errors import InputError
-from gpart.runtime import dist as _dist
+from gpart.collectives.agreement import check_same_across_ranks
+from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts, group_by_owner
+from gpart.collectives.process_group import world
 from gpart.bytes.torch_bridge import numpy_to_tensor
 from gpart.runtime.device import place, resolve_device
 from gpart.runtime.loaded_partition import NotLocalError
@@ -101,7 +103,7 @@ class HeteroPartition:
         ntype, name = key if isinstance(key, (tuple, list)) else str(key).split("/", 1)
         t = self.meta.ntype_index(ntype, self.base.directory)
         table = self._table((ntype, name))
-        rank, world_size = _dist.world()
+        rank, world_size = world()
         wait = timeout_s or self.base.timeout_s
         try:
             flat = self._typed_ids(t, ids)
@@ -204,17 +206,17 @@ class HeteroPartition:
             raise InputError(base.directory, f"rank {rank} of {world_size} holds partition {base.rank} of {base.num_parts}: "
                                              "a distributed gather needs rank r on partition r")
         if not self._checked:
-            _dist.check_same_across_ranks(f"manifest {base.digest} ({base.num_parts} parts)", "the partition result (manifest.json digest)",
-                                          timeout_s=wait, path=base.directory)
+            check_same_across_ranks(f"manifest {base.digest} ({base.num_parts} parts)", "the partition result (manifest.json digest)",
+                                    timeout_s=wait, path=base.directory)
             self._checked = True
 
     def _exchange(self, table: torch.Tensor, t: int, ids: torch.Tensor, world_size: int, wait: float) -> torch.Tensor:
         owner, rows = self._rows(t, ids)
-        send_rows, send_counts, order = _dist.group_by_owner(rows, owner, world_size)
+        send_rows, send_counts, order = group_by_owner(rows, owner, world_size)
         send_counts = send_counts.tolist()
-        recv_counts = _dist.exchange_counts(send_counts, timeout_s=wait)
-        wanted = _dist.all_to_all_rows(send_rows, send_counts, recv_counts, timeout_s=wait)
-        got = _dist.all_to_all_rows(self._index(table, wanted), recv_counts, send_counts, timeout_s=wait)
+        recv_counts = exchange_counts(send_counts, timeout_s=wait)
+        wanted = all_to_all_rows(send_rows, send_counts, recv_counts, timeout_s=wait)
+        got = all_to_all_rows(self._index(table, wanted), recv_counts, send_counts, timeout_s=wait)
         return torch.empty_like(got).index_copy_(0, order, got)
 
 
