@@ -14,22 +14,21 @@ same two all_to_all exchanges as homogeneous gathers.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
 
-from gpart.base.errors import InputError
+from gpart.base.errors import InputError, NotLocalError
 from gpart.collectives.agreement import check_same_across_ranks
 from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts, group_by_owner
 from gpart.collectives.process_group import world
 from gpart.bytes.torch_bridge import numpy_to_tensor
+from gpart.formats.hetero_partition import HETERO_KEY, edge_data_key, node_data_key
+from gpart.formats.partition_reader import PartitionReader
 from gpart.runtime.device import place, resolve_device
-from gpart.runtime.loaded_partition import NotLocalError
 
-PathLike = Union[str, "os.PathLike[str]"]
 TypedKey = tuple[str, str]
 
 
@@ -241,17 +240,13 @@ def _rank_within_type(edge_type: torch.Tensor, num_types: int) -> torch.Tensor:
     return rank
 
 
-def load_hetero_partition(path: PathLike, rank: Optional[int] = None, device: Any = None, feature_device: Any = None,
-                          verify: bool = False, *, node_data: Optional[Sequence[Any]] = None, edge_data: Optional[Sequence[Any]] = None,
-                          timeout_s: float = 60.0) -> HeteroPartition:
-    """Load partition `rank` of a typed result (what gpart.runtime.load_partition returns for one).
+def load_hetero_partition(base: Any, feature_device: Any = None, verify: bool = False, *,
+                          node_data: Optional[Sequence[Any]] = None, edge_data: Optional[Sequence[Any]] = None) -> HeteroPartition:
+    """The typed partition over `base`, the erased partition of a typed result loaded without node or edge data
+    (what gpart.runtime.load_partition returns for a typed result: it loads `base`, then calls this).
 
     node_data: `(ntype, name)` keys (or "ntype/name"); edge_data: `((s, r, d), name)` keys (or "s:r:d/name"); None: all."""
-    from gpart.formats.hetero_partition import HETERO_KEY, edge_data_key, node_data_key
-    from gpart.formats.partition_reader import PartitionReader
-    from gpart.runtime.loaded_partition import load_partition
-
-    base = load_partition(path, rank, device, feature_device, verify, node_data=[], edge_data=[], timeout_s=timeout_s, hetero=False)
+    path = base.directory
     fdev = resolve_device(feature_device) if feature_device is not None else base.device
     with PartitionReader(path) as reader:
         meta = reader.hetero

@@ -33,21 +33,17 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from gpart.base.errors import InputError, IntegrityError, NotLocalError
 from gpart.bytes.torch_bridge import numpy_to_tensor
-from gpart.base.errors import GpartError, InputError, IntegrityError
 from gpart.collectives.agreement import check_same_across_ranks
 from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts, group_by_owner
 from gpart.collectives.process_group import world
-# Devices, staging and the device book live in gpart.runtime.device; these names are
-# imported from here by callers too.
+from gpart.formats.partition_reader import PartitionReader
+from gpart.formats.partition_writer import data_key
 from gpart.runtime.device import DeviceBook, DeviceLike, Stager, place, resolve_device
+from gpart.runtime.hetero import HeteroPartition, load_hetero_partition
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-
-class NotLocalError(GpartError, LookupError):
-    """A single-process gather asked for rows this partition does not hold."""
 
 
 # --------------------------------------------------------------------------- reading arrays
@@ -278,7 +274,7 @@ def load_partition(
     edge_data: Optional[Sequence[str]] = None,
     timeout_s: float = 60.0,
     hetero: bool = True,
-) -> LoadedPartition:
+) -> Union[LoadedPartition, HeteroPartition]:
     """Load partition `rank` of the partition result in `path` onto `device`.
 
     rank: None -> the torch.distributed rank (0 when not initialised).
@@ -294,10 +290,9 @@ def load_partition(
     reader = _open_reader(directory, rank)
     if hetero and reader.hetero is not None:
         reader.close()
-        from gpart.runtime.hetero import load_hetero_partition
-
-        return load_hetero_partition(directory, rank, device, feature_device, verify, node_data=node_data, edge_data=edge_data,
-                                     timeout_s=timeout_s)
+        base = load_partition(directory, rank, device, feature_device, verify, node_data=[], edge_data=[], timeout_s=timeout_s,
+                              hetero=False)
+        return load_hetero_partition(base, feature_device, verify, node_data=node_data, edge_data=edge_data)
     rank = _check_rank(world()[0] if rank is None else rank, reader.num_parts, directory)
     dev = resolve_device(device)
     fdev = resolve_device(feature_device) if feature_device is not None else dev
@@ -329,8 +324,6 @@ def load_partition(
 def _open_reader(directory: Path, rank: Optional[int]) -> Any:
     """The result's reader, checking only partition `rank`'s files (and the book): a per-machine output
     holds its own partitions only (SPEC.md 10.4)."""
-    from gpart.formats.partition_reader import PartitionReader
-
     mine = world()[0] if rank is None else rank
     return PartitionReader(directory, parts=[mine] if isinstance(mine, int) else None)
 
@@ -344,8 +337,6 @@ def _check_rank(rank: Any, num_parts: int, directory: Path) -> int:
 def _load_arrays(reader: Any, rank: int, verify: bool, dev: torch.device, fdev: torch.device,
                  names: list[str], edge_names: list[str]) -> dict[str, Any]:
     """The book, topology and data tensors of partition `rank`, each mapped and placed on its device."""
-    from gpart.formats.partition_writer import data_key
-
     stager = Stager(dev) if dev.type == "cuda" else None
 
     def load(key: str, to: torch.device) -> torch.Tensor:
