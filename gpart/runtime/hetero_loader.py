@@ -68,7 +68,7 @@ class HeteroBatch:
 
     def to_pyg(self) -> Any:
         """This batch as a `torch_geometric.data.HeteroData` (needs PyG, which gpart does not depend on)."""
-        try:
+        try:  # here, not at the top: torch_geometric is optional
             from torch_geometric.data import HeteroData
         except ImportError:
             raise ImportError("HeteroBatch.to_pyg() needs torch_geometric; the HeteroBatch has the same fields") from None
@@ -91,7 +91,7 @@ class HeteroBatch:
         return data
 
 
-class HeteroNeighborLoader(DistNeighborLoader):
+class HeteroNeighborLoader(DistNeighborLoader, loads_typed=True):
     """DistNeighborLoader for a HeteroPartition (DistNeighborLoader(part, ...) builds one for a typed part).
 
     seeds: {ntype: typed ids} (one seed type, as PyG's NeighborLoader);

@@ -69,7 +69,7 @@ class Batch:
 
     def to_pyg(self) -> Any:
         """This batch as a `torch_geometric.data.Data` (needs PyG, which gpart does not depend on)."""
-        try:
+        try:  # here, not at the top: torch_geometric is optional
             from torch_geometric.data import Data
         except ImportError:
             raise ImportError("Batch.to_pyg() needs torch_geometric (pip install torch_geometric); the Batch itself has the same fields") from None
@@ -98,11 +98,21 @@ class DistNeighborLoader:
     fanouts {(src, relation, dst): [per hop]}.
     """
 
+    # The loader of typed partitions (gpart.runtime.hetero_loader.HeteroNeighborLoader) subclasses this
+    # one and registers itself here when its module is imported (gpart.runtime imports it), so that
+    # DistNeighborLoader(typed_part, ...) builds one without this module importing its own subclass.
+    _typed_loader: Optional[type] = None
+
+    def __init_subclass__(cls, loads_typed: bool = False, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        if loads_typed:
+            DistNeighborLoader._typed_loader = cls
+
     def __new__(cls, part: Any = None, *args: Any, **kwargs: Any):
         if cls is DistNeighborLoader and getattr(part, "is_hetero", False):
-            from gpart.runtime.hetero_loader import HeteroNeighborLoader
-
-            return super().__new__(HeteroNeighborLoader)  # Python then runs HeteroNeighborLoader.__init__
+            if DistNeighborLoader._typed_loader is None:
+                raise ImportError("a typed partition's loader is gpart.runtime.hetero_loader's: import gpart.runtime")
+            return super().__new__(DistNeighborLoader._typed_loader)  # Python then runs its __init__
         return super().__new__(cls)
 
     def __init__(
