@@ -128,7 +128,7 @@ def bench_local_multi(directory: Path, num_parts: int, num_ids: int, device: tor
 
 def _dist_worker(rank: int, world_size: int, directory: str, batch: int, steps: int) -> dict:
     import gpart.runtime as gr
-    import gpart.runtime.dist as gdist
+    import gpart.collectives as gdist
 
     comm = {"s": 0.0}
     originals = {name: getattr(gdist, name) for name in ("all_to_all_rows", "exchange_counts")}

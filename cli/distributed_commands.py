@@ -3,7 +3,8 @@
 Each rank parses the same arguments, joins the gloo process group
 (torchrun's environment; a world of one without it), calls one library
 function and, on rank 0, prints the summary. Any failure is one line on
-stderr naming the rank, and a non-zero exit on every rank.
+stderr naming the rank, and a non-zero exit on every rank. The library
+(torch, numpy) is imported inside each command, so `--help` stays fast.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 
 import click
 
+from gpart.cli.exit_codes import REPORTED, exit_code
 from gpart.cli.ui import json_option, parse_boundaries, print_json, quiet_option, stdout
 
 EPILOG = "Launch with torchrun (torchrun --nproc-per-node W -m gpart.distributed ...) or plain python for one process."
@@ -69,7 +71,7 @@ def partition(chunks: str, num_parts: int, out_dir: str, method: str, assignment
       torchrun --standalone --nproc-per-node 2 -m gpart.distributed partition chunks/ --parts 4 -o parts/
       torchrun --nnodes 4 --nproc-per-node 1 --rdzv-endpoint HOST:29400 -m gpart.distributed partition chunks/ --parts 8 --method random -o parts/
     """
-    from gpart.distributed.comm import init_from_env
+    from gpart.collectives.comm import init_from_env
     from gpart.distributed.partition_chunks import partition_chunks
 
     comm = init_from_env(timeout_s)
@@ -116,7 +118,7 @@ def gather_ckpt(run_dir: str, out: str, npy: bool, max_message: str, force: bool
       torchrun --standalone --nproc-per-node 4 -m gpart.distributed gather-ckpt run/ -o full/
     """
     from gpart.distributed.ckpt import gather_ckpt as gather
-    from gpart.distributed.comm import init_from_env
+    from gpart.collectives.comm import init_from_env
 
     comm = init_from_env(timeout_s)
     manifest = gather(run_dir, out, npy=npy, force=force, comm=comm, max_message=_size(max_message))
@@ -144,7 +146,7 @@ def scatter_ckpt(full_dir: str, out: str, world_size: int, policy: str, boundari
       torchrun --standalone --nproc-per-node 4 -m gpart.distributed scatter-ckpt full/ --world-size 16 -o run16/
     """
     from gpart.distributed.ckpt import scatter_ckpt as scatter
-    from gpart.distributed.comm import init_from_env
+    from gpart.collectives.comm import init_from_env
 
     comm = init_from_env(timeout_s)
     manifest = scatter(full_dir, out, world_size, policy, boundaries=parse_boundaries(boundaries), force=force, comm=comm)
@@ -163,19 +165,11 @@ def _report_ckpt(comm, manifest: dict, out: str, verb: str, quiet: bool, as_json
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a failure is one line `error: ...` and exit 2 (1 for damaged artifacts)."""
-    from gpart.base.errors import GpartError
-
     code = 0
     try:
         cli.main(args=argv, prog_name="python -m gpart.distributed", standalone_mode=False)
-    except GpartError as exc:
-        click.echo(f"error: {exc.one_line()}", err=True)
-        code = exc.exit_code
-    except click.exceptions.Exit as exc:
-        code = exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
-        code = exc.exit_code
+    except REPORTED as exc:
+        code = exit_code(exc)
     except KeyboardInterrupt:
         code = 130
     except Exception as exc:  # a collective that broke in an unexpected way: still one line, still non-zero

@@ -16,8 +16,9 @@ from contextlib import contextmanager
 
 import click
 
-from gpart.base.version import __version__
 from gpart.base.errors import GpartError, Interrupted, raise_interrupted
+from gpart.base.version import __version__
+from gpart.cli.exit_codes import REPORTED, exit_code
 
 # command name -> "module:attribute" inside gpart.cli
 COMMANDS = {
@@ -41,8 +42,7 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except GpartError as exc:
-            click.echo(f"error: {exc.one_line()}", err=True)
-            raise click.exceptions.Exit(exc.exit_code) from None
+            raise click.exceptions.Exit(exit_code(exc)) from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
@@ -98,19 +98,13 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     try:
         rc = cli.main(args=argv, prog_name="gpart", standalone_mode=False)
-    except GpartError as exc:  # raised while parsing, before a command runs
-        click.echo(f"error: {exc.one_line()}", err=True)
-        return exc.exit_code
+    except REPORTED as exc:  # a GpartError here was raised while parsing, before a command runs
+        return exit_code(exc)
     except click.exceptions.Abort as exc:
         if isinstance(exc.__cause__, Interrupted):  # click turns KeyboardInterrupt into Abort
             return _interrupted(exc.__cause__)
         click.echo("aborted", err=True)
         return 130
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
     except Interrupted as exc:
         return _interrupted(exc)
     except KeyboardInterrupt:

@@ -15,7 +15,7 @@ from gpart.cli.main import main
 from gpart.formats.hetero_input import read_hetero_graph
 from gpart.formats.partition_reader import PartitionReader
 from gpart.runtime._testing import run_distributed
-from gpart.runtime.loaded_partition import NotLocalError
+from gpart.base.errors import NotLocalError
 
 REPO = Path(__file__).resolve().parents[1]
 HETERO = REPO / "sample_data" / "cora_hetero.npz"

@@ -1,4 +1,4 @@
-"""gpart.runtime.dist: all_to_all of variable blocks, grouping by owner, rank agreement checks.
+"""gpart.collectives: all_to_all of variable blocks, grouping by owner, rank agreement checks.
 
 Multi-process tests run on gloo over 127.0.0.1 through gpart.runtime._testing;
 one spawn per world size carries many checks, since spawning is the slow part.
@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from gpart.runtime import dist as gdist
+from gpart import collectives as gdist
 from gpart.runtime._testing import DistributedTestError, run_distributed
 
 

@@ -15,7 +15,7 @@ import torch
 
 import gpart.runtime as gr
 from gpart.runtime._testing import run_distributed
-from gpart.runtime.dist import RankMismatchError
+from gpart.base.errors import RankMismatchError
 from gpart.formats.shard import RangePolicy
 from gpart.runtime.initializers import INIT_CHUNK_ROWS, iter_init_chunks
 

@@ -21,11 +21,9 @@ import pytest
 import torch
 
 import gpart.runtime as gr
-from gpart.base.errors import InputError, IntegrityError
+from gpart.base.errors import InputError, IntegrityError, NotLocalError, RankMismatchError
 from gpart.formats.partition_reader import PartitionReader
 from gpart.runtime._testing import run_distributed
-from gpart.runtime.dist import RankMismatchError
-from gpart.runtime.loaded_partition import NotLocalError
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"

@@ -80,6 +80,14 @@ class IntegrityError(GpartError):
     exit_code = 1
 
 
+class RankMismatchError(GpartError):
+    """Ranks of a torch.distributed job disagree (or one of them did not answer in time)."""
+
+
+class NotLocalError(GpartError, LookupError):
+    """A single-process gather asked for rows this partition does not hold."""
+
+
 def short_repr(value: object, limit: int = 120) -> str:
     """repr(value), cut to `limit` characters: a fragment of a hostile file must not flood the one error line."""
     text = repr(value)

@@ -6,22 +6,8 @@
 job: each rank reads its share of a chunked graph (gpart chunk), edges and
 node rows move to the rank writing their partition in bounded all_to_all
 rounds, and rank 0 commits the manifest once every rank has succeeded.
+The collectives are gpart.collectives' (`init_from_env` joins the job).
+
+This package's __init__ imports nothing: `python -m gpart.distributed --help`
+runs it before the command line, and must not wait for torch.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-__all__ = ["partition_chunks", "init_from_env"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "partition_chunks":
-        from gpart.distributed.partition_chunks import partition_chunks
-
-        return partition_chunks
-    if name == "init_from_env":
-        from gpart.distributed.comm import init_from_env
-
-        return init_from_env
-    raise AttributeError(f"module 'gpart.distributed' has no attribute {name!r}")

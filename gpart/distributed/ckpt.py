@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
 from gpart.ckpt import GlobalRows, gather_tensor, iter_global_chunks, target_policy
-from gpart.distributed.comm import Comm
+from gpart.collectives.comm import Comm
 from gpart.distributed.ckpt_local import fetch_shards, read_run
 from gpart.distributed.placement import commit_output, stage_output
 from gpart.formats.scratch import ScratchDir

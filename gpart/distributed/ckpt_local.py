@@ -20,7 +20,7 @@ from typing import Callable, Iterator, Union
 
 import numpy as np
 
-from gpart.distributed.comm import Comm
+from gpart.collectives.comm import Comm
 from gpart.distributed.shuffle import column, pack, rows_per_round, shuffle
 from gpart.base.errors import GpartError, InputError, OutputError
 from gpart.formats import checkpoint as ck

@@ -13,20 +13,20 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from gpart.formats.book import ArrayBook, PartitionBook
-from gpart.distributed.shuffle import column, shuffle
+from gpart.assign import assign
 from gpart.base.errors import GpartError
 from gpart.base.graph import Graph
+from gpart.bounded import check_assign_memory, default_max_memory, parse_memory_size
+from gpart.distributed.partition_job import PartitionJob, edge_blocks, node_blocks
+from gpart.distributed.shuffle import column, shuffle
+from gpart.formats.book import ArrayBook, PartitionBook
 
 
-def gathered_book(job: Any, method: str, method_params: dict, stage: Path) -> tuple[PartitionBook, dict]:
+def gathered_book(job: PartitionJob, method: str, method_params: dict, stage: Path) -> tuple[PartitionBook, dict]:
     """Gather the structure on rank 0, assign there, broadcast the assignment; (book, params) on every rank."""
-    from gpart.distributed.partition_chunks import edge_blocks, node_blocks
-
     comm, cg = job.comm, job.cg
     root = comm.rank == 0
     src = np.empty(cg.num_edges if root else 0, dtype=np.int64)
@@ -67,9 +67,6 @@ def gathered_book(job: Any, method: str, method_params: dict, stage: Path) -> tu
 
 
 def _assign_on_root(cg, src, dst, node_data, num_parts, method, method_params, stage) -> tuple[np.ndarray, bytes]:
-    from gpart.assign import assign
-    from gpart.bounded import check_assign_memory, default_max_memory, parse_memory_size
-
     graph = Graph(cg.num_nodes, src, dst, node_data, source=os.fspath(cg.directory), input_format="chunked")
     params = dict(method_params)
     limit = parse_memory_size(params.pop("max_memory", None)) or default_max_memory()

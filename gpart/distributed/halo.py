@@ -15,12 +15,11 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
+from gpart.distributed.partition_job import ID_BYTES, PartitionJob
 from gpart.distributed.shuffle import Block, PartFiles, column, pack, rows_per_round, shuffle
 
-ID_BYTES = 8
 
-
-def fetch_halo_rows(job: Any, halos: dict[int, np.ndarray], directory: Path, error: Optional[BaseException]) -> PartFiles:
+def fetch_halo_rows(job: PartitionJob, halos: dict[int, np.ndarray], directory: Path, error: Optional[BaseException]) -> PartFiles:
     """Rows [node id, node arrays...] of every halo node of this rank's partitions (halos: part -> ids).
 
     `error` (this rank failed before): sent through the first round, so every rank stops with it.

@@ -21,32 +21,33 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
-from gpart.formats.book import PartitionBook
-from gpart.bounded import key_shift
-from gpart.bytes.reader import release_rows
-from gpart.distributed.comm import Comm
-from gpart.distributed.placement import Output, check_my_files, commit_output, layouts_from_json, layouts_json, stage_output
-from gpart.distributed.halo import fetch_halo_rows
-from gpart.distributed.shuffle import PartFiles, column, pack, rows_per_round, shuffle, take_rows
+from gpart.assign import assign
 from gpart.base.errors import GpartError, InputError
+from gpart.base.graph import Graph
+from gpart.base.version import __version__
+from gpart.bounded import key_shift
+from gpart.collectives.comm import Comm
+from gpart.distributed.gather import gathered_book
+from gpart.distributed.halo import fetch_halo_rows
+from gpart.distributed.partition_job import ID_BYTES, Log, PartitionJob, edge_blocks, node_blocks
+from gpart.distributed.placement import Output, check_my_files, commit_output, layouts_from_json, layouts_json, stage_output
+from gpart.distributed.shuffle import PartFiles, column, shuffle, take_rows
+from gpart.formats.book import PartitionBook
 from gpart.formats.chunked import ChunkedGraph, check_same_layout
 from gpart.formats.partition_writer import PartitionWriter, build_manifest, data_key, part_entry
 from gpart.formats.scratch import ScratchDir
-from gpart.base.graph import Graph
 from gpart.layout import NodeOrder, Scratch, node_order, part_layout
 from gpart.write_result import partition_stats
 
 PathLike = Union[str, "os.PathLike[str]"]
-Log = Optional[Callable[[str], None]]
 
 DEFAULT_MAX_MESSAGE = 256 << 20
 LOCAL_METHODS = ("remainder", "range", "random", "assignment")  # computed on every rank from N alone
 GATHER_METHODS = ("balanced", "metis", "kaminpar", "stream")  # need the whole graph on rank 0
-ID_BYTES = 8
 
 
 @dataclass
@@ -58,30 +59,6 @@ class RunInfo:
     largest_message: int  # bytes, over all ranks and rounds
     rounds: dict[str, int] = field(default_factory=dict)
     peak_rss: list[int] = field(default_factory=list)  # bytes, per rank
-
-
-@dataclass
-class _Job:
-    comm: Comm
-    cg: ChunkedGraph
-    num_parts: int
-    max_message: int
-    log: Log
-    halo: int = 0
-    node_layout: dict[str, tuple[np.dtype, tuple[int, ...]]] = field(default_factory=dict)
-    edge_layout: dict[str, tuple[np.dtype, tuple[int, ...]]] = field(default_factory=dict)
-    rounds: dict[str, int] = field(default_factory=dict)
-
-    def my_parts(self) -> list[int]:
-        return list(range(self.comm.rank, self.num_parts, self.comm.world))
-
-    def my_chunks(self, count: int) -> list[int]:
-        return list(range(self.comm.rank, count, self.comm.world))
-
-    def say(self, what: str, start: float) -> None:
-        if self.log is not None:
-            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            self.log(f"rank {self.comm.rank}: {what:<16} {time.perf_counter() - start:8.2f} s   peak RSS {rss:8.1f} MiB")
 
 
 def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method: str = "remainder", *,
@@ -120,13 +97,13 @@ def _check_options(storage: str, halo: int, num_parts: int, method: str, max_mes
 
 
 def _open_input(comm: Comm, chunks: PathLike, num_parts: int, method: str, storage: str, halo: int, max_message: int,
-                log: Log) -> _Job:
+                log: Log) -> PartitionJob:
     """Metadata, part count and this rank's chunk files (the only ones its machine must hold); the
     arrays' dtypes and row shapes from rank 0 (which reads chunk 0); every rank agrees or raises."""
     job, error, layouts = None, None, None
     try:
         _check_options(storage, halo, num_parts, method, max_message)
-        job = _Job(comm, ChunkedGraph(chunks), int(num_parts), int(max_message), log, int(halo))
+        job = PartitionJob(comm, ChunkedGraph(chunks), int(num_parts), int(max_message), log, int(halo))
         _check_files(job)
         if comm.rank == 0:
             layouts = json.dumps([layouts_json(job.cg.data_layout(kind)) for kind in ("node", "edge")]).encode()
@@ -144,7 +121,7 @@ def _open_input(comm: Comm, chunks: PathLike, num_parts: int, method: str, stora
     return job
 
 
-def _check_files(job: _Job) -> None:
+def _check_files(job: PartitionJob) -> None:
     cg, rank, world = job.cg, job.comm.rank, job.comm.world
     if job.num_parts < 1 or job.num_parts > cg.num_nodes:
         raise InputError(cg.directory, f"cannot split {cg.num_nodes} nodes into {job.num_parts} parts "
@@ -157,7 +134,7 @@ def _check_files(job: _Job) -> None:
             check_my_files([files[name][i] for i in job.my_chunks(count)], rank, world, f"{kind} data chunk")
 
 
-def _check_input(job: _Job) -> None:
+def _check_input(job: PartitionJob) -> None:
     """The headers of this rank's data chunks against the layouts: all cheap, all before any output."""
     cg = job.cg
     for kind, layout, count in (("node", job.node_layout, cg.num_node_chunks), ("edge", job.edge_layout, cg.num_edge_chunks)):
@@ -170,7 +147,7 @@ def _check_input(job: _Job) -> None:
         raise InputError(cg.directory, f"training mask 'train_mask' must be 1-D boolean or 0/1, got {mask[0]} rows {list(mask[1])}")
 
 
-def _run(job: _Job, out: Output, method: str, method_params: dict) -> tuple[list[dict], dict, dict]:
+def _run(job: PartitionJob, out: Output, method: str, method_params: dict) -> tuple[list[dict], dict, dict]:
     """Book, shuffles and this rank's partitions; returns every rank's report (in rank order)."""
     comm, stage = job.comm, out.stage
     start = time.perf_counter()
@@ -218,10 +195,8 @@ def _run(job: _Job, out: Output, method: str, method_params: dict) -> tuple[list
     return reports, book_json, params
 
 
-def _manifest(job: _Job, chunks: PathLike, book_json: dict, method: str, params: dict, reports: list[dict]) -> dict:
+def _manifest(job: PartitionJob, chunks: PathLike, book_json: dict, method: str, params: dict, reports: list[dict]) -> dict:
     """The manifest gpart.partition writes for the same input (its graph entry and stats, built alike)."""
-    from gpart.base.version import __version__
-
     parts = sorted((p for r in reports for p in r["parts"]), key=lambda p: p["part"])
     assert [p["part"] for p in parts] == list(range(job.num_parts))
     cg = job.cg
@@ -242,9 +217,7 @@ def _like(layout: dict) -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------- book
 
 
-def _book(job: _Job, method: str, method_params: dict, stage: Path) -> tuple[PartitionBook, dict]:
-    from gpart.assign import assign
-
+def _book(job: PartitionJob, method: str, method_params: dict, stage: Path) -> tuple[PartitionBook, dict]:
     comm, cg = job.comm, job.cg
     if method in LOCAL_METHODS:
         error, result = None, None
@@ -256,65 +229,13 @@ def _book(job: _Job, method: str, method_params: dict, stage: Path) -> tuple[Par
             error = exc
         comm.agree(error, "assigning nodes")
         return result.book, result.params
-    from gpart.distributed.gather import gathered_book
-
     return gathered_book(job, method, method_params, stage)
 
 
 # --------------------------------------------------------------------------- shuffles
 
 
-def _edge_row_bytes(job: _Job) -> int:
-    return 3 * ID_BYTES + sum(int(np.prod(s, dtype=np.int64)) * d.itemsize for d, s in job.edge_layout.values())
-
-
-def edge_blocks(job: _Job, dest_of: Callable[[np.ndarray], np.ndarray], names: Sequence[str]):
-    """(local rounds, blocks) of this rank's edge chunks: rows src, dst, edge id, then the edge arrays `names`."""
-    cg = job.cg
-    row_bytes = 3 * ID_BYTES + sum(int(np.prod(job.edge_layout[n][1], dtype=np.int64)) * job.edge_layout[n][0].itemsize for n in names)
-    step = rows_per_round(job.max_message, row_bytes)
-    mine = job.my_chunks(cg.num_edge_chunks)
-    rounds = sum(-(-int(cg.edge_counts[i]) // step) for i in mine)
-
-    def blocks():
-        for i in mine:
-            src, dst = cg.edges(i)
-            data = [cg.data_chunk("edge", n, i) for n in names]
-            first = int(cg.edge_offsets[i])
-            for a in range(0, int(cg.edge_counts[i]), step):
-                b = min(a + step, int(cg.edge_counts[i]))
-                ids = np.empty((b - a, 3), dtype=np.int64)  # src, dst, edge id side by side: one row per edge
-                ids[:, 0], ids[:, 1], ids[:, 2] = src[a:b], dst[a:b], np.arange(first + a, first + b, dtype=np.int64)
-                yield pack([ids] + [np.asarray(arr[a:b]) for arr in data], b - a), dest_of(ids[:, 1])
-                for arr in (src, dst, *data):  # chunk pages, once sent, would otherwise count in RSS
-                    release_rows(arr, a, b)
-
-    return rounds, blocks(), row_bytes
-
-
-def node_blocks(job: _Job, dest_of: Callable[[np.ndarray], np.ndarray], names: Sequence[str]):
-    """(local rounds, blocks) of this rank's node chunks: rows node id, then the node arrays `names`."""
-    cg = job.cg
-    row_bytes = ID_BYTES + sum(int(np.prod(job.node_layout[n][1], dtype=np.int64)) * job.node_layout[n][0].itemsize for n in names)
-    step = rows_per_round(job.max_message, row_bytes)
-    mine = job.my_chunks(cg.num_node_chunks) if names else []
-    rounds = sum(-(-int(cg.node_counts[j]) // step) for j in mine)
-
-    def blocks():
-        for j in mine:
-            data = [cg.data_chunk("node", n, j) for n in names]
-            first = int(cg.node_offsets[j])
-            for a in range(0, int(cg.node_counts[j]), step):
-                b = min(a + step, int(cg.node_counts[j]))
-                ids = np.arange(first + a, first + b, dtype=np.int64)
-                yield pack([ids] + [np.asarray(arr[a:b]) for arr in data], b - a), dest_of(ids)
-                for arr in data:
-                    release_rows(arr, a, b)
-
-    return rounds, blocks(), row_bytes
-
-
-def _shuffle_edges(job: _Job, book: PartitionBook, directory: Path) -> PartFiles:
+def _shuffle_edges(job: PartitionJob, book: PartitionBook, directory: Path) -> PartFiles:
     world = job.comm.world
     rounds, blocks, row_bytes = edge_blocks(job, lambda dst: np.asarray(book.owner(dst)) % world, list(job.edge_layout))
     files = PartFiles(directory, "edges", job.my_parts(), row_bytes)
@@ -326,7 +247,7 @@ def _shuffle_edges(job: _Job, book: PartitionBook, directory: Path) -> PartFiles
     return files
 
 
-def _shuffle_nodes(job: _Job, book: PartitionBook, directory: Path) -> PartFiles:
+def _shuffle_nodes(job: PartitionJob, book: PartitionBook, directory: Path) -> PartFiles:
     world = job.comm.world
     rounds, blocks, row_bytes = node_blocks(job, lambda ids: np.asarray(book.owner(ids)) % world, list(job.node_layout))
     files = PartFiles(directory, "nodes", job.my_parts(), row_bytes)
@@ -341,7 +262,7 @@ def _shuffle_nodes(job: _Job, book: PartitionBook, directory: Path) -> PartFiles
 # --------------------------------------------------------------------------- writing
 
 
-def _write_topology(job: _Job, writer: PartitionWriter, part: int, nodes: NodeOrder,
+def _write_topology(job: PartitionJob, writer: PartitionWriter, part: int, nodes: NodeOrder,
                     edge_files: PartFiles) -> tuple[dict[str, Any], np.ndarray]:
     """Partition `part`'s topology and edge data from the edges it received, through gpart.partition's
     writer pieces; returns its manifest entry and its halo nodes (ascending)."""
@@ -366,7 +287,7 @@ def _write_topology(job: _Job, writer: PartitionWriter, part: int, nodes: NodeOr
     return entry, layout.node_ids[layout.num_owned:]
 
 
-def _write_node_data(job: _Job, writer: PartitionWriter, entry: dict[str, Any], nodes: NodeOrder, node_files: PartFiles,
+def _write_node_data(job: PartitionJob, writer: PartitionWriter, entry: dict[str, Any], nodes: NodeOrder, node_files: PartFiles,
                      halo_files: Optional[PartFiles]) -> None:
     """Partition `entry["part"]`'s node data: its owned rows in local order, then (halo 1) its halo rows."""
     part = entry["part"]

@@ -6,7 +6,7 @@ name beside its own output path and the answers are all-gathered, so all
 ranks take the same decision from the same votes:
 
 - every rank sees it: the output is shared; rank 0 owns the staging
-  directory and commits it (comm.finish_on_root);
+  directory and commits it (finish_on_root);
 - only rank 0 sees it: per-machine directories; every other rank stages its
   own output, and every rank commits its own copy of the manifest only after
   all ranks wrote theirs;
@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from gpart.distributed.comm import Comm, finish_on_root, staged_on_root
+import numpy as np
+
 from gpart.base.errors import GpartError, InputError, OutputError
+from gpart.collectives.comm import Comm
 from gpart.formats.commit import staged_output
 from gpart.formats.manifest import write_manifest
 
@@ -51,6 +53,20 @@ def _as_output_path(out_dir: Any) -> Path:
     if out.is_symlink() and out.is_dir():
         out = out.resolve()
     return out
+
+
+def staged_on_root(comm: Comm, stack: Any, out_dir: Any, force: bool, inputs: Sequence[Any]) -> Path:
+    """Rank 0 creates the staging directory of `out_dir` (formats.commit.staged_output, entered on
+    `stack`: removed if the run fails, swapped into place when the stack closes after the manifest
+    is written); every rank returns its path, or every rank raises rank 0's error."""
+    error, stage = None, None
+    if comm.rank == 0:
+        try:
+            stage = stack.enter_context(staged_output(out_dir, force=force, inputs=inputs))
+        except GpartError as exc:
+            error = exc
+    comm.agree(error, "creating the output directory")
+    return Path(comm.broadcast_bytes(os.fsencode(stage) if stage is not None else None).decode())
 
 
 def stage_output(comm: Comm, stack: Any, out_dir: Any, force: bool, inputs: Sequence[Any], every_rank: bool = True) -> Output:
@@ -78,6 +94,22 @@ def stage_output(comm: Comm, stack: Any, out_dir: Any, force: bool, inputs: Sequ
             error = exc
     comm.agree(error, "creating the per-machine output directories")
     return Output(stage, True)
+
+
+def finish_on_root(comm: Comm, commit: Callable[[], Any]) -> Any:
+    """Rank 0 runs `commit()` (returns a JSON-able result) and tells every rank its result or error."""
+    if comm.rank == 0:
+        try:
+            result = commit()
+        except BaseException as exc:
+            comm.broadcast_bytes(json.dumps({"error": exc.one_line() if isinstance(exc, GpartError) else repr(exc)}).encode())
+            raise
+        comm.broadcast_bytes(json.dumps({"result": result}).encode())
+        return result
+    answer = json.loads(comm.broadcast_bytes(None))
+    if "error" in answer:
+        raise GpartError(None, f"rank {comm.rank}: rank 0 could not commit the result: {answer['error']}")
+    return answer["result"]
 
 
 def commit_output(comm: Comm, out: Output, stack: Any, manifest_on_root: Callable[[], dict],
@@ -129,14 +161,10 @@ def check_my_files(paths: Sequence[Path], rank: int, world: int, what: str) -> N
 
 def layouts_json(layout: dict[str, tuple[Any, tuple[int, ...]]]) -> dict[str, list]:
     """Arrays' (dtype, row shape) as JSON: the .npy header's dtype description, so it travels exactly."""
-    import numpy as np
-
     return {name: [np.lib.format.dtype_to_descr(np.dtype(dtype)), list(shape)] for name, (dtype, shape) in layout.items()}
 
 
 def layouts_from_json(data: dict[str, list]) -> dict[str, tuple[Any, tuple[int, ...]]]:
-    import numpy as np
-
     def descr(d: Any) -> Any:  # JSON turned the structured descriptions' tuples into lists
         if not isinstance(d, list):
             return d

@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 import numpy as np
 
-from gpart.distributed.comm import Comm, ShuffleAborted
+from gpart.collectives.comm import Comm, ShuffleAborted
 from gpart.base.errors import OutputError
 
 Block = tuple[np.ndarray, np.ndarray]  # (rows uint8 [n, row_bytes], destination rank of each row)

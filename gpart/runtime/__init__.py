@@ -5,49 +5,41 @@ look up features across ranks, train sharded embeddings and checkpoint them.
     part = gr.load_partition("parts/", rank=rank, device="cuda")
     x = part.gather("feat", global_ids)
 
-Importing this module imports neither click, rich nor h5py (h5py only when an
-HDF5 artifact is opened). Names are resolved lazily from their submodules.
+Importing this module imports torch and the runtime's modules (every name
+below needs torch), but neither click, rich nor h5py (h5py only when an HDF5
+artifact is opened).
 """
 
-from __future__ import annotations
+from gpart.runtime import initializers as init
+from gpart.runtime.checkpoint import save_checkpoint
+from gpart.runtime.checkpoint_load import load_checkpoint
+from gpart.runtime.embedding import ShardedEmbedding
+from gpart.runtime.filelist_slice import load_rows
+from gpart.runtime.hetero import HeteroPartition
+from gpart.runtime.hetero_loader import HeteroBatch
+from gpart.runtime.loaded_partition import LoadedPartition, load_partition
+from gpart.runtime.loader import Batch, DistNeighborLoader
+from gpart.runtime.optim import SparseAdagrad, SparseAdam
+from gpart.runtime.split import edge_split, node_split
 
-import importlib
-from typing import Any
-
-_EXPORTS = {
-    # loading partitions and exports (issue 5)
-    "load_partition": "gpart.runtime.loaded_partition",
-    "LoadedPartition": "gpart.runtime.loaded_partition",
-    "load_rows": "gpart.runtime.filelist_slice",
-    # sharded embeddings, optimizers and checkpoints (issue 6)
-    "ShardedEmbedding": "gpart.runtime.embedding",
-    "SparseAdam": "gpart.runtime.optim",
-    "SparseAdagrad": "gpart.runtime.optim",
-    "save_checkpoint": "gpart.runtime.checkpoint",
-    "load_checkpoint": "gpart.runtime.checkpoint",
-    "init": "gpart.runtime.initializers",
-    # splits and distributed neighbour sampling (issue 9)
-    "node_split": "gpart.runtime.split",
-    "edge_split": "gpart.runtime.split",
-    "DistNeighborLoader": "gpart.runtime.loader",
-    "Batch": "gpart.runtime.loader",
-    # heterogeneous graphs (issue 13)
-    "HeteroPartition": "gpart.runtime.hetero",
-    "HeteroBatch": "gpart.runtime.hetero_loader",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpart.runtime' has no attribute {name!r}")
-    mod = importlib.import_module(module)
-    value = mod if module.rsplit(".", 1)[-1] == name else getattr(mod, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__ = [
+    # loading partitions and exports
+    "load_partition",
+    "LoadedPartition",
+    "load_rows",
+    # sharded embeddings, optimizers and checkpoints
+    "ShardedEmbedding",
+    "SparseAdam",
+    "SparseAdagrad",
+    "save_checkpoint",
+    "load_checkpoint",
+    "init",
+    # splits and distributed neighbour sampling
+    "node_split",
+    "edge_split",
+    "DistNeighborLoader",
+    "Batch",
+    # heterogeneous graphs
+    "HeteroPartition",
+    "HeteroBatch",
+]

@@ -129,7 +129,7 @@ def _context(mp):
         ctx = mp.get_context("forkserver")
     except ValueError:
         return mp.get_context("spawn")
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "numpy", "gpart.runtime.dist"])
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "numpy", "gpart.collectives"])
     return ctx
 
 

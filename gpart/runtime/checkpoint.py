@@ -39,7 +39,7 @@ from gpart.formats.checkpoint import (
 from gpart.formats.checkpoint_writer import write_shard
 from gpart.formats.commit import staged_output
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest
-from gpart.runtime import dist
+from gpart.collectives import agreement as dist
 from gpart.runtime.checkpoint_load import check_embeddings, load_checkpoint  # noqa: F401  (load_checkpoint: public here too)
 from gpart.runtime.embedding import RANK_SYNC_TIMEOUT_S, ShardedEmbedding
 from gpart.runtime.optim import SparseOptimizer

@@ -22,7 +22,9 @@ import numpy as np
 import torch
 
 from gpart.formats.checkpoint import NAME_RE
-from gpart.runtime import dist
+from gpart.collectives.agreement import check_same_across_ranks
+from gpart.collectives.all_to_all import all_to_all_rows, all_to_all_variable, group_by_owner
+from gpart.collectives.process_group import world
 from gpart.runtime.initializers import Initializer, iter_init_chunks, uniform
 from gpart.formats.shard import RangePolicy, RemainderPolicy, ShardPolicy, make_policy
 
@@ -63,12 +65,12 @@ class ShardedEmbedding:
         self.name = name
         self.dtype = dtype
         self.seed = int(seed)
-        self.rank, self.world_size = dist.world()
+        self.rank, self.world_size = world()
         self.policy = self._make_policy(policy)
         if self.world_size > 1:
             # ranks that disagree here would hang in the first lookup; fail now, naming both sides
             config = f"{self.num_embeddings}x{self.dim} {dtype} seed={self.seed} policy={self.policy.to_json()}"
-            dist.check_same_across_ranks(config, f"embedding {name!r} (rows x dim, dtype, seed, policy)", timeout_s=RANK_SYNC_TIMEOUT_S)
+            check_same_across_ranks(config, f"embedding {name!r} (rows x dim, dtype, seed, policy)", timeout_s=RANK_SYNC_TIMEOUT_S)
         self.device = torch.device(device) if device is not None else _default_device()
         self._bounds = torch.as_tensor(getattr(self.policy, "bounds", np.zeros(0, np.int64)), device=self.device)
         self.weight = torch.empty((self.num_rows_local, self.dim), dtype=dtype, device=self.device)
@@ -176,13 +178,13 @@ class ShardedEmbedding:
         return rows[inverse]
 
     def _fetch_unique(self, ids: torch.Tensor) -> torch.Tensor:
-        sorted_ids, counts, order = dist.group_by_owner(ids, self.owner(ids), self.world_size)
+        sorted_ids, counts, order = group_by_owner(ids, self.owner(ids), self.world_size)
         asked = _as_list(counts)
-        requested = dist.all_to_all_variable(list(torch.split(sorted_ids, asked)))
+        requested = all_to_all_variable(list(torch.split(sorted_ids, asked)))
         wanted = torch.cat(requested) if requested else sorted_ids[:0]
         served = self.weight.index_select(0, self.to_local(wanted))
         # both sides know the reply sizes already: no second exchange of counts
-        received = dist.all_to_all_rows(served, [int(r.shape[0]) for r in requested], asked)  # rows for sorted_ids
+        received = all_to_all_rows(served, [int(r.shape[0]) for r in requested], asked)  # rows for sorted_ids
         out = torch.empty_like(received)
         out[order] = received
         return out

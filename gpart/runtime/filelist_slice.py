@@ -22,6 +22,7 @@ import torch
 
 from gpart.base.errors import InputError
 from gpart.formats.arrays import open_array
+from gpart.formats.filelist_reader import open_filelist
 from gpart.bytes.torch_bridge import numpy_to_tensor, torch_dtype
 from gpart.runtime.device import DeviceLike, Stager, resolve_device
 
@@ -43,8 +44,6 @@ def load_rows(
     rows in pinned host memory (one copy; ignored when CUDA is not available,
     since pinning needs it). The result has the export's row shape and dtype.
     """
-    from gpart.formats.filelist_reader import open_filelist
-
     json_path = Path(json_path)
     if not isinstance(world_size, (int, np.integer)) or world_size < 1:
         raise InputError(json_path, f"world size must be a positive integer, got {world_size!r}")

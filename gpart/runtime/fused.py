@@ -39,7 +39,7 @@ from typing import Any, Hashable, Optional
 
 import torch
 
-from gpart.runtime import dist as _dist
+from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts, group_by_owner
 from gpart.runtime.sampling import Relabeller
 
 
@@ -116,13 +116,13 @@ def _exchange(loader: Any, frontier: torch.Tensor, keys: list[list[Hashable]], s
         kind, held = located
         asked = torch.nonzero(_needs(kind, held, widths)).reshape(-1)
     owner, cols = part.book.owner_and_local(frontier if asked is None else torch.index_select(frontier, 0, asked))
-    send_cols, send_counts, order = _dist.group_by_owner(cols, owner, world_size)
+    send_cols, send_counts, order = group_by_owner(cols, owner, world_size)
     order = order if asked is None else torch.index_select(asked, 0, order)
     req = _requests(located, order, send_counts, widths, world_size)
     send_counts = send_counts.tolist()
     start = time.perf_counter()
-    recv_counts = _dist.exchange_counts(send_counts, timeout_s=wait)
-    flagged = _dist.all_to_all_rows(send_cols * 2 + req.need, send_counts, recv_counts, timeout_s=wait)
+    recv_counts = exchange_counts(send_counts, timeout_s=wait)
+    flagged = all_to_all_rows(send_cols * 2 + req.need, send_counts, recv_counts, timeout_s=wait)
     spent = time.perf_counter() - start
     cols, wanted = torch.div(flagged, 2, rounding_mode="floor"), torch.remainder(flagged, 2).bool()
     src = eid = counts = cols[:0]
@@ -133,12 +133,12 @@ def _exchange(loader: Any, frontier: torch.Tensor, keys: list[list[Hashable]], s
     message, sizes = _answer_message(loader, keys, layouts, counts, count_split, cols, wanted, recv_counts)
     got_sizes = [8 * c + sum(n * layout.row_bytes for n, layout in zip(kinds, layouts)) for c, kinds in zip(got_counts, req.per_kind)]
     start = time.perf_counter()
-    got = _dist.all_to_all_rows(message, sizes, got_sizes, timeout_s=wait)
+    got = all_to_all_rows(message, sizes, got_sizes, timeout_s=wait)
     got_counts_t, row_bytes = _split_answers(got, got_counts, got_sizes, req.per_kind, layouts)
     if sample is not None:  # the sampled edges, sized by the counts both sides now know
         answer_rows = [int(c.sum()) for c in counts.split(recv_counts)]
         got_rows = [int(c.sum()) for c in got_counts_t.split(send_counts)]
-        edges = _dist.all_to_all_rows(torch.stack([src, eid], 1), answer_rows, got_rows, timeout_s=wait)
+        edges = all_to_all_rows(torch.stack([src, eid], 1), answer_rows, got_rows, timeout_s=wait)
         src, eid = edges[:, 0], edges[:, 1]
     loader.stats["collective_s"] += spent + time.perf_counter() - start
     loader.stats["collectives"] += 4 if sample is not None else 3

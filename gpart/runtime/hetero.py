@@ -14,20 +14,21 @@ same two all_to_all exchanges as homogeneous gathers.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
 
-from gpart.base.errors import InputError
-from gpart.runtime import dist as _dist
+from gpart.base.errors import InputError, NotLocalError
+from gpart.collectives.agreement import check_same_across_ranks
+from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts, group_by_owner
+from gpart.collectives.process_group import world
 from gpart.bytes.torch_bridge import numpy_to_tensor
+from gpart.formats.hetero_partition import HETERO_KEY, edge_data_key, node_data_key
+from gpart.formats.partition_reader import PartitionReader
 from gpart.runtime.device import place, resolve_device
-from gpart.runtime.loaded_partition import NotLocalError
 
-PathLike = Union[str, "os.PathLike[str]"]
 TypedKey = tuple[str, str]
 
 
@@ -101,7 +102,7 @@ class HeteroPartition:
         ntype, name = key if isinstance(key, (tuple, list)) else str(key).split("/", 1)
         t = self.meta.ntype_index(ntype, self.base.directory)
         table = self._table((ntype, name))
-        rank, world_size = _dist.world()
+        rank, world_size = world()
         wait = timeout_s or self.base.timeout_s
         try:
             flat = self._typed_ids(t, ids)
@@ -204,17 +205,17 @@ class HeteroPartition:
             raise InputError(base.directory, f"rank {rank} of {world_size} holds partition {base.rank} of {base.num_parts}: "
                                              "a distributed gather needs rank r on partition r")
         if not self._checked:
-            _dist.check_same_across_ranks(f"manifest {base.digest} ({base.num_parts} parts)", "the partition result (manifest.json digest)",
-                                          timeout_s=wait, path=base.directory)
+            check_same_across_ranks(f"manifest {base.digest} ({base.num_parts} parts)", "the partition result (manifest.json digest)",
+                                    timeout_s=wait, path=base.directory)
             self._checked = True
 
     def _exchange(self, table: torch.Tensor, t: int, ids: torch.Tensor, world_size: int, wait: float) -> torch.Tensor:
         owner, rows = self._rows(t, ids)
-        send_rows, send_counts, order = _dist.group_by_owner(rows, owner, world_size)
+        send_rows, send_counts, order = group_by_owner(rows, owner, world_size)
         send_counts = send_counts.tolist()
-        recv_counts = _dist.exchange_counts(send_counts, timeout_s=wait)
-        wanted = _dist.all_to_all_rows(send_rows, send_counts, recv_counts, timeout_s=wait)
-        got = _dist.all_to_all_rows(self._index(table, wanted), recv_counts, send_counts, timeout_s=wait)
+        recv_counts = exchange_counts(send_counts, timeout_s=wait)
+        wanted = all_to_all_rows(send_rows, send_counts, recv_counts, timeout_s=wait)
+        got = all_to_all_rows(self._index(table, wanted), recv_counts, send_counts, timeout_s=wait)
         return torch.empty_like(got).index_copy_(0, order, got)
 
 
@@ -239,17 +240,13 @@ def _rank_within_type(edge_type: torch.Tensor, num_types: int) -> torch.Tensor:
     return rank
 
 
-def load_hetero_partition(path: PathLike, rank: Optional[int] = None, device: Any = None, feature_device: Any = None,
-                          verify: bool = False, *, node_data: Optional[Sequence[Any]] = None, edge_data: Optional[Sequence[Any]] = None,
-                          timeout_s: float = 60.0) -> HeteroPartition:
-    """Load partition `rank` of a typed result (what gpart.runtime.load_partition returns for one).
+def load_hetero_partition(base: Any, feature_device: Any = None, verify: bool = False, *,
+                          node_data: Optional[Sequence[Any]] = None, edge_data: Optional[Sequence[Any]] = None) -> HeteroPartition:
+    """The typed partition over `base`, the erased partition of a typed result loaded without node or edge data
+    (what gpart.runtime.load_partition returns for a typed result: it loads `base`, then calls this).
 
     node_data: `(ntype, name)` keys (or "ntype/name"); edge_data: `((s, r, d), name)` keys (or "s:r:d/name"); None: all."""
-    from gpart.formats.hetero_partition import HETERO_KEY, edge_data_key, node_data_key
-    from gpart.formats.partition_reader import PartitionReader
-    from gpart.runtime.loaded_partition import load_partition
-
-    base = load_partition(path, rank, device, feature_device, verify, node_data=[], edge_data=[], timeout_s=timeout_s, hetero=False)
+    path = base.directory
     fdev = resolve_device(feature_device) if feature_device is not None else base.device
     with PartitionReader(path) as reader:
         meta = reader.hetero

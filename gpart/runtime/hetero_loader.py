@@ -28,7 +28,8 @@ from typing import Any, Optional, Sequence, Union
 
 import torch
 
-from gpart.runtime import dist as _dist
+from gpart.collectives.agreement import agree_or_raise
+from gpart.collectives.all_to_all import exchange_counts
 from gpart.runtime.fused import fused_sample
 from gpart.runtime.loader import Batch, DistNeighborLoader
 from gpart.runtime.carried_rows import TypedRows
@@ -67,7 +68,7 @@ class HeteroBatch:
 
     def to_pyg(self) -> Any:
         """This batch as a `torch_geometric.data.HeteroData` (needs PyG, which gpart does not depend on)."""
-        try:
+        try:  # here, not at the top: torch_geometric is optional
             from torch_geometric.data import HeteroData
         except ImportError:
             raise ImportError("HeteroBatch.to_pyg() needs torch_geometric; the HeteroBatch has the same fields") from None
@@ -90,7 +91,7 @@ class HeteroBatch:
         return data
 
 
-class HeteroNeighborLoader(DistNeighborLoader):
+class HeteroNeighborLoader(DistNeighborLoader, loads_typed=True):
     """DistNeighborLoader for a HeteroPartition (DistNeighborLoader(part, ...) builds one for a typed part).
 
     seeds: {ntype: typed ids} (one seed type, as PyG's NeighborLoader);
@@ -121,8 +122,8 @@ class HeteroNeighborLoader(DistNeighborLoader):
         layouts = self.row_source.describe() if self.row_source is not None else ""
         config = (f"typed fanouts={sorted(self.typed_fanouts.items())} input_type={self.input_type} replace={self.replace} "
                   f"node_data={self.typed_names} labels={labels} fuse={self.fuse} rows={layouts} manifest={part.digest}")
-        _dist.agree_or_raise(problem, config, "the DistNeighborLoader settings", self.timeout_s, path=part.directory)
-        counts = _dist.exchange_counts([self.seeds.numel()] * self.world_size, timeout_s=self.timeout_s)
+        agree_or_raise(problem, config, "the DistNeighborLoader settings", self.timeout_s, path=part.directory)
+        counts = exchange_counts([self.seeds.numel()] * self.world_size, timeout_s=self.timeout_s)
         self.num_batches = max(self._batches_for(c) for c in counts)
         self._relabel = None
 

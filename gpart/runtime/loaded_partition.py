@@ -33,19 +33,17 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from gpart.base.errors import InputError, IntegrityError, NotLocalError
 from gpart.bytes.torch_bridge import numpy_to_tensor
-from gpart.base.errors import GpartError, InputError, IntegrityError
-from gpart.runtime import dist as _dist
-# Devices, staging and the device book live in gpart.runtime.device; these names are
-# imported from here by callers too.
+from gpart.collectives.agreement import check_same_across_ranks
+from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts, group_by_owner
+from gpart.collectives.process_group import world
+from gpart.formats.partition_reader import PartitionReader
+from gpart.formats.partition_writer import data_key
 from gpart.runtime.device import DeviceBook, DeviceLike, Stager, place, resolve_device
+from gpart.runtime.hetero import HeteroPartition, load_hetero_partition
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-
-class NotLocalError(GpartError, LookupError):
-    """A single-process gather asked for rows this partition does not hold."""
 
 
 # --------------------------------------------------------------------------- reading arrays
@@ -176,7 +174,7 @@ class LoadedPartition:
         its own ids, possibly none) and remote rows come from their owners.
         """
         table = self._table(name)
-        rank, world_size = _dist.world()
+        rank, world_size = world()
         try:
             ids = self._ids(gids)
         except (TypeError, IndexError):
@@ -241,7 +239,7 @@ class LoadedPartition:
             raise InputError(self.directory, f"this process is rank {rank} but loaded partition {self.rank}")
         if not self._checked_distributed:
             # Once per loaded partition: all ranks must serve the same result.
-            _dist.check_same_across_ranks(
+            check_same_across_ranks(
                 f"manifest {self.digest} ({self.num_parts} parts)",
                 "the partition result (manifest.json digest)",
                 timeout_s=timeout_s or self.timeout_s,
@@ -253,12 +251,12 @@ class LoadedPartition:
         # Ids go to their owners as rows of the owner's node data; rows held
         # here (owned, or halo data) go to "self", a local copy in the exchange.
         owner, rows = self._resolve(ids)
-        send_rows, send_counts, order = _dist.group_by_owner(rows, owner, world_size)
+        send_rows, send_counts, order = group_by_owner(rows, owner, world_size)
         send_counts = send_counts.tolist()
-        recv_counts = _dist.exchange_counts(send_counts, timeout_s=timeout_s)
-        wanted = _dist.all_to_all_rows(send_rows, send_counts, recv_counts, timeout_s=timeout_s)
+        recv_counts = exchange_counts(send_counts, timeout_s=timeout_s)
+        wanted = all_to_all_rows(send_rows, send_counts, recv_counts, timeout_s=timeout_s)
         answer = self._index(table, wanted)
-        got = _dist.all_to_all_rows(answer, recv_counts, send_counts, timeout_s=timeout_s)
+        got = all_to_all_rows(answer, recv_counts, send_counts, timeout_s=timeout_s)
         return torch.empty_like(got).index_copy_(0, order, got)
 
 
@@ -276,7 +274,7 @@ def load_partition(
     edge_data: Optional[Sequence[str]] = None,
     timeout_s: float = 60.0,
     hetero: bool = True,
-) -> LoadedPartition:
+) -> Union[LoadedPartition, HeteroPartition]:
     """Load partition `rank` of the partition result in `path` onto `device`.
 
     rank: None -> the torch.distributed rank (0 when not initialised).
@@ -292,11 +290,10 @@ def load_partition(
     reader = _open_reader(directory, rank)
     if hetero and reader.hetero is not None:
         reader.close()
-        from gpart.runtime.hetero import load_hetero_partition
-
-        return load_hetero_partition(directory, rank, device, feature_device, verify, node_data=node_data, edge_data=edge_data,
-                                     timeout_s=timeout_s)
-    rank = _check_rank(_dist.world()[0] if rank is None else rank, reader.num_parts, directory)
+        base = load_partition(directory, rank, device, feature_device, verify, node_data=[], edge_data=[], timeout_s=timeout_s,
+                              hetero=False)
+        return load_hetero_partition(base, feature_device, verify, node_data=node_data, edge_data=edge_data)
+    rank = _check_rank(world()[0] if rank is None else rank, reader.num_parts, directory)
     dev = resolve_device(device)
     fdev = resolve_device(feature_device) if feature_device is not None else dev
     names = _select(reader.node_data_names(), node_data, "node data", directory)
@@ -327,9 +324,7 @@ def load_partition(
 def _open_reader(directory: Path, rank: Optional[int]) -> Any:
     """The result's reader, checking only partition `rank`'s files (and the book): a per-machine output
     holds its own partitions only (SPEC.md 10.4)."""
-    from gpart.formats.partition_reader import PartitionReader
-
-    mine = _dist.world()[0] if rank is None else rank
+    mine = world()[0] if rank is None else rank
     return PartitionReader(directory, parts=[mine] if isinstance(mine, int) else None)
 
 
@@ -342,8 +337,6 @@ def _check_rank(rank: Any, num_parts: int, directory: Path) -> int:
 def _load_arrays(reader: Any, rank: int, verify: bool, dev: torch.device, fdev: torch.device,
                  names: list[str], edge_names: list[str]) -> dict[str, Any]:
     """The book, topology and data tensors of partition `rank`, each mapped and placed on its device."""
-    from gpart.formats.partition_writer import data_key
-
     stager = Stager(dev) if dev.type == "cuda" else None
 
     def load(key: str, to: torch.device) -> torch.Tensor:

@@ -28,7 +28,9 @@ from typing import Any, Iterator, Optional, Sequence, Union
 
 import torch
 
-from gpart.runtime import dist as _dist
+from gpart.collectives.agreement import agree_or_raise
+from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts, group_by_owner
+from gpart.collectives.process_group import world
 from gpart.runtime.fused import fused_sample
 from gpart.runtime.carried_rows import PlainRows
 from gpart.runtime.sampling import Relabeller, sample_columns
@@ -67,7 +69,7 @@ class Batch:
 
     def to_pyg(self) -> Any:
         """This batch as a `torch_geometric.data.Data` (needs PyG, which gpart does not depend on)."""
-        try:
+        try:  # here, not at the top: torch_geometric is optional
             from torch_geometric.data import Data
         except ImportError:
             raise ImportError("Batch.to_pyg() needs torch_geometric (pip install torch_geometric); the Batch itself has the same fields") from None
@@ -96,11 +98,21 @@ class DistNeighborLoader:
     fanouts {(src, relation, dst): [per hop]}.
     """
 
+    # The loader of typed partitions (gpart.runtime.hetero_loader.HeteroNeighborLoader) subclasses this
+    # one and registers itself here when its module is imported (gpart.runtime imports it), so that
+    # DistNeighborLoader(typed_part, ...) builds one without this module importing its own subclass.
+    _typed_loader: Optional[type] = None
+
+    def __init_subclass__(cls, loads_typed: bool = False, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        if loads_typed:
+            DistNeighborLoader._typed_loader = cls
+
     def __new__(cls, part: Any = None, *args: Any, **kwargs: Any):
         if cls is DistNeighborLoader and getattr(part, "is_hetero", False):
-            from gpart.runtime.hetero_loader import HeteroNeighborLoader
-
-            return super().__new__(HeteroNeighborLoader)  # Python then runs HeteroNeighborLoader.__init__
+            if DistNeighborLoader._typed_loader is None:
+                raise ImportError("a typed partition's loader is gpart.runtime.hetero_loader's: import gpart.runtime")
+            return super().__new__(DistNeighborLoader._typed_loader)  # Python then runs its __init__
         return super().__new__(cls)
 
     def __init__(
@@ -141,7 +153,7 @@ class DistNeighborLoader:
         fused into the sampling answers (part of the settings every rank must agree on)."""
         self.timeout_s = float(timeout_s if timeout_s is not None else part.timeout_s)
         self.device = part.device
-        self.rank, self.world_size = _dist.world()
+        self.rank, self.world_size = world()
         self.epoch = 0
         self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
         self.fuse = bool(fuse) and self.world_size > 1
@@ -184,8 +196,8 @@ class DistNeighborLoader:
         config = f"fanouts={self.fanouts} replace={self.replace} node_data={self.node_data_names} labels={self.labels} " \
                  f"fuse={self.fuse} " \
                  f"manifest={self.part.digest}"
-        _dist.agree_or_raise(problem, config, "the DistNeighborLoader settings", self.timeout_s, path=self.part.directory)
-        counts = _dist.exchange_counts([self.seeds.numel()] * self.world_size, timeout_s=self.timeout_s)
+        agree_or_raise(problem, config, "the DistNeighborLoader settings", self.timeout_s, path=self.part.directory)
+        counts = exchange_counts([self.seeds.numel()] * self.world_size, timeout_s=self.timeout_s)
         return max(self._batches_for(c) for c in counts)
 
     # -- iteration
@@ -277,20 +289,20 @@ class DistNeighborLoader:
             counts, src, eid = self.serve(frontier, fanout, gen)
             return counts, src, eid, torch.arange(frontier.numel(), device=self.device)
         owner, cols = part.book.owner_and_local(frontier)
-        send_cols, send_counts, order = _dist.group_by_owner(cols, owner, self.world_size)
+        send_cols, send_counts, order = group_by_owner(cols, owner, self.world_size)
         send_counts = send_counts.tolist()
         wait = self.timeout_s
         start = time.perf_counter()
-        recv_counts = _dist.exchange_counts(send_counts, timeout_s=wait)
-        cols = _dist.all_to_all_rows(send_cols, send_counts, recv_counts, timeout_s=wait)
+        recv_counts = exchange_counts(send_counts, timeout_s=wait)
+        cols = all_to_all_rows(send_cols, send_counts, recv_counts, timeout_s=wait)
         self.stats["collective_s"] += time.perf_counter() - start
         self.stats["collectives"] += 4
         counts, src, eid = self.serve(cols, fanout, gen)
         start = time.perf_counter()
-        got_counts = _dist.all_to_all_rows(counts, recv_counts, send_counts, timeout_s=wait)
+        got_counts = all_to_all_rows(counts, recv_counts, send_counts, timeout_s=wait)
         answer_rows = [int(c.sum()) for c in counts.split(recv_counts)]
         got_rows = [int(c.sum()) for c in got_counts.split(send_counts)]
-        got = _dist.all_to_all_rows(torch.stack([src, eid], 1), answer_rows, got_rows, timeout_s=wait)
+        got = all_to_all_rows(torch.stack([src, eid], 1), answer_rows, got_rows, timeout_s=wait)
         self.stats["collective_s"] += time.perf_counter() - start
         return got_counts, got[:, 0], got[:, 1], order
 

@@ -26,7 +26,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from gpart.runtime import dist
+from gpart.collectives.all_to_all import all_to_all_variable, group_by_owner
 from gpart.runtime.embedding import ShardedEmbedding, check_embedding_group
 
 DUPLICATE_MODES = ("mean", "sum")
@@ -86,13 +86,13 @@ class SparseOptimizer:
     def _send_to_owners(
         emb: ShardedEmbedding, ids: torch.Tensor, sums: torch.Tensor, counts: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        sorted_ids, per_rank, order = dist.group_by_owner(ids, emb.owner(ids), emb.world_size)
+        sorted_ids, per_rank, order = group_by_owner(ids, emb.owner(ids), emb.world_size)
         split = [int(c) for c in (per_rank.tolist() if isinstance(per_rank, torch.Tensor) else per_rank)]
         # one exchange: each row carries (id, count) as 16 bytes, then its float32 gradient sum
         keys = torch.stack([sorted_ids, counts[order]], dim=1).contiguous().view(torch.uint8)
         values = sums[order].to(torch.float32).contiguous().view(torch.uint8)
         packed = torch.cat([keys, values], dim=1)
-        received = torch.cat(dist.all_to_all_variable(list(torch.split(packed, split))))
+        received = torch.cat(all_to_all_variable(list(torch.split(packed, split))))
         keys_in = received[:, :16].contiguous().view(torch.int64)
         sums_in = received[:, 16:].contiguous().view(torch.float32)
         return keys_in[:, 0], sums_in, keys_in[:, 1]

@@ -23,7 +23,9 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from gpart.runtime import dist as _dist
+from gpart.collectives.agreement import agree_or_raise
+from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts
+from gpart.collectives.process_group import world
 
 
 def node_split(part: Any, nodes: Any, *, timeout_s: Optional[float] = None) -> torch.Tensor:
@@ -93,16 +95,16 @@ def _overlap(a0: int, a1: int, b0: int, b1: int) -> int:
 
 
 def _even_share(part, owned: torch.Tensor, problem: Optional[str], what: str, timeout_s: Optional[float]) -> torch.Tensor:
-    rank, world_size = _dist.world()
+    rank, world_size = world()
     if problem is None and world_size == 1 and part.num_parts > 1:
         problem = f"has {part.num_parts} partitions: {what} needs torch.distributed with one rank per partition"
     if problem is None and world_size > 1 and (world_size != part.num_parts or rank != part.rank):
         problem = f"rank {rank} of {world_size} loaded partition {part.rank} of {part.num_parts}: {what} needs rank r on partition r"
     wait = timeout_s if timeout_s is not None else part.timeout_s
-    _dist.agree_or_raise(problem, f"{what} of {part.digest}", what, wait, path=part.directory)
+    agree_or_raise(problem, f"{what} of {part.digest}", what, wait, path=part.directory)
     if world_size == 1:
         return owned
-    counts = _dist.exchange_counts([owned.numel()] * world_size, timeout_s=wait)
+    counts = exchange_counts([owned.numel()] * world_size, timeout_s=wait)
     quotas = _quotas(counts)
     keep = [min(c, q) for c, q in zip(counts, quotas)]
     surplus_at = np.concatenate([[0], np.cumsum([c - k for c, k in zip(counts, keep)])]).tolist()
@@ -110,5 +112,5 @@ def _even_share(part, owned: torch.Tensor, problem: Optional[str], what: str, ti
     # Surplus ids form one pool in (rank, id) order; rank d takes the pool's slice [deficit_at[d], deficit_at[d+1]).
     send = [_overlap(surplus_at[rank], surplus_at[rank + 1], deficit_at[d], deficit_at[d + 1]) for d in range(world_size)]
     recv = [_overlap(surplus_at[s], surplus_at[s + 1], deficit_at[rank], deficit_at[rank + 1]) for s in range(world_size)]
-    got = _dist.all_to_all_rows(owned[keep[rank]:], send, recv, timeout_s=wait)
+    got = all_to_all_rows(owned[keep[rank]:], send, recv, timeout_s=wait)
     return torch.sort(torch.cat([owned[: keep[rank]], got.to(owned.device)])).values

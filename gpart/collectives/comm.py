@@ -1,77 +1,70 @@
-"""Collectives of the distributed preparation commands, each bounded in time.
+"""The collectives of the distributed preparation commands: bytes and numpy arrays, each bounded in time.
 
-`Comm` wraps the default gloo process group (or a world of one when the
-process was not launched by torchrun): every call waits at most `timeout_s`
-and turns a peer that failed, left or was killed into a one-line
-`RankMismatchError` instead of a hang. Bytes travel as uint8 tensors (JSON
-text, packed rows), never pickled. Every rank calls the same methods in the
-same order; the helpers that may fail on one rank only (`agree`,
-`broadcast_from_root`, `exchange_rows` with an error) still make the same
-collective calls on every rank, then raise everywhere.
+`Comm` holds the default gloo process group's rank and size (a world of one
+when the process was not launched by torchrun) and the timeout every call
+waits at most (gpart.collectives.process_group.wait). Bytes travel as uint8
+tensors (JSON text, packed rows), never pickled. Every rank calls the same
+methods in the same order; the calls that may fail on one rank only (`agree`,
+`exchange_rows` with an error) still make the same collective calls on every
+rank, then raise everywhere. The shuffle's rows move through the runtime's
+all_to_all (gpart.collectives.all_to_all).
 """
 
 from __future__ import annotations
 
 import datetime
 import os
-from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
-from gpart.base.errors import GpartError
-from gpart.runtime.dist import RankMismatchError
+from gpart.base.errors import GpartError, RankMismatchError
+from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts
+from gpart.collectives.process_group import first_line, is_initialized, wait
 
 DEFAULT_TIMEOUT_S = 600.0
 
 
 def init_from_env(timeout_s: float = DEFAULT_TIMEOUT_S) -> "Comm":
     """Join the job torchrun (or MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE) describes; a world of one without them."""
-    import torch.distributed as dist
-
     if not dist.is_initialized() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         try:
             dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=timeout_s))
         except (RuntimeError, ValueError) as exc:  # a peer that never came, a bad address
             raise RankMismatchError(None, f"rank {os.environ.get('RANK', '?')}: cannot join the process group "
-                                          f"within {timeout_s:g} s ({_first_line(exc)})") from None
+                                          f"within {timeout_s:g} s ({first_line(exc)})") from None
     return Comm(timeout_s)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return " ".join(text.splitlines()[0].split())[:300] if text else type(exc).__name__
+class ShuffleAborted(Exception):
+    """Ranks `failed` reported an error in a shuffle round; every rank stops at that round."""
+
+    def __init__(self, failed: list[int]):
+        self.failed = failed
+        super().__init__(f"ranks {failed} failed")
 
 
 class Comm:
     """Rank, world size and the bounded collectives of one job."""
 
     def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S):
-        import torch.distributed as dist
-
         self.timeout_s = float(timeout_s)
-        self._dist = dist
-        self.active = dist.is_available() and dist.is_initialized()
+        self.active = is_initialized()
         self.rank = dist.get_rank() if self.active else 0
         self.world = dist.get_world_size() if self.active else 1
         self.largest_message = 0  # bytes of the largest single rank-to-rank message this rank sent
 
     def _wait(self, work, what: str) -> None:
-        try:
-            ok = work.wait(datetime.timedelta(seconds=self.timeout_s))
-        except RuntimeError as exc:
-            raise RankMismatchError(None, f"rank {self.rank}: {what} with the other {self.world - 1} ranks failed or "
-                                          f"did not complete within {self.timeout_s:g} s ({_first_line(exc)})") from None
-        if ok is False:
-            raise RankMismatchError(None, f"rank {self.rank}: {what} did not complete within {self.timeout_s:g} s")
+        wait(work, self.timeout_s, what)
 
     def all_reduce(self, values: np.ndarray, op: str = "max") -> np.ndarray:
         """Element-wise max / min / sum of an int64 vector over all ranks."""
         tensor = torch.from_numpy(np.ascontiguousarray(values, dtype=np.int64).copy())
         if self.world > 1:
-            red = {"max": self._dist.ReduceOp.MAX, "min": self._dist.ReduceOp.MIN, "sum": self._dist.ReduceOp.SUM}[op]
-            self._wait(self._dist.all_reduce(tensor, op=red, async_op=True), f"reducing ({op})")
+            red = {"max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN, "sum": dist.ReduceOp.SUM}[op]
+            self._wait(dist.all_reduce(tensor, op=red, async_op=True), f"reducing ({op})")
         return tensor.numpy()
 
     def all_gather_bytes(self, data: bytes) -> list[bytes]:
@@ -88,13 +81,13 @@ class Comm:
 
     def _all_gather(self, tensor: torch.Tensor, what: str) -> list[torch.Tensor]:
         out = [torch.empty_like(tensor) for _ in range(self.world)]
-        self._wait(self._dist.all_gather(out, tensor, async_op=True), what)
+        self._wait(dist.all_gather(out, tensor, async_op=True), what)
         return out
 
     def agree(self, error: Optional[BaseException], what: str) -> None:
         """Every rank passes None or the error it hit; all return, or all raise: a failing rank its
         own error (the one-line message naming its file), the others an error quoting the first."""
-        text = (error.one_line() if isinstance(error, GpartError) else _first_line(error)) if error is not None else ""
+        text = (error.one_line() if isinstance(error, GpartError) else first_line(error)) if error is not None else ""
         reports = self.all_gather_bytes(text.encode() if error is None or text else b"error")
         failed = [(r, t.decode(errors="replace")) for r, t in enumerate(reports) if t]
         if error is not None:
@@ -108,12 +101,12 @@ class Comm:
         if self.world == 1:
             return data or b""
         size = torch.tensor([len(data) if self.rank == root else 0], dtype=torch.int64)
-        self._wait(self._dist.broadcast(size, root, async_op=True), "broadcasting a size")
+        self._wait(dist.broadcast(size, root, async_op=True), "broadcasting a size")
         buf = torch.zeros(int(size[0]), dtype=torch.uint8)
         if self.rank == root and data:
             buf[:] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         if int(size[0]):
-            self._wait(self._dist.broadcast(buf, root, async_op=True), "broadcasting data")
+            self._wait(dist.broadcast(buf, root, async_op=True), "broadcasting data")
         return bytes(buf.numpy().tobytes())
 
     def broadcast_array(self, arr: Optional[np.ndarray], num: int, dtype, piece_bytes: int, root: int = 0) -> np.ndarray:
@@ -124,7 +117,7 @@ class Comm:
         step = max(1, piece_bytes // np.dtype(dtype).itemsize)
         for start in range(0, num, step):
             piece = torch.from_numpy(np.ascontiguousarray(out[start:start + step]).view(np.uint8).copy())
-            self._wait(self._dist.broadcast(piece, root, async_op=True), "broadcasting the assignment")
+            self._wait(dist.broadcast(piece, root, async_op=True), "broadcasting the assignment")
             if self.rank != root:
                 out[start:start + step] = piece.numpy().view(dtype)
         return out
@@ -136,65 +129,17 @@ class Comm:
         None means this rank failed: it sends -1 counts, and every rank
         learns in this same round that the shuffle stops (ShuffleAborted).
         """
-        row_bytes = rows.shape[1]
         send = np.full(self.world, -1, dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
         if self.world == 1:
             if counts is None:
                 raise ShuffleAborted([0])
             self.largest_message = max(self.largest_message, int(rows.nbytes))
             return rows, send
-        recv = torch.empty(self.world, dtype=torch.int64)
-        self._wait(self._dist.all_to_all_single(recv, torch.from_numpy(send.copy()), async_op=True), "exchanging counts")
-        recv_counts = recv.numpy()
+        recv_counts = np.array(exchange_counts(send, timeout_s=self.timeout_s), dtype=np.int64)
         failed = [r for r in range(self.world) if recv_counts[r] < 0]
         if failed:
             raise ShuffleAborted(failed)
-        self.largest_message = max(self.largest_message, int(send.max(initial=0)) * row_bytes)
-        out = torch.empty(int(recv_counts.sum()) * row_bytes, dtype=torch.uint8)
-        payload = torch.from_numpy(np.ascontiguousarray(rows).reshape(-1))
-        work = self._dist.all_to_all_single(out, payload, [int(c) * row_bytes for c in recv_counts],
-                                            [int(c) * row_bytes for c in send], async_op=True)
-        self._wait(work, "exchanging rows")
-        return out.numpy().reshape(-1, row_bytes), recv_counts
-
-
-def staged_on_root(comm: Comm, stack: Any, out_dir: Any, force: bool, inputs: Sequence[Any]) -> Path:
-    """Rank 0 creates the staging directory of `out_dir` (formats.commit.staged_output, entered on
-    `stack`: removed if the run fails, swapped into place when the stack closes after the manifest
-    is written); every rank returns its path, or every rank raises rank 0's error."""
-    from gpart.formats.commit import staged_output
-
-    error, stage = None, None
-    if comm.rank == 0:
-        try:
-            stage = stack.enter_context(staged_output(out_dir, force=force, inputs=inputs))
-        except GpartError as exc:
-            error = exc
-    comm.agree(error, "creating the output directory")
-    return Path(comm.broadcast_bytes(os.fsencode(stage) if stage is not None else None).decode())
-
-
-def finish_on_root(comm: Comm, commit: Any) -> Any:
-    """Rank 0 runs `commit()` (returns a JSON-able result) and tells every rank its result or error."""
-    import json
-
-    if comm.rank == 0:
-        try:
-            result = commit()
-        except BaseException as exc:
-            comm.broadcast_bytes(json.dumps({"error": exc.one_line() if isinstance(exc, GpartError) else repr(exc)}).encode())
-            raise
-        comm.broadcast_bytes(json.dumps({"result": result}).encode())
-        return result
-    answer = json.loads(comm.broadcast_bytes(None))
-    if "error" in answer:
-        raise GpartError(None, f"rank {comm.rank}: rank 0 could not commit the result: {answer['error']}")
-    return answer["result"]
-
-
-class ShuffleAborted(Exception):
-    """Ranks `failed` reported an error in a shuffle round; every rank stops at that round."""
-
-    def __init__(self, failed: list[int]):
-        self.failed = failed
-        super().__init__(f"ranks {failed} failed")
+        self.largest_message = max(self.largest_message, int(send.max(initial=0)) * rows.shape[1])
+        received = all_to_all_rows(torch.from_numpy(np.ascontiguousarray(rows)), send.tolist(), recv_counts.tolist(),
+                                   timeout_s=self.timeout_s)
+        return received.numpy(), recv_counts
