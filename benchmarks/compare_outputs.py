@@ -21,12 +21,19 @@ any such finder whose mapping points outside CHECKOUT, and records any gpart mod
 that is imported from outside CHECKOUT (the run stops with an error if there is one).
 
 DIR/digests.json maps every produced file (relative to DIR) to its sha256; empty
-directories are listed as "<dir>/" -> "empty-dir". The only normalisation before
-hashing is listed in DIR/normalised.json and in the report (export-feat's stdout
-prints the elapsed seconds and throughput; an absolute path of DIR, if any output
-held one, would be replaced by <OUT>). DIR/run.json holds the environment and timing
-and is not digested, neither is DIR/logs (torchrun's own chatter, with pids and
-timestamps).
+directories are listed as "<dir>/" -> "empty-dir". Everything is compared byte for byte
+except these normalisations before hashing, listed per file in DIR/normalised.json:
+  - export-feat's stdout: the elapsed seconds and throughput of its summary line
+    (text) and the "seconds" / "bytes_per_second" values (--json);
+  - `convert --to glt` .pkl feature files: hashed as the dtype, shape and values of
+    each pickled tensor, because pickle.dump of a torch tensor embeds str(id(storage)),
+    a memory address, so their bytes differ from run to run; and in the convert
+    manifest.json the "bytes" / "crc32" of those .pkl entries;
+  - an absolute path of DIR in any output (an error message naming an existing
+    output directory prints it resolved) is replaced by <OUT>.
+DIR/run.json holds the environment and timing and is not digested, neither is
+DIR/logs (torchrun's own chatter, with pids and timestamps; only the exit status
+of a torchrun run is digested, its results are).
 """
 
 from __future__ import annotations
@@ -149,10 +156,7 @@ class Runner:
 
     def describe_import(self) -> dict:
         """Where `gpart` (and the console script's module) come from, as the commands will see it."""
-        if self.src is not None:
-            module = console_script_target(self.src).partition(":")[0]
-        else:
-            module = "gpart"
+        module = console_script_target(self.src).partition(":")[0]
         code = ("import json, sys, importlib, gpart; importlib.import_module(%r); "
                 "print(json.dumps({'gpart': gpart.__file__, 'entry_module': sys.modules[%r].__file__, "
                 "'modules': sorted(n + ' ' + str(getattr(m, '__file__', None)) for n, m in sys.modules.items() "
@@ -201,6 +205,8 @@ class Runner:
         self._write(base + ".stdout", stdout)
         self._write(base + ".stderr", stderr)
         self._write(base + ".rc", f"{rc}\n".encode())
+        if not capture:  # the exit status is digested even where the output is not
+            self._write(f"cap/{name}.rc", f"{rc}\n".encode())
         for rule in normalise:
             self.normalised[base + ".stdout"] = rule
         if self.src is not None:
@@ -215,21 +221,52 @@ class Runner:
         path.write_bytes(data)
 
 
-def console_script_target(checkout: Path) -> str:
-    """`gpart = "module:attr"` of [project.scripts] in CHECKOUT/pyproject.toml."""
-    import tomllib
+def console_script_target(checkout: Optional[Path]) -> str:
+    """`gpart = "module:attr"` of [project.scripts] in CHECKOUT/pyproject.toml, or of the installed distribution."""
+    if checkout is None:
+        from importlib.metadata import entry_points
 
-    with open(checkout / "pyproject.toml", "rb") as fh:
-        project = tomllib.load(fh)
+        found = [e.value for e in entry_points(group="console_scripts") if e.name == "gpart"]
+        return found[0] if found else "gpart"
+    text = (checkout / "pyproject.toml").read_text()
     try:
-        return project["project"]["scripts"]["gpart"]
-    except KeyError:
+        import tomllib
+
+        target = tomllib.loads(text).get("project", {}).get("scripts", {}).get("gpart")
+    except ImportError:  # Python 3.10: the one line of [project.scripts] this needs
+        section = re.search(r"^\[project\.scripts\]\s*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
+        m = section and re.search(r"^\s*gpart\s*=\s*[\"']([^\"']+)[\"']", section.group(1), re.M)
+        target = m.group(1) if m else None
+    if not target:
         sys.exit(f"compare_outputs: {checkout / 'pyproject.toml'} has no [project.scripts] gpart entry")
+    return target
 
 
 # --------------------------------------------------------------------------- normalisation
 
 _FLOAT = r"-?[0-9][0-9.eE+\-]*|NaN|Infinity|-Infinity"
+
+
+def _pickled_tensors(data: bytes) -> bytes:
+    """A GLT .pkl feature file (one or more pickle.dump()s of CPU tensors) as the dtype, shape and values of each
+    pickled tensor, in order. Pickling a tensor embeds str(id(storage)), a memory address, in the byte stream."""
+    import io
+    import pickle
+
+    import torch
+
+    fh, out = io.BytesIO(data), []
+    while fh.tell() < len(data):
+        t = pickle.load(fh)
+        if not isinstance(t, torch.Tensor):
+            return data  # not what this rule is for: hash the bytes as they are
+        raw = t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        out.append(f"{type(t).__name__} {t.dtype} {tuple(t.shape)} {hashlib.sha256(raw).hexdigest()}\n".encode())
+    return b"pickled tensors\n" + b"".join(out)
+
+
+_PKL_ENTRY = re.compile(rb'("file": "[^"\n]*\.pkl",\s*"bytes": )[0-9]+(,\s*"crc32": ")[0-9a-f]{8}(")')
+
 NORMALISERS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
     "export-timing": (
         "export-feat summary: elapsed seconds and throughput ('<size> in <S> s (<rate>/s)' in text; "
@@ -238,7 +275,26 @@ NORMALISERS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
                          re.sub(rb'("seconds": )(' + _FLOAT.encode() + rb')', rb'\1"<SECONDS>"',
                                 re.sub(rb" in [0-9]+\.[0-9]+ s \([^)\n]*/s\)", b" in <SECONDS> s (<RATE>/s)", b))),
     ),
+    "pickled-tensors": (
+        "GLT .pkl feature file: digest of each pickled tensor's type, dtype, shape and values (the pickle stream "
+        "holds str(id(storage)), a memory address, which changes every run)",
+        _pickled_tensors,
+    ),
+    "pkl-entries": (
+        "convert manifest: \"bytes\" and \"crc32\" of the .pkl file entries replaced by placeholders (those files "
+        "embed memory addresses; their contents are compared by the pickled-tensors rule)",
+        lambda b: _PKL_ENTRY.sub(rb'\1"<PKL>"\2<PKL>\3', b),
+    ),
 }
+
+
+def path_rules(rel: str) -> list[str]:
+    """The normalisations every file at `rel` gets (whether or not a step asked for one)."""
+    if rel.startswith("out/convert/") and rel.endswith(".pkl"):
+        return ["pickled-tensors"]
+    if rel.startswith("out/convert/") and rel.endswith("/manifest.json"):
+        return ["pkl-entries"]
+    return []
 
 
 # --------------------------------------------------------------------------- inputs (numpy / torch only)
@@ -324,6 +380,9 @@ def make_inputs(out: Path, cora: Path, cora_hetero: Path, snap: Path) -> dict[st
         full[emb + ".exp_avg_sq"] = rng.random((n, *shape)).astype(np.float32)
     for r in range(w):
         torch.save({k: torch.from_numpy(np.ascontiguousarray(v[r::w])) for k, v in full.items()}, ck / f"adam_{r}.pt")
+        # the same tables in WholeGraph's range split, for --layout range
+        torch.save({k: torch.from_numpy(np.ascontiguousarray(v[slice(*wholegraph_split(v.shape[0], w)[r:r + 2])]))
+                    for k, v in full.items()}, ck / f"adamrange_{r}.pt")
     # (b) DistDGL sparse-optimizer save dicts with ids (Adagrad) plus table files, random row placement
     n, w, d = 89, 2, 5
     perm = rng.permutation(n).astype(np.int64)
@@ -370,282 +429,317 @@ def wholegraph_split(n: int, w: int) -> list[int]:
 # --------------------------------------------------------------------------- the command set
 
 
-def help_choices(runner: Runner, command: list[str], option: str, prog: str = "gpart") -> list[str]:
-    """The [a|b|c] choice list of `option` in the help text captured for `command`."""
-    path = runner.out / "cap" / ("help" if prog == "gpart" else "dist-help") / ("_".join(command) or "main")
-    text = (path.parent / (path.name + ".stdout")).read_bytes().decode("utf-8", "replace")
+def help_choices(runner: Runner, step: str, option: str) -> list[str]:
+    """The [a|b|c] choice list of `option` in the help text captured by `step`."""
+    text = (runner.out / "cap" / (step + ".stdout")).read_bytes().decode("utf-8", "replace")
     m = re.search(re.escape(option) + r"\s+\[([^\]]+)\]", text)
-    return [c.strip() for c in m.group(1).replace("\n", " ").split("|")] if m else []
+    return [c.strip() for c in re.sub(r"\s+", " ", m.group(1)).split("|")] if m else []
 
 
-def listed_commands(runner: Runner, name: str) -> list[str]:
-    text = (runner.out / "cap" / name).read_bytes().decode("utf-8", "replace")
-    section = text.split("Commands:", 1)[1] if "Commands:" in text else ""
-    return [m.group(1) for m in re.finditer(r"^  ([a-z][a-z0-9-]*)\s", section, re.M)]
+def listed_commands(runner: Runner, step: str) -> list[str]:
+    """The command names of click's 'Commands:' section (up to the first blank line) of a captured help text."""
+    text = (runner.out / "cap" / (step + ".stdout")).read_bytes().decode("utf-8", "replace")
+    section = text.split("Commands:\n", 1)[1].split("\n\n", 1)[0] if "Commands:\n" in text else ""
+    return [m.group(1) for m in re.finditer(r"^  ([a-z][a-z0-9-]*)(?:\s{2,}|$)", section, re.M)]
 
 
-def with_extras(fixed: list[str], listed: list[str], what: str, runner: Runner) -> list[str]:
+def with_extras(fixed: list[str], listed: list[str], what: str) -> list[str]:
+    """`fixed` plus any choice the help text lists beyond it (sorted); says so when the two differ."""
     extra = [c for c in listed if c not in fixed]
-    missing = [c for c in fixed if listed and c not in listed]
+    missing = [c for c in fixed if c not in listed]
     if extra or missing:
-        print(f"  note: {what}: help lists {listed}; fixed list {fixed}", flush=True)
+        print(f"  note: {what}: --help lists {listed}, the fixed list is {fixed}", flush=True)
     return fixed + sorted(extra)
 
 
-def run_all(runner: Runner, names: dict[str, str], distributed: bool) -> None:
-    r = runner.run
+class Plan:
+    """Commands in phases: every task of a phase is independent of the phase's other tasks (own outputs, inputs
+    made by earlier phases); the commands of one task run in order. Tasks run on `jobs` workers."""
+
+    def __init__(self, runner: Runner, jobs: int):
+        self.runner = runner
+        self.jobs = jobs
+        self.tasks: list[list[tuple]] = []
+
+    def task(self, *commands: tuple) -> None:
+        self.tasks.append(list(commands))
+
+    def run(self, title: str) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        tasks, self.tasks = self.tasks, []
+        start = time.perf_counter()
+
+        def go(task):
+            for name, args, kw in task:
+                self.runner.run(name, args, **kw)
+
+        with ThreadPoolExecutor(max(1, self.jobs)) as pool:
+            for f in [pool.submit(go, t) for t in tasks]:
+                f.result()
+        print(f"{title}: {sum(len(t) for t in tasks)} commands, {time.perf_counter() - start:.0f} s", flush=True)
+
+
+def c(name: str, args: list, **kw) -> tuple:
+    """One command of a task: step name, gpart arguments, Runner.run options."""
+    return (name, args, kw)
+
+
+def run_all(runner: Runner, names: dict[str, str], distributed: bool, jobs: int) -> None:
     cora, hetero, snap, typed = names["cora"], names["cora_hetero"], names["snap"], names["typed"]
+    plan = Plan(runner, jobs)
+    T = ("export-timing",)
 
-    # ---- help texts
-    print("help texts", flush=True)
-    r("help/main", ["--help"])
-    r("help/main_short", ["-h"])
-    r("help/no_args", [])
-    r("help/version", ["--version"])
-    r("help/unknown_command", ["no-such-command"])
-    commands = with_extras(COMMANDS, listed_commands(runner, "help/main.stdout"), "gpart commands", runner)
-    for c in commands:
-        r(f"help/{c}", [c, "--help"])
-    r("dist-help/main", ["--help"], prog="dist")
-    dist_commands = with_extras(DIST_COMMANDS, listed_commands(runner, "dist-help/main.stdout"), "gpart.distributed commands", runner)
-    for c in dist_commands:
-        r(f"dist-help/{c}", [c, "--help"], prog="dist")
-    methods = with_extras(METHODS, help_choices(runner, ["partition"], "--method"), "partition --method", runner)
-    targets = with_extras(CONVERT_TARGETS, help_choices(runner, ["convert"], "--to"), "convert --to", runner)
-    with_extras(EXPORT_CKPT_TARGETS, help_choices(runner, ["export-ckpt"], "--to"), "export-ckpt --to", runner)
-    with_extras(IMPORT_CKPT_SOURCES, help_choices(runner, ["import-ckpt"], "--from"), "import-ckpt --from", runner)
+    # ---- phase 0: every help text (and the choice lists the later phases use)
+    plan.task(c("help/main", ["--help"]))
+    plan.task(c("dist-help/main", ["--help"], prog="dist"))
+    plan.task(c("help/partition", ["partition", "--help"]))
+    plan.task(c("help/convert", ["convert", "--help"]))
+    plan.run("help texts (1/2)")
+    commands = with_extras(COMMANDS, listed_commands(runner, "help/main"), "gpart commands")
+    dist_commands = with_extras(DIST_COMMANDS, listed_commands(runner, "dist-help/main"), "gpart.distributed commands")
+    methods = with_extras(METHODS, help_choices(runner, "help/partition", "--method"), "partition --method")
+    targets = with_extras(CONVERT_TARGETS, help_choices(runner, "help/convert", "--to"), "convert --to")
+    plan.task(c("help/main_short", ["-h"]), c("help/no_args", []), c("help/version", ["--version"]),
+              c("help/unknown_command", ["no-such-command"]))
+    for cmd in commands:
+        if cmd not in ("partition", "convert"):
+            plan.task(c(f"help/{cmd}", [cmd, "--help"]))
+    for cmd in dist_commands:
+        plan.task(c(f"dist-help/{cmd}", [cmd, "--help"], prog="dist"))
+    plan.run("help texts (2/2)")
+    with_extras(EXPORT_CKPT_TARGETS, help_choices(runner, "help/export-ckpt", "--to"), "export-ckpt --to")
+    with_extras(IMPORT_CKPT_SOURCES, help_choices(runner, "help/import-ckpt", "--from"), "import-ckpt --from")
 
-    parts: list[tuple[str, str]] = []  # (result dir, the input it was made from)
+    # ---- phase 1: partition (every method; binary and hdf5; halo 0 and 1; bounded memory; typed), chunk, import-ckpt
+    P = "out/partition"
 
-    def part(name: str, src: str, *extra, graph_check: bool = False, json_out: bool = False) -> str:
-        out = f"out/partition/{name}"
-        rc = r(f"partition/{name}", ["partition", src, "-o", out, *extra] + (["--json"] if json_out else []))
-        if rc == 0:
-            parts.append((out, src))
-        return out
+    def part(name: str, src: str, *extra) -> None:
+        plan.task(c(f"partition/{name}", ["partition", src, "-o", f"{P}/{name}", *extra]))
 
-    # ---- partition: every method, binary and hdf5, halo 0 and 1, on Cora and the SNAP graph
-    print("partition", flush=True)
     for m in methods:
         part(f"cora-{m}-binary", cora, "-p", 4, "--method", m)
         part(f"cora-{m}-hdf5-halo1", cora, "-p", 4, "--method", m, "--format", "hdf5", "--halo", 1)
-        part(f"snap-{m}-binary", snap, "-p", 4, "--method", m, json_out=True)
-    for m in ("metis", "remainder", "stream"):
-        part(f"cora-{m}-binary-halo1", cora, "-p", 3, "--method", m, "--halo", 1)
-        part(f"cora-{m}-hdf5", cora, "-p", 3, "--method", m, "--format", "hdf5")
-        part(f"snap-{m}-hdf5-halo1", snap, "-p", 3, "--method", m, "--format", "hdf5", "--halo", 1)
+        part(f"snap-{m}-binary", snap, "-p", 4, "--method", m, "--json")
+        part(f"typed-{m}-binary", typed, "-p", 3, "--method", m)
+    part("cora-metis-binary-halo1", cora, "-p", 3, "--method", "metis", "--halo", 1)
+    part("cora-stream-hdf5", cora, "-p", 3, "--method", "stream", "--format", "hdf5")
+    part("snap-metis-hdf5-halo1", snap, "-p", 3, "--method", "metis", "--format", "hdf5", "--halo", 1)
+    part("snap-remainder-hdf5", snap, "-p", 3, "--method", "remainder", "--format", "hdf5", "-q")
     part("cora-default", cora, "-p", 2)
     part("cora-p1-range", cora, "-p", 1, "--method", "range")
-    # method options
     part("cora-metis-volume-kway", cora, "-p", 5, "--objective", "volume", "--algorithm", "kway", "--trials", 3,
          "--iterations", 5, "--seed", 3)
     part("cora-metis-recursive-balance", cora, "-p", 4, "--method", "metis", "--algorithm", "recursive",
          "--balance", "train_mask", "--balance-edges", "--imbalance", 0.05)
     part("cora-kaminpar-balance-edges", cora, "-p", 4, "--method", "kaminpar", "--balance-edges", "--seed", 5)
-    part("cora-balanced-seed", cora, "-p", 6, "--method", "balanced", "--seed", 11, json_out=True)
+    part("cora-balanced-seed-json", cora, "-p", 6, "--method", "balanced", "--seed", 11, "--json")
     part("cora-stream-passes2", cora, "-p", 4, "--method", "stream", "--passes", 2, "--imbalance", 0.1)
     part("cora-random-seed7", cora, "-p", 5, "--method", "random", "--seed", 7)
     part("cora-assignment-npy", cora, "-p", 4, "--assignment", "inputs/cora_owner.npy")
     part("cora-assignment-txt-hdf5", cora, "-p", 4, "--assignment", "inputs/cora_owner.txt", "--format", "hdf5")
     part("cora-extra-data", cora, "-p", 3, "--method", "range", "--node-data", "extra=inputs/cora_extra_node.npy",
-         "--edge-data", "weight=inputs/cora_extra_edge.npy", "--halo", 1)
-    part("cora-quiet", cora, "-p", 2, "--method", "remainder", "-q")
-    # bounded memory: edges bucketed on disk (the in-memory estimate is far above these limits)
+         "--edge-data", "weight=inputs/cora_extra_edge.npy")
+    part("cora-extra-data-halo1-hdf5", cora, "-p", 2, "--method", "remainder", "--node-data", "extra=inputs/cora_extra_node.npy",
+         "--edge-data", "weight=inputs/cora_extra_edge.npy", "--halo", 1, "--format", "hdf5", "-q")
+    # bounded memory (SPEC.md 4.6): these limits are far below the in-memory estimate, so edges are bucketed on disk
     part("snap-stream-maxmem", snap, "-p", 4, "--method", "stream", "--max-memory", "3MB")
     part("snap-random-hdf5-halo1-maxmem", snap, "-p", 3, "--method", "random", "--format", "hdf5", "--halo", 1,
          "--max-memory", "3MiB")
     part("cora-range-halo1-maxmem", cora, "-p", 4, "--method", "range", "--halo", 1, "--max-memory", "40MB")
+    part("typed-random-halo1-maxmem", typed, "-p", 3, "--method", "random", "--max-memory", "300KB", "--halo", 1)
     part("snap-metis-maxmem-refused", snap, "-p", 4, "--method", "metis", "--max-memory", "1MB")
     part("snap-stream-maxmem-too-small", snap, "-p", 4, "--method", "stream", "--max-memory", "100KB")
-    # typed (heterogeneous) inputs
-    for m in methods:
-        part(f"typed-{m}-binary", typed, "-p", 3, "--method", m)
+    # typed (heterogeneous) inputs beyond the method sweep
     part("typed-remainder-hdf5-halo1", typed, "-p", 2, "--method", "remainder", "--format", "hdf5", "--halo", 1)
     part("typed-metis-binary-halo1", typed, "-p", 3, "--method", "metis", "--halo", 1)
-    part("typed-random-maxmem", typed, "-p", 3, "--method", "random", "--max-memory", "300KB", "--halo", 1)
     part("cora_hetero-balanced", hetero, "-p", 4)
-    part("cora_hetero-range-hdf5-halo1", hetero, "-p", 3, "--method", "range", "--format", "hdf5", "--halo", 1)
-    part("cora_hetero-random-json", hetero, "-p", 2, "--method", "random", json_out=True)
+    part("cora_hetero-range-hdf5-halo1", hetero, "-p", 3, "--method", "range", "--format", "hdf5", "--halo", 1, "--json")
     # input errors are behaviour too (one line on stderr, an exit status, nothing written)
-    r("partition/error-parts-too-many", ["partition", typed, "-p", 100000, "-o", "out/partition/err1", "--method", "range"])
-    r("partition/error-missing-input", ["partition", "inputs/none.npz", "-p", 2, "-o", "out/partition/err2"])
-    r("partition/error-existing-out", ["partition", cora, "-p", 2, "-o", "out/partition/cora-default"])
-    part("cora-default", cora, "-p", 3, "--method", "range", "--force")
+    part("error-parts-too-many", typed, "-p", 100000, "--method", "range")
+    part("error-missing-input", "inputs/none.npz", "-p", 2)
+    plan.task(c("chunk/cora", ["chunk", cora, "-k", 4, "-o", "out/chunk/cora", "--node-data", "extra=inputs/cora_extra_node.npy",
+                               "--edge-data", "weight=inputs/cora_extra_edge.npy"]))
+    plan.task(c("chunk/snap", ["chunk", snap, "-k", 3, "-o", "out/chunk/snap", "--json"]))
+    plan.task(c("chunk/typed", ["chunk", typed, "-k", 2, "-o", "out/chunk/typed", "-q"]))
+    CK, IC = "out/ckpt", "inputs/ckpt"
+    plan.task(c("import-ckpt/torch-adam", ["import-ckpt", "--from", "torch", f"{IC}/adam_{{rank}}.pt", "-w", 3,
+                                           "--layout", "remainder", "-o", f"{CK}/adam"]))
+    plan.task(c("import-ckpt/torch-adam-files-range", ["import-ckpt", "--from", "torch", f"{IC}/adamrange_0.pt",
+                                                       f"{IC}/adamrange_1.pt", f"{IC}/adamrange_2.pt", "--layout", "range", "-o", f"{CK}/adam-range", "-q"]))
+    plan.task(c("import-ckpt/torch-distdgl-adagrad", ["import-ckpt", "--from", "torch", f"{IC}/dgl_opt_{{rank}}",
+                                                      f"{IC}/dgl_emb_{{rank}}.pt", "-w", 2, "--policy", "range",
+                                                      "-o", f"{CK}/adagrad", "--json"]))
+    plan.task(c("import-ckpt/torch-distdgl-adam", ["import-ckpt", "--from", "torch", f"{IC}/adamdgl_{{rank}}",
+                                                   f"{IC}/adamdgl_emb_{{rank}}.pt", "-w", 2, "-o", f"{CK}/adamdgl"]))
+    plan.task(c("import-ckpt/torch-world-size-mismatch", ["import-ckpt", "--from", "torch", f"{IC}/adamdgl_0", f"{IC}/adamdgl_1",
+                                                          f"{IC}/adamdgl_emb_0.pt", f"{IC}/adamdgl_emb_1.pt", "-o", f"{CK}/bad1"]))
+    plan.task(c("import-ckpt/wholegraph-lazyadam", ["import-ckpt", "--from", "wholegraph", "inputs/wg/lazy", "--num-rows", 53,
+                                                    "--dim", 6, "-w", 4, "--optimizer", "lazyadam", "--name", "lazy",
+                                                    "-o", f"{CK}/lazyadam"]))
+    plan.task(c("import-ckpt/wholegraph-half", ["import-ckpt", "--from", "wholegraph", "inputs/wg/half", "--num-rows", 30,
+                                                "--dim", 4, "-w", 4, "--dtype", "float16", "-o", f"{CK}/half", "-q"]))
+    plan.task(c("import-ckpt/wholegraph-wrong-rows", ["import-ckpt", "--from", "wholegraph", "inputs/wg/lazy", "--num-rows", 50,
+                                                      "--dim", 6, "-w", 4, "-o", f"{CK}/bad2"]))
+    plan.run("partition, chunk, import-ckpt")
 
-    # ---- info and verify on every partition result
-    print("info / verify", flush=True)
-    for out, src in parts:
-        name = Path(out).name
-        r(f"info/{name}.json", ["info", out, "--json"])
-        r(f"verify/{name}.graph", ["verify", out, "--graph", src])
-    for out in ("out/partition/cora-metis-binary", "out/partition/typed-range-binary", "out/partition/cora_hetero-balanced"):
-        name = Path(out).name
-        r(f"info/{name}.text", ["info", out])
-        r(f"verify/{name}.plain", ["verify", out])
-        r(f"verify/{name}.json", ["verify", out, "--json"])
-    r("verify/cora-extra-data.node-data", ["verify", "out/partition/cora-extra-data", "--graph", cora,
-                                           "--node-data", "extra=inputs/cora_extra_node.npy",
-                                           "--edge-data", "weight=inputs/cora_extra_edge.npy"])
-    r("verify/wrong-graph", ["verify", "out/partition/cora-range-binary", "--graph", snap])
-    r("verify/not-a-result", ["verify", "inputs"])
-
-    # ---- export-feat
-    print("export-feat", flush=True)
-    ex = "out/export"
-    t = ("export-timing",)
-    r("export-feat/plain", ["export-feat", "inputs/feat.npy", "-o", f"{ex}/plain", "--files", 3], normalise=t)
-    r("export-feat/plain-json", ["export-feat", "inputs/feat.npy", "-o", f"{ex}/plain-json", "--json"], normalise=t)
-    for dt in ("float16", "bfloat16", "float64", "float32"):
-        r(f"export-feat/dtype-{dt}", ["export-feat", "inputs/feat.npy", "-o", f"{ex}/dtypes", "--dtype", dt,
-                                      "--name", f"feat_{dt}", "--files", 2, "-q"])
-    r("export-feat/int32", ["export-feat", "inputs/ids.npy", "-o", f"{ex}/ints", "--dtype", "int32", "--files", 4], normalise=t)
-    r("export-feat/scalar-rows", ["export-feat", "inputs/scalar_rows.npy", "-o", f"{ex}/ints", "--files", 5, "--dtype", "float32"],
-      normalise=t)
-    r("export-feat/overflow-refused", ["export-feat", "inputs/big.npy", "-o", f"{ex}/overflow", "--dtype", "float16"])
-    r("export-feat/overflow-allowed", ["export-feat", "inputs/big.npy", "-o", f"{ex}/overflow", "--dtype", "float16",
-                                       "--allow-overflow", "-q"])
-    r("export-feat/npz-key", ["export-feat", f"{cora}:feat", "-o", f"{ex}/npz", "--name", "x", "--files", 4], normalise=t)
-    r("export-feat/npz-label", ["export-feat", f"{cora}:label", "-o", f"{ex}/npz", "--dtype", "int32", "-q"])
-    r("export-feat/partition-all", ["export-feat", "out/partition/cora-metis-binary", "-o", f"{ex}/parts-all", "--files", 2],
-      normalise=t)
-    r("export-feat/partition-hdf5-label", ["export-feat", "out/partition/cora-random-hdf5-halo1", "-o", f"{ex}/parts-label",
-                                           "--name", "label", "--json"], normalise=t)
-    r("export-feat/typed-paper-feat", ["export-feat", "out/partition/typed-metis-binary", "--node-type", "paper", "--name", "feat",
-                                       "-o", f"{ex}/typed-paper"], normalise=t)
-    r("export-feat/typed-all", ["export-feat", "out/partition/cora_hetero-range-hdf5-halo1", "-o", f"{ex}/typed-all",
-                                "--dtype", "float16", "-q"])
-    r("export-feat/typed-author", ["export-feat", "out/partition/typed-random-binary", "--node-type", "author", "-o",
-                                   f"{ex}/typed-author", "--json"], normalise=t)
-    r("export-feat/csr-cora", ["export-feat", cora, "--csr", "-o", f"{ex}/csr-cora", "--files", 2], normalise=t)
-    r("export-feat/csr-snap-rev-dedup", ["export-feat", snap, "--csr", "--add-reverse", "--dedup", "--name", "g",
-                                         "-o", f"{ex}/csr-snap", "--files", 3, "-q"])
-    r("export-feat/csr-typed", ["export-feat", typed, "--csr", "-o", f"{ex}/csr-typed", "-q"])
-    r("export-feat/csr-dtype-refused", ["export-feat", cora, "--csr", "--dtype", "float16", "-o", f"{ex}/csr-bad"])
-    r("export-feat/force", ["export-feat", "inputs/feat.npy", "-o", f"{ex}/plain", "--files", 2, "--force", "-q"])
-
-    # ---- convert to every target
-    print("convert", flush=True)
-    cv = "out/convert"
+    # ---- phase 2: info / verify, export-feat, convert, partition of chunks, gather-ckpt
+    for name, src in [("cora-metis-binary", cora), ("cora-balanced-hdf5-halo1", cora), ("cora-stream-hdf5", cora),
+                      ("cora-kaminpar-binary", cora), ("cora-extra-data", cora), ("cora-p1-range", cora),
+                      ("snap-random-binary", snap), ("snap-metis-hdf5-halo1", snap), ("snap-stream-maxmem", snap),
+                      ("snap-random-hdf5-halo1-maxmem", snap), ("typed-balanced-binary", typed),
+                      ("typed-remainder-hdf5-halo1", typed), ("typed-random-halo1-maxmem", typed),
+                      ("cora_hetero-balanced", hetero), ("cora_hetero-range-hdf5-halo1", hetero)]:
+        plan.task(c(f"info/{name}.json", ["info", f"{P}/{name}", "--json"]),
+                  c(f"verify/{name}.graph", ["verify", f"{P}/{name}", "--graph", src]))
+    for name in ("cora-range-binary", "typed-range-binary", "cora_hetero-range-hdf5-halo1"):
+        plan.task(c(f"info/{name}.text", ["info", f"{P}/{name}"]), c(f"verify/{name}.plain", ["verify", f"{P}/{name}"]),
+                  c(f"verify/{name}.json", ["verify", f"{P}/{name}", "--json"]))
+    plan.task(c("verify/cora-extra-data.node-data", ["verify", f"{P}/cora-extra-data", "--graph", cora, "--node-data",
+                                                     "extra=inputs/cora_extra_node.npy", "--edge-data",
+                                                     "weight=inputs/cora_extra_edge.npy", "-q"]),
+              c("verify/wrong-graph", ["verify", f"{P}/cora-range-binary", "--graph", snap]),
+              c("verify/not-a-result", ["verify", "inputs"]))
+    plan.task(c("partition/error-existing-out", ["partition", cora, "-p", 2, "-o", f"{P}/cora-default"]),
+              c("partition/cora-default-force", ["partition", cora, "-p", 3, "--method", "range", "-o", f"{P}/cora-default",
+                                                 "--force", "-q"]),
+              c("info/cora-default-forced.json", ["info", f"{P}/cora-default", "--json"]))
+    EX = "out/export"
+    plan.task(c("export-feat/plain", ["export-feat", "inputs/feat.npy", "-o", f"{EX}/plain", "--files", 3], normalise=T),
+              c("export-feat/force", ["export-feat", "inputs/feat.npy", "-o", f"{EX}/plain", "--files", 2, "--force", "-q"]))
+    plan.task(c("export-feat/plain-json", ["export-feat", "inputs/feat.npy", "-o", f"{EX}/plain-json", "--json"], normalise=T))
+    plan.task(*[c(f"export-feat/dtype-{dt}", ["export-feat", "inputs/feat.npy", "-o", f"{EX}/dtypes", "--dtype", dt,
+                                              "--name", f"feat_{dt}", "--files", 2, "-q"])
+                for dt in ("float16", "bfloat16", "float64")])
+    plan.task(c("export-feat/int32", ["export-feat", "inputs/ids.npy", "-o", f"{EX}/ints", "--dtype", "int32", "--files", 4],
+                normalise=T),
+              c("export-feat/scalar-rows", ["export-feat", "inputs/scalar_rows.npy", "-o", f"{EX}/ints", "--files", 5,
+                                            "--dtype", "float32", "-q"]))
+    plan.task(c("export-feat/overflow-refused", ["export-feat", "inputs/big.npy", "-o", f"{EX}/overflow", "--dtype", "float16"]),
+              c("export-feat/overflow-allowed", ["export-feat", "inputs/big.npy", "-o", f"{EX}/overflow", "--dtype", "float16",
+                                                 "--allow-overflow", "-q"]))
+    plan.task(c("export-feat/npz-key", ["export-feat", f"{cora}:feat", "-o", f"{EX}/npz", "--name", "x", "--files", 4],
+                normalise=T),
+              c("export-feat/npz-label", ["export-feat", f"{cora}:label", "-o", f"{EX}/npz", "--dtype", "int32", "-q"]))
+    plan.task(c("export-feat/partition-all", ["export-feat", f"{P}/cora-metis-binary", "-o", f"{EX}/parts-all", "--files", 2],
+                normalise=T))
+    plan.task(c("export-feat/partition-hdf5-label", ["export-feat", f"{P}/cora-random-hdf5-halo1", "-o", f"{EX}/parts-label",
+                                                     "--name", "label", "--json"], normalise=T))
+    plan.task(c("export-feat/typed-paper-feat", ["export-feat", f"{P}/typed-metis-binary", "--node-type", "paper",
+                                                 "--name", "feat", "-o", f"{EX}/typed-paper"], normalise=T))
+    plan.task(c("export-feat/typed-all", ["export-feat", f"{P}/cora_hetero-range-hdf5-halo1", "-o", f"{EX}/typed-all",
+                                          "--dtype", "float16", "-q"]))
+    plan.task(c("export-feat/typed-author", ["export-feat", f"{P}/typed-random-binary", "--node-type", "author",
+                                             "-o", f"{EX}/typed-author", "--json"], normalise=T))
+    plan.task(c("export-feat/csr-cora", ["export-feat", cora, "--csr", "-o", f"{EX}/csr-cora", "--files", 2], normalise=T),
+              c("export-feat/csr-dtype-refused", ["export-feat", cora, "--csr", "--dtype", "float16", "-o", f"{EX}/csr-bad"]))
+    plan.task(c("export-feat/csr-snap-rev-dedup", ["export-feat", snap, "--csr", "--add-reverse", "--dedup", "--name", "g",
+                                                   "-o", f"{EX}/csr-snap", "--files", 3, "-q"]),
+              c("export-feat/csr-typed", ["export-feat", typed, "--csr", "-o", f"{EX}/csr-typed", "-q"]))
+    CV = "out/convert"
     for to in targets:
-        r(f"convert/{to}-cora-metis", ["convert", "out/partition/cora-metis-binary", "--to", to, "-o", f"{cv}/{to}-cora-metis"])
-        r(f"convert/{to}-cora-hdf5-halo1", ["convert", "out/partition/cora-random-hdf5-halo1", "--to", to,
-                                            "-o", f"{cv}/{to}-cora-hdf5-halo1", "--json"])
-        r(f"convert/{to}-snap", ["convert", "out/partition/snap-remainder-binary", "--to", to, "-o", f"{cv}/{to}-snap", "-q"])
-        r(f"convert/{to}-typed", ["convert", "out/partition/typed-range-binary", "--to", to, "-o", f"{cv}/{to}-typed"])
-        r(f"convert/{to}-cora_hetero", ["convert", "out/partition/cora_hetero-balanced", "--to", to,
-                                        "-o", f"{cv}/{to}-cora_hetero", "-q"])
-    r("convert/pyg-rename", ["convert", "out/partition/cora-extra-data", "--to", "pyg", "--rename", "feat=features",
-                             "--rename", "weight=w", "-o", f"{cv}/pyg-rename", "-q"])
-    r("convert/glt-options", ["convert", "out/partition/cora-extra-data", "--to", "glt", "--node-feat", "extra",
-                              "--edge-feat", "weight", "--label", "label", "-o", f"{cv}/glt-options", "-q"])
-    r("convert/dgl-graph-name", ["convert", "out/partition/cora-range-binary", "--to", "dgl", "--graph-name", "cora",
-                                 "-o", f"{cv}/dgl-graph-name", "-q"])
+        plan.task(c(f"convert/{to}-cora-metis", ["convert", f"{P}/cora-metis-binary", "--to", to, "-o", f"{CV}/{to}-cora-metis"]))
+        plan.task(c(f"convert/{to}-typed", ["convert", f"{P}/typed-range-binary", "--to", to, "-o", f"{CV}/{to}-typed", "--json"]))
+    plan.task(c("convert/pyg-snap-hdf5", ["convert", f"{P}/snap-remainder-hdf5", "--to", "pyg", "-o", f"{CV}/pyg-snap-hdf5", "-q"]),
+              c("convert/pyg-halo-refused", ["convert", f"{P}/cora-random-hdf5-halo1", "--to", "pyg", "-o", f"{CV}/bad"]))
+    plan.task(c("convert/pyg-rename", ["convert", f"{P}/cora-extra-data", "--to", "pyg", "--rename", "feat=features",
+                                       "--rename", "weight=w", "-o", f"{CV}/pyg-rename", "-q"]))
+    plan.task(c("convert/glt-options", ["convert", f"{P}/cora-extra-data", "--to", "glt", "--node-feat", "extra",
+                                        "--edge-feat", "weight", "--label", "label", "-o", f"{CV}/glt-options", "-q"]),
+              c("convert/dgl-graph-name", ["convert", f"{P}/cora-range-binary", "--to", "dgl", "--graph-name", "cora",
+                                           "-o", f"{CV}/dgl-graph-name", "-q"]))
+    plan.task(c("partition/chunked-cora-random", ["partition", "out/chunk/cora", "-p", 4, "--method", "random",
+                                                  "-o", f"{P}/chunked-cora-random"]),
+              c("partition/chunked-snap-metis", ["partition", "out/chunk/snap", "-p", 3, "--method", "metis",
+                                                 "-o", f"{P}/chunked-snap-metis", "-q"]))
+    plan.task(c("dist/single-process-stream-halo1", ["partition", "out/chunk/snap", "-p", 3, "--method", "stream", "--halo", 1,
+                                                     "-o", "out/dist/single-stream-halo1"], prog="dist"))
+    sharded = ["adam", "adam-range", "adagrad", "adamdgl", "lazyadam", "half"]
+    for ck in sharded:
+        plan.task(c(f"gather-ckpt/{ck}", ["gather-ckpt", f"{CK}/{ck}", "-o", f"{CK}/{ck}-full"]),
+                  c(f"info/ckpt-{ck}.json", ["info", f"{CK}/{ck}", "--json"]),
+                  c(f"verify/ckpt-{ck}", ["verify", f"{CK}/{ck}"]))
+    plan.task(c("gather-ckpt/adam-npy", ["gather-ckpt", f"{CK}/adam", "-o", f"{CK}/adam-full-npy", "--npy", "--verify", "--json"]),
+              c("gather-ckpt/adam-chunk-rows", ["gather-ckpt", f"{CK}/adam", "-o", f"{CK}/adam-full-chunked",
+                                                "--chunk-rows", 7, "-q"]),
+              c("info/ckpt-adam.text", ["info", f"{CK}/adam"]))
+    plan.run("info, verify, export-feat, convert, gather-ckpt")
 
-    # ---- chunk and distributed partition
-    print("chunk / distributed", flush=True)
-    r("chunk/cora", ["chunk", cora, "-k", 4, "-o", "out/chunk/cora", "--node-data", "extra=inputs/cora_extra_node.npy",
-                     "--edge-data", "weight=inputs/cora_extra_edge.npy"])
-    r("chunk/snap", ["chunk", snap, "-k", 3, "-o", "out/chunk/snap", "--json"])
-    r("chunk/typed", ["chunk", typed, "-k", 2, "-o", "out/chunk/typed", "-q"])
-    part("chunked-cora-random", "out/chunk/cora", "-p", 4, "--method", "random")
-    part("chunked-snap-metis", "out/chunk/snap", "-p", 3, "--method", "metis", "-q")
-    r("dist/single-process-remainder", ["partition", "out/chunk/cora", "-p", 4, "-o", "out/dist/single-remainder"], prog="dist")
-    r("dist/single-process-stream-halo1", ["partition", "out/chunk/snap", "-p", 3, "--method", "stream", "--halo", 1,
-                                           "-o", "out/dist/single-stream-halo1", "-q"], prog="dist")
-    r("dist/single-process-error", ["partition", "out/chunk/none", "-p", 3, "-o", "out/dist/none"], prog="dist")
+    # ---- phase 3: scatter-ckpt, export-ckpt
+    plan.task(c("scatter-ckpt/adam-remainder-w5", ["scatter-ckpt", f"{CK}/adam-full", "-o", f"{CK}/adam-w5", "-w", 5]),
+              c("info/ckpt-adam-w5.json", ["info", f"{CK}/adam-w5", "--json"]),
+              c("verify/ckpt-adam-w5", ["verify", f"{CK}/adam-w5"]))
+    plan.task(c("scatter-ckpt/adam-range-w2", ["scatter-ckpt", f"{CK}/adam-full-npy", "-o", f"{CK}/adam-w2-range", "-w", 2,
+                                               "--policy", "range", "--json"]),
+              c("scatter-ckpt/bad-boundaries", ["scatter-ckpt", f"{CK}/adam-full", "-o", f"{CK}/bad3", "-w", 2,
+                                                "--policy", "range", "--boundaries", "0,10,101"]))
+    plan.task(c("scatter-ckpt/adam-sharded-w4", ["scatter-ckpt", f"{CK}/adam", "-o", f"{CK}/adam-w4", "-w", 4, "--verify",
+                                                 "--chunk-rows", 5, "-q"]),
+              c("scatter-ckpt/roundtrip-w3", ["scatter-ckpt", f"{CK}/adam-full", "-o", f"{CK}/adam-w3-again", "-w", 3, "-q"]))
+    plan.task(c("scatter-ckpt/lazyadam-range-boundaries", ["scatter-ckpt", f"{CK}/lazyadam-full", "-o", f"{CK}/lazyadam-w3-b",
+                                                           "-w", 3, "--policy", "range", "--boundaries", "0,10,40,53"]),
+              c("info/ckpt-lazyadam-w3-b.json", ["info", f"{CK}/lazyadam-w3-b", "--json"]))
+    plan.task(c("scatter-ckpt/adagrad-remainder-w3", ["scatter-ckpt", f"{CK}/adagrad", "-o", f"{CK}/adagrad-w3", "-w", 3, "-q"]),
+              c("export-ckpt/wholegraph-adagrad", ["export-ckpt", f"{CK}/adagrad-w3", "--to", "wholegraph", "-w", 3,
+                                                   "--prefix", "ent", "-o", "out/ckpt-export/wg-adagrad", "--json"]),
+              c("import-ckpt/from-wg-adagrad-export", ["import-ckpt", "--from", "wholegraph", "out/ckpt-export/wg-adagrad/ent",
+                                                       "--num-rows", 89, "--dim", 5, "-w", 3, "--optimizer", "adagrad",
+                                                       "--name", "ent", "--state-file", "state_sum=state_sum",
+                                                       "-o", f"{CK}/wg-adagrad-back", "-q"]))
+    EC = "out/ckpt-export"
+    plan.task(c("export-ckpt/wholegraph-lazyadam", ["export-ckpt", f"{CK}/lazyadam", "--to", "wholegraph", "-w", 2,
+                                                    "-o", f"{EC}/wg-lazyadam"]),
+              c("import-ckpt/from-wg-export", ["import-ckpt", "--from", "wholegraph", f"{EC}/wg-lazyadam/lazy", "--num-rows", 53,
+                                               "--dim", 6, "-w", 2, "--optimizer", "lazyadam", "--name", "lazy",
+                                               "-o", f"{CK}/wg-back"]),
+              c("verify/ckpt-wg-back", ["verify", f"{CK}/wg-back"]),
+              c("info/export-dir-refused", ["info", f"{EC}/wg-lazyadam"]))
+    plan.task(c("export-ckpt/wholegraph-adam-table-only", ["export-ckpt", f"{CK}/adam", "--to", "wholegraph", "-w", 4,
+                                                           "--embedding", "node_emb", "--table-only", "-o", f"{EC}/wg-adam-table",
+                                                           "--verify"]),
+              c("export-ckpt/wholegraph-adam-refused", ["export-ckpt", f"{CK}/adam", "--to", "wholegraph", "-w", 2,
+                                                        "--embedding", "node_emb", "-o", f"{EC}/wg-refused"]),
+              c("export-ckpt/wholegraph-several-refused", ["export-ckpt", f"{CK}/adam", "--to", "wholegraph", "-w", 2,
+                                                           "--table-only", "-o", f"{EC}/wg-refused2"]))
+    plan.task(c("export-ckpt/wholegraph-half-boundaries", ["export-ckpt", f"{CK}/half", "--to", "wholegraph", "-w", 3,
+                                                           "--boundaries", "0,5,6,30", "-o", f"{EC}/wg-half", "-q"]))
+    plan.task(c("export-ckpt/distdgl-adam", ["export-ckpt", f"{CK}/adam", "--to", "distdgl", "-w", 2, "-o", f"{EC}/dgl-adam"]),
+              c("import-ckpt/from-dgl-export", ["import-ckpt", "--from", "torch", f"{EC}/dgl-adam/sparse_opt_{{rank}}",
+                                                f"{EC}/dgl-adam/sparse_opt_emb_{{rank}}.pt", "-w", 2, "-o", f"{CK}/dgl-back"]),
+              c("info/ckpt-dgl-back.json", ["info", f"{CK}/dgl-back", "--json"]))
+    plan.task(c("export-ckpt/distdgl-adamdgl-range", ["export-ckpt", f"{CK}/adamdgl", "--to", "distdgl", "-w", 3, "--policy",
+                                                      "range", "--prefix", "opt", "--ntype", "paper", "-o", f"{EC}/dgl-adamdgl",
+                                                      "--json"]))
+    plan.task(c("export-ckpt/distdgl-adagrad-chunk", ["export-ckpt", f"{CK}/adagrad-full", "--to", "distdgl", "-w", 2,
+                                                      "--chunk-rows", 4, "-o", f"{EC}/dgl-adagrad", "-q"]))
+    plan.task(c("export-ckpt/distdgl-lazyadam-table-only", ["export-ckpt", f"{CK}/lazyadam", "--to", "distdgl", "-w", 2,
+                                                            "--table-only", "-o", f"{EC}/dgl-lazy-table", "-q"]),
+              c("import-ckpt/from-dgl-table-only", ["import-ckpt", "--from", "torch", f"{EC}/dgl-lazy-table/sparse_opt_emb_{{rank}}.pt",
+                                                    "-w", 2, "--policy", "range", "-o", f"{CK}/dgl-table-back", "--json"]),
+              c("export-ckpt/distdgl-lazyadam-refused", ["export-ckpt", f"{CK}/lazyadam", "--to", "distdgl", "-w", 2,
+                                                         "-o", f"{EC}/dgl-refused"]))
+    plan.run("scatter-ckpt, export-ckpt, import-ckpt of the exports")
 
-    # ---- checkpoints
-    print("checkpoints", flush=True)
-    ck = "out/ckpt"
-    ic = "inputs/ckpt"
-    r("import-ckpt/torch-adam", ["import-ckpt", "--from", "torch", f"{ic}/adam_{{rank}}.pt", "-w", 3, "--layout", "remainder",
-                                 "-o", f"{ck}/adam"])
-    r("import-ckpt/torch-distdgl-adagrad", ["import-ckpt", "--from", "torch", f"{ic}/dgl_opt_{{rank}}", f"{ic}/dgl_emb_{{rank}}.pt",
-                                            "-w", 2, "--policy", "range", "-o", f"{ck}/adagrad", "--json"])
-    r("import-ckpt/torch-distdgl-adam-files", ["import-ckpt", "--from", "torch", f"{ic}/adamdgl_0", f"{ic}/adamdgl_1",
-                                               f"{ic}/adamdgl_emb_0.pt", f"{ic}/adamdgl_emb_1.pt", "-o", f"{ck}/adamdgl"])
-    r("import-ckpt/wholegraph-lazyadam", ["import-ckpt", "--from", "wholegraph", "inputs/wg/lazy", "--num-rows", 53, "--dim", 6,
-                                          "-w", 4, "--optimizer", "lazyadam", "--name", "lazy", "-o", f"{ck}/lazyadam"])
-    r("import-ckpt/wholegraph-half", ["import-ckpt", "--from", "wholegraph", "inputs/wg/half", "--num-rows", 30, "--dim", 4,
-                                      "-w", 4, "--dtype", "float16", "-o", f"{ck}/half", "-q"])
-    r("import-ckpt/wholegraph-wrong-rows", ["import-ckpt", "--from", "wholegraph", "inputs/wg/lazy", "--num-rows", 50, "--dim", 6,
-                                            "-w", 4, "-o", f"{ck}/bad"])
-    sharded = ["adam", "adagrad", "adamdgl", "lazyadam", "half"]
-    for c in sharded:
-        r(f"gather-ckpt/{c}", ["gather-ckpt", f"{ck}/{c}", "-o", f"{ck}/{c}-full"])
-        r(f"gather-ckpt/{c}-npy", ["gather-ckpt", f"{ck}/{c}", "-o", f"{ck}/{c}-full-npy", "--npy", "--verify", "--json"])
-    r("gather-ckpt/adam-chunk-rows", ["gather-ckpt", f"{ck}/adam", "-o", f"{ck}/adam-full-chunked", "--chunk-rows", 7, "-q"])
-    r("gather-ckpt/from-global", ["gather-ckpt", f"{ck}/adam-full", "-o", f"{ck}/adam-full-again", "--npy", "-q"])
-    r("scatter-ckpt/adam-remainder-w5", ["scatter-ckpt", f"{ck}/adam-full", "-o", f"{ck}/adam-w5", "-w", 5])
-    r("scatter-ckpt/adam-range-w2", ["scatter-ckpt", f"{ck}/adam-full-npy", "-o", f"{ck}/adam-w2-range", "-w", 2,
-                                     "--policy", "range", "--json"])
-    r("scatter-ckpt/adam-sharded-w4", ["scatter-ckpt", f"{ck}/adam", "-o", f"{ck}/adam-w4", "-w", 4, "--verify",
-                                       "--chunk-rows", 5, "-q"])
-    r("scatter-ckpt/lazyadam-range-boundaries", ["scatter-ckpt", f"{ck}/lazyadam-full", "-o", f"{ck}/lazyadam-w3-b", "-w", 3,
-                                                 "--policy", "range", "--boundaries", "0,10,40,53"])
-    r("scatter-ckpt/adagrad-remainder-w3", ["scatter-ckpt", f"{ck}/adagrad", "-o", f"{ck}/adagrad-w3", "-w", 3, "-q"])
-    r("scatter-ckpt/roundtrip-w3", ["scatter-ckpt", f"{ck}/adam-full", "-o", f"{ck}/adam-w3-again", "-w", 3, "-q"])
-    r("scatter-ckpt/bad-boundaries", ["scatter-ckpt", f"{ck}/adam-full", "-o", f"{ck}/bad", "-w", 2, "--policy", "range",
-                                      "--boundaries", "0,10,101"])
-    ex = "out/ckpt-export"
-    r("export-ckpt/wholegraph-lazyadam", ["export-ckpt", f"{ck}/lazyadam", "--to", "wholegraph", "-w", 2, "-o", f"{ex}/wg-lazyadam"])
-    r("export-ckpt/wholegraph-adagrad", ["export-ckpt", f"{ck}/adagrad-w3", "--to", "wholegraph", "-w", 3, "--prefix", "ent",
-                                         "-o", f"{ex}/wg-adagrad", "--json"])
-    r("export-ckpt/wholegraph-adam-table-only", ["export-ckpt", f"{ck}/adam", "--to", "wholegraph", "-w", 4, "--embedding",
-                                                 "node_emb", "--table-only", "-o", f"{ex}/wg-adam-table", "--verify"])
-    r("export-ckpt/wholegraph-half-boundaries", ["export-ckpt", f"{ck}/half", "--to", "wholegraph", "-w", 3,
-                                                 "--boundaries", "0,5,6,30", "-o", f"{ex}/wg-half", "-q"])
-    r("export-ckpt/wholegraph-adam-refused", ["export-ckpt", f"{ck}/adam", "--to", "wholegraph", "-w", 2,
-                                              "--embedding", "node_emb", "-o", f"{ex}/wg-refused"])
-    r("export-ckpt/wholegraph-several-refused", ["export-ckpt", f"{ck}/adam", "--to", "wholegraph", "-w", 2, "--table-only",
-                                                 "-o", f"{ex}/wg-refused2"])
-    r("export-ckpt/distdgl-adam", ["export-ckpt", f"{ck}/adam", "--to", "distdgl", "-w", 2, "-o", f"{ex}/dgl-adam"])
-    r("export-ckpt/distdgl-adamdgl-range", ["export-ckpt", f"{ck}/adamdgl", "--to", "distdgl", "-w", 3, "--policy", "range",
-                                            "--prefix", "opt", "--ntype", "paper", "-o", f"{ex}/dgl-adamdgl", "--json"])
-    r("export-ckpt/distdgl-adagrad-chunk", ["export-ckpt", f"{ck}/adagrad-full", "--to", "distdgl", "-w", 2, "--chunk-rows", 4,
-                                            "-o", f"{ex}/dgl-adagrad", "-q"])
-    r("export-ckpt/distdgl-lazyadam-table-only", ["export-ckpt", f"{ck}/lazyadam", "--to", "distdgl", "-w", 2, "--table-only",
-                                                  "-o", f"{ex}/dgl-lazy-table", "-q"])
-    r("export-ckpt/distdgl-lazyadam-refused", ["export-ckpt", f"{ck}/lazyadam", "--to", "distdgl", "-w", 2,
-                                               "-o", f"{ex}/dgl-refused"])
-    # import the exports back
-    r("import-ckpt/from-wg-export", ["import-ckpt", "--from", "wholegraph", f"{ex}/wg-lazyadam/lazy", "--num-rows", 53, "--dim", 6,
-                                     "-w", 2, "--optimizer", "lazyadam", "--name", "lazy", "-o", f"{ck}/wg-back"])
-    r("import-ckpt/from-wg-adagrad-export", ["import-ckpt", "--from", "wholegraph", f"{ex}/wg-adagrad/ent", "--num-rows", 89,
-                                             "--dim", 5, "-w", 3, "--optimizer", "adagrad", "--name", "ent",
-                                             "--state-file", "state_sum=state_sum", "-o", f"{ck}/wg-adagrad-back", "-q"])
-    r("import-ckpt/from-dgl-export", ["import-ckpt", "--from", "torch", f"{ex}/dgl-adam/sparse_opt_{{rank}}",
-                                      f"{ex}/dgl-adam/sparse_opt_emb_{{rank}}.pt", "-w", 2, "-o", f"{ck}/dgl-back"])
-    r("import-ckpt/from-dgl-table-only", ["import-ckpt", "--from", "torch", f"{ex}/dgl-lazy-table/sparse_opt_emb_{{rank}}.pt",
-                                          "-w", 2, "--policy", "range", "-o", f"{ck}/dgl-table-back", "--json"])
-    for c in sharded + ["adam-full", "adam-full-npy", "adam-w5", "lazyadam-w3-b", "wg-back", "dgl-back"]:
-        r(f"info/ckpt-{c}.json", ["info", f"{ck}/{c}", "--json"])
-        r(f"verify/ckpt-{c}", ["verify", f"{ck}/{c}"])
-    r("info/ckpt-adam.text", ["info", f"{ck}/adam"])
-    r("info/export-feat-dir", ["info", f"{ex}/wg-lazyadam"])
-
-    # ---- torchrun: 2 ranks (skipped if torchrun cannot start here)
+    # ---- phase 4: torchrun, 2 ranks, one run at a time (skipped if torchrun cannot start here)
     if not distributed:
         runner.skipped.append("torchrun runs (--no-distributed)")
         return
-    print("torchrun (2 ranks)", flush=True)
-    rc = r("torchrun/partition-cora-random", ["partition", "out/chunk/cora", "-p", 4, "--method", "random", "--seed", 3,
-                                              "-o", "out/dist/torchrun-cora-random", "-q", "--timeout", 120], prog="torchrun",
-           capture=False, timeout=300)
+    start = time.perf_counter()
+    tr = dict(prog="torchrun", capture=False, timeout=300)
+    rc = runner.run("torchrun/partition-cora-random-halo1", ["partition", "out/chunk/cora", "-p", 4, "--method", "random",
+                                                             "--seed", 3, "--halo", 1, "-o", "out/dist/torchrun-cora-random-halo1",
+                                                             "-q", "--timeout", 120], **tr)
     if rc != 0:
         print("  torchrun did not run (see logs/cap/torchrun/); skipping the distributed runs", flush=True)
         runner.skipped.append(f"torchrun runs (torchrun exit status {rc})")
-        shutil.rmtree(runner.out / "out" / "dist" / "torchrun-cora-random", ignore_errors=True)
-        (runner.out / "cap" / "torchrun-skipped.txt").parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(runner.out / "out" / "dist" / "torchrun-cora-random-halo1", ignore_errors=True)
         (runner.out / "cap" / "torchrun-skipped.txt").write_text("torchrun could not run here\n")
         return
-    r("torchrun/partition-snap-halo1", ["partition", "out/chunk/snap", "-p", 3, "--method", "remainder", "--halo", 1,
-                                        "-o", "out/dist/torchrun-snap-halo1", "-q", "--timeout", 120], prog="torchrun",
-      capture=False, timeout=300)
-    r("torchrun/gather-ckpt-adam", ["gather-ckpt", f"{ck}/adam", "-o", "out/dist/torchrun-gather-adam", "-q", "--timeout", 120],
-      prog="torchrun", capture=False, timeout=300)
-    r("torchrun/scatter-ckpt-adam", ["scatter-ckpt", f"{ck}/adam-full", "-w", 5, "-o", "out/dist/torchrun-scatter-adam-w5", "-q",
-                                     "--timeout", 120], prog="torchrun", capture=False, timeout=300)
+    runner.run("torchrun/gather-ckpt-adam", ["gather-ckpt", f"{CK}/adam", "-o", "out/dist/torchrun-gather-adam", "-q",
+                                             "--timeout", 120], **tr)
+    runner.run("torchrun/scatter-ckpt-adam-w5", ["scatter-ckpt", f"{CK}/adam-full", "-w", 5, "-o", "out/dist/torchrun-scatter-adam-w5",
+                                                 "-q", "--timeout", 120], **tr)
+    print(f"torchrun: 3 runs, {time.perf_counter() - start:.0f} s", flush=True)
 
 
 # --------------------------------------------------------------------------- digests
@@ -673,10 +767,11 @@ def digest_tree(out: Path, rules: dict[str, str]) -> tuple[dict[str, str], dict[
                 continue
             data = path.read_bytes()
             applied = []
-            if rel in rules:
-                description, fn = NORMALISERS[rules[rel]]
-                if fn(data) != data:
-                    data = fn(data)
+            for rule in ([rules[rel]] if rel in rules else []) + path_rules(rel):
+                description, fn = NORMALISERS[rule]
+                new = fn(data)
+                if new != data:
+                    data = new
                     applied.append(description)
             if absolute in data:
                 data = data.replace(absolute, b"<OUT>")
@@ -722,6 +817,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--cora-hetero", type=Path, default=DEFAULT_CORA_HETERO, help="typed .npz input [%(default)s]")
     ap.add_argument("--snap", type=Path, default=DEFAULT_SNAP, help="SNAP edge list input [%(default)s]")
     ap.add_argument("--no-distributed", action="store_true", help="skip the torchrun runs")
+    ap.add_argument("-j", "--jobs", type=int, default=2, help="commands run at once (independent ones only) [%(default)s]")
     ap.add_argument("--force", action="store_true", help="empty --out first if it exists")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every command as it runs")
     args = ap.parse_args(argv)
@@ -748,19 +844,24 @@ def main(argv: Optional[list[str]] = None) -> int:
           flush=True)
     where = runner.describe_import()
     names = make_inputs(out, args.cora.resolve(), args.cora_hetero.resolve(), args.snap.resolve())
-    run_all(runner, names, distributed=not args.no_distributed)
+    run_all(runner, names, distributed=not args.no_distributed, jobs=args.jobs)
 
     digests, normalised = digest_tree(out, runner.normalised)
     (out / "digests.json").write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
     (out / "normalised.json").write_text(json.dumps(dict(sorted(normalised.items())), indent=1) + "\n")
     seconds = time.perf_counter() - started
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = usage.ru_utime + usage.ru_stime
     failed = [s for s in runner.steps if s["rc"] != 0]
     (out / "run.json").write_text(json.dumps({
         "src": str(src) if src else None, "gpart_command": runner.gpart, "import": where, "python": sys.executable,
-        "seconds": round(seconds, 1), "skipped": runner.skipped, "steps": runner.steps,
+        "seconds": round(seconds, 1), "children_cpu_seconds": round(cpu, 1), "skipped": runner.skipped, "steps": runner.steps,
     }, indent=1) + "\n")
     print(f"{len(runner.steps)} commands ({len(failed)} with a non-zero exit status, recorded as behaviour), "
-          f"{len(digests)} digests, {len(normalised)} normalised files, {seconds:.0f} s -> {out / 'digests.json'}")
+          f"{len(digests)} digests, {len(normalised)} normalised files, {seconds:.0f} s wall, {cpu:.0f} s CPU "
+          f"-> {out / 'digests.json'}")
     if runner.skipped:
         print("skipped: " + "; ".join(runner.skipped))
     return 0
