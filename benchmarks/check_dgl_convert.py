@@ -114,6 +114,7 @@ def check_standalone(graph_path: Path, work: Path) -> dict:
     from gpart.ckpt_export import export_checkpoint
     from gpart.convert import convert_partitions
     from gpart.formats import checkpoint as ck
+    from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
     from gpart.formats.readers import read_graph
     from gpart.partition import partition_graph
     from gpart.formats.shard import RemainderPolicy
@@ -127,10 +128,10 @@ def check_standalone(graph_path: Path, work: Path) -> dict:
               "ent.exp_avg": rng.standard_normal((n, 8)).astype(np.float32), "ent.exp_avg_sq": rng.random((n, 8)).astype(np.float32)}
     policy = RemainderPolicy(n, 3)
     (work / "run").mkdir()
-    entries = [ck.write_shard(work / "run", t, r, 3, a[policy.global_ids(r)]) for t, a in arrays.items() for r in range(3)]
+    entries = [write_shard(work / "run", t, r, 3, a[policy.global_ids(r)]) for t, a in arrays.items() for r in range(3)]
     opt_params = {"type": "adam", "lr": 0.05, "betas": [0.8, 0.99], "eps": 1e-7}
     spec = ck.EmbeddingSpec("ent", n, (8,), "float32", policy)
-    ck.write_checkpoint_manifest(work / "run", ck.build_checkpoint_manifest([spec], entries, 3, opt_params))
+    write_checkpoint_manifest(work / "run", ck.build_checkpoint_manifest([spec], entries, 3, opt_params))
     export_checkpoint(work / "run", work / "exp", to="distdgl", world_size=1)
 
     dgl.distributed.initialize(None)

@@ -13,9 +13,11 @@ from typing import Any, Mapping, Optional, Union
 
 import numpy as np
 
-from gpart.base.errors import InputError, IntegrityError, short_repr
+from gpart.base.errors import GpartError, InputError, IntegrityError, short_repr
 from gpart.formats.arrays import inside
 from gpart.formats.dtypes import storage_dtype
+from gpart.formats.filelist import json_file_name
+from gpart.formats.filelist_reader import open_filelist
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest
 from gpart.formats.names import safe_name
 from gpart.formats.checkpoint import (FORMAT, EmbeddingSpec, LAYOUTS, OPTIMIZER_STATES, OPTIMIZER_STATES_BY_STATE, VERSION, StateSpec, check_embedding_name,
@@ -347,10 +349,6 @@ def _check_files(ckpt: Checkpoint, verify: bool) -> list[tuple[Path, str, bool]]
 def _sidecar_problems(ckpt: Checkpoint) -> list[str]:
     """A gathered flat tensor is also a file-list export (`<tensor>.json`, SPEC.md 6.5): check that it
     is one, and that it describes the same file, dtype, shape and CRC-32 as the manifest."""
-    from gpart.base.errors import GpartError
-    from gpart.formats.filelist import json_file_name
-    from gpart.formats.filelist_reader import open_filelist
-
     problems = []
     for t in ckpt.tensors.values():
         if ckpt.layout != "global" or t.storage != "flat":

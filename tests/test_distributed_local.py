@@ -165,7 +165,7 @@ def _scatter(rank: int, world: int, base: str, target: int, policy: str) -> None
 @pytest.mark.parametrize("target, policy", [(5, "remainder"), (4, "range")])
 def test_scatter_ckpt_writes_each_machines_shards_there(tmp_path, target, policy):
     from gpart.ckpt import gather_checkpoint, scatter_checkpoint
-    from gpart.formats.checkpoint import read_checkpoint
+    from gpart.formats.checkpoint_reader import read_checkpoint
     from test_ckpt import make_run
 
     make_run(tmp_path / "src", 777, 3, row_shape=(3, 2), optimizer="adagrad")
@@ -197,7 +197,7 @@ def _gather(rank: int, world: int, base: str, out: str, npy: bool, max_message: 
 @pytest.mark.parametrize("npy, shared, source", [(False, False, "remainder"), (True, True, "range"), (False, True, "remainder")])
 def test_gather_ckpt_from_per_machine_run_directories(tmp_path, monkeypatch, npy, shared, source):
     from gpart.ckpt import gather_checkpoint
-    from gpart.formats.checkpoint import read_checkpoint
+    from gpart.formats.checkpoint_reader import read_checkpoint
     from gpart.formats.shard import RangePolicy
     from test_ckpt import make_run
 
@@ -224,7 +224,7 @@ def test_gather_ckpt_from_per_machine_run_directories(tmp_path, monkeypatch, npy
 
 
 def test_gather_ckpt_names_a_missing_shard(tmp_path):
-    from gpart.formats.checkpoint import read_checkpoint
+    from gpart.formats.checkpoint_reader import read_checkpoint
     from test_ckpt import make_run
 
     make_run(tmp_path / "m0" / "run", 301, 4, row_shape=(2,), optimizer="adagrad")

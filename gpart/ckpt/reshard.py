@@ -18,6 +18,8 @@ from gpart.bytes.sink import ByteSink, npy_header
 from gpart.ckpt.streaming import PIECE_BYTES, GlobalRows, ShardSink, contiguous_bounds, contiguous_spans, is_contiguous, iter_global_chunks, rows_per_piece, tensor_bytes
 from gpart.base.errors import InputError, IntegrityError
 from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_reader import Checkpoint, TensorInfo, read_checkpoint
+from gpart.formats.checkpoint_writer import write_checkpoint_manifest
 from gpart.formats.commit import staged_output
 from gpart.formats.filelist import BFLOAT16_NOTE
 from gpart.formats.filelist_writer import FileListWriter
@@ -28,7 +30,7 @@ from gpart.formats.shard import POLICIES, RangePolicy, ShardPolicy, make_policy
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def _specs(ckpt: ck.Checkpoint, policy_for: Any) -> list[ck.EmbeddingSpec]:
+def _specs(ckpt: Checkpoint, policy_for: Any) -> list[ck.EmbeddingSpec]:
     return [ck.EmbeddingSpec(e.name, e.num_rows, e.row_shape, e.dtype, policy_for(e)) for e in ckpt.embeddings.values()]
 
 
@@ -51,16 +53,16 @@ def gather_checkpoint(
     (gpart.formats.filelist: `<tensor>_part_0_of_1` + `<tensor>.json`);
     `npy` writes `<tensor>.npy` instead.
     """
-    src = ck.read_checkpoint(run_dir, verify=verify)
+    src = read_checkpoint(run_dir, verify=verify)
     progress = or_null(progress)
     with staged_output(out_dir, force=force, inputs=[run_dir]) as stage:
         tensors_json = [gather_tensor(src, name, stage, npy=npy, chunk_rows=chunk_rows, progress=progress) for name in src.tensors]
         manifest = ck.build_global_manifest(src, tensors_json, os.fspath(run_dir))
-        ck.write_checkpoint_manifest(stage, manifest)
+        write_checkpoint_manifest(stage, manifest)
     return manifest
 
 
-def gather_tensor(src: ck.Checkpoint, name: str, stage: Path, *, npy: bool = False, chunk_rows: Optional[int] = None,
+def gather_tensor(src: Checkpoint, name: str, stage: Path, *, npy: bool = False, chunk_rows: Optional[int] = None,
                   progress=None) -> dict[str, Any]:
     """Write tensor `name` of `src` in global row order into `stage`; return its manifest entry
     (gpart.distributed gathers different tensors on different ranks with it)."""
@@ -70,7 +72,7 @@ def gather_tensor(src: ck.Checkpoint, name: str, stage: Path, *, npy: bool = Fal
     return {**t.describe(), "storage": "npy" if npy else "flat", "file": entry}
 
 
-def _gather_flat(src: ck.Checkpoint, name: str, t: ck.TensorInfo, stage: Path, chunk_rows, progress) -> dict[str, Any]:
+def _gather_flat(src: Checkpoint, name: str, t: TensorInfo, stage: Path, chunk_rows, progress) -> dict[str, Any]:
     """One tensor as a one-file export of gpart.formats.filelist (SPEC.md section 5)."""
     chunk_bytes = PIECE_BYTES if chunk_rows is None else max(1, chunk_rows * t.row_bytes)
     with GlobalRows(src, name) as rows, FileListWriter(stage, chunk_bytes=chunk_bytes, progress=progress) as writer:
@@ -86,7 +88,7 @@ def _gather_flat(src: ck.Checkpoint, name: str, t: ck.TensorInfo, stage: Path, c
     return {"file": part["file"], "bytes": int(part["bytes"]), "crc32": part["crc32"]}
 
 
-def _gather_npy(src: ck.Checkpoint, name: str, t: ck.TensorInfo, stage: Path, chunk_rows, progress) -> dict[str, Any]:
+def _gather_npy(src: Checkpoint, name: str, t: TensorInfo, stage: Path, chunk_rows, progress) -> dict[str, Any]:
     path, header = stage / f"{name}.npy", npy_header(t.np_dtype, (t.num_rows, *t.row_shape))
     policy = src.policy(name)
     if is_contiguous(policy):  # a concatenation of the shards after the header: kernel copy, CRCs combined
@@ -136,7 +138,7 @@ def scatter_checkpoint(
     chunk_rows: Optional[int] = None,
 ) -> dict[str, Any]:
     """Shard every tensor of the checkpoint `full_dir` over `world_size` ranks by `policy`; return the manifest."""
-    src = ck.read_checkpoint(full_dir, verify=verify)
+    src = read_checkpoint(full_dir, verify=verify)
     policies = {e.name: target_policy(policy, e.num_rows, world_size, boundaries) for e in src.embeddings.values()}
     progress = or_null(progress)
     entries: list[dict[str, Any]] = []
@@ -147,12 +149,12 @@ def scatter_checkpoint(
         manifest = ck.build_checkpoint_manifest(
             _specs(src, lambda e: policies[e.name]), entries, world_size, src.optimizer, extra=src.manifest.get("extra")
         )
-        ck.write_checkpoint_manifest(stage, manifest)
+        write_checkpoint_manifest(stage, manifest)
     return manifest
 
 
 def shard_tensor(
-    src: ck.Checkpoint, name: str, target: ShardPolicy, directory: Path, chunk_rows: Optional[int], bar, stem: Optional[str] = None
+    src: Checkpoint, name: str, target: ShardPolicy, directory: Path, chunk_rows: Optional[int], bar, stem: Optional[str] = None
 ) -> list[dict[str, Any]]:
     """Write tensor `name` of `src` as `target.world_size` shard files `<stem>_part_<r>_of_<W>` in `directory`.
 
@@ -179,7 +181,7 @@ def shard_tensor(
     return entries
 
 
-def _copyis_contiguous(src: ck.Checkpoint, name: str, t: ck.TensorInfo, target: ShardPolicy, stage: Path, chunk_rows, bar, stem: str) -> list[dict[str, Any]]:
+def _copyis_contiguous(src: Checkpoint, name: str, t: TensorInfo, target: ShardPolicy, stage: Path, chunk_rows, bar, stem: str) -> list[dict[str, Any]]:
     """Contiguous shards to contiguous shards: byte ranges copied inside the kernel (copy_spans).
 
     The pieces are checksummed from the source's mapped pages while the next one is

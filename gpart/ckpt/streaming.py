@@ -20,6 +20,7 @@ from gpart.bytes.crc import CHUNK_BYTES, OnTheWayCrc
 from gpart.bytes.reader import SEQUENTIAL, WILLNEED, advise_pages, bytes_view, close_map, map_read_only, open_sequential, pread_into, release_pages
 from gpart.bytes.sink import ByteSink
 from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_reader import Checkpoint, TensorInfo
 from gpart.formats.shard import RangePolicy, ShardPolicy
 
 # Rows move in pieces of about 32 MiB; BUFFERS such buffers are in flight at once
@@ -63,7 +64,7 @@ def contiguous_bounds(policy: ShardPolicy, num_rows: int) -> np.ndarray:
     return policy.bounds if isinstance(policy, RangePolicy) else np.array([0, num_rows])
 
 
-def contiguous_spans(ckpt: ck.Checkpoint, t: ck.TensorInfo, policy: ShardPolicy, start: int, stop: int) -> list[ByteSpan]:
+def contiguous_spans(ckpt: Checkpoint, t: TensorInfo, policy: ShardPolicy, start: int, stop: int) -> list[ByteSpan]:
     """Where global rows [start, stop) of a contiguously sharded tensor lie in its shard files.
 
     A span that covers a whole shard carries the shard's CRC-32 and size from the
@@ -90,7 +91,7 @@ class ShardMaps:
     they do not accumulate in the process's resident memory.
     """
 
-    def __init__(self, ckpt: ck.Checkpoint, t: ck.TensorInfo):
+    def __init__(self, ckpt: Checkpoint, t: TensorInfo):
         self.t = t
         self.maps: list[Any] = []
         self.views: list[np.ndarray] = []
@@ -151,7 +152,7 @@ class GlobalRows:
     Reads are expected in ascending order (any order works, only slower).
     """
 
-    def __init__(self, ckpt: ck.Checkpoint, name: str):
+    def __init__(self, ckpt: Checkpoint, name: str):
         self.ckpt = ckpt
         self.t = t = ckpt.tensor(name)
         self.policy = ckpt.policy(name)
@@ -225,7 +226,7 @@ class GlobalRows:
 
 
 def iter_global_chunks(
-    ckpt: ck.Checkpoint, name: str, chunk_rows: Optional[int] = None, background: bool = True
+    ckpt: Checkpoint, name: str, chunk_rows: Optional[int] = None, background: bool = True
 ) -> Iterator[tuple[int, np.ndarray]]:
     """(start, rows[start:start+k]) of tensor `name` in global row order, from any layout.
 
@@ -250,7 +251,7 @@ def iter_global_chunks(
 class ShardSink:
     """Distributes global-order chunks of one tensor to W shard files under a target policy."""
 
-    def __init__(self, directory: Path, name: str, t: ck.TensorInfo, policy: ShardPolicy, step: int, stem: Optional[str] = None):
+    def __init__(self, directory: Path, name: str, t: TensorInfo, policy: ShardPolicy, step: int, stem: Optional[str] = None):
         self.name, self.t, self.policy = name, t, policy
         world = policy.world_size
         self.files = [ByteSink(directory / ck.shard_file_name(stem or name, r, world)) for r in range(world)]
@@ -281,6 +282,6 @@ class ShardSink:
         return entries
 
 
-def tensor_bytes(ckpt: ck.Checkpoint) -> int:
+def tensor_bytes(ckpt: Checkpoint) -> int:
     """Bytes of all tensor data of a checkpoint (headers not counted)."""
     return sum(t.nbytes for t in ckpt.tensors.values())

@@ -13,6 +13,7 @@ from gpart.bytes.torch_bridge import tensor_dtype_name, tensor_to_numpy
 from gpart.ckpt.reshard import target_policy
 from gpart.base.errors import InputError
 from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
 from gpart.formats.commit import staged_output
 from gpart.formats.dtypes import STORAGE_DTYPES, storage_dtype
 from gpart.formats.foreign_ckpt import DISTDGL_PARAMS, DISTDGL_STATES
@@ -211,7 +212,7 @@ def import_torch(
                 specs.append(spec)
                 entries += ents
         manifest = ck.build_checkpoint_manifest(specs, entries, world, opt)
-        ck.write_checkpoint_manifest(stage, manifest)
+        write_checkpoint_manifest(stage, manifest)
     return manifest
 
 
@@ -273,7 +274,7 @@ def _import_embedding(emb, ranks, groups, stage, opt_type, layout, policy_name, 
         entries = []
         for name in names:
             for r in range(world):
-                entries.append(ck.write_shard(stage, name, r, world, ranks[r][0][name][0], dtype=meta[name][0], row_shape=meta[name][1]))
+                entries.append(write_shard(stage, name, r, world, ranks[r][0][name][0], dtype=meta[name][0], row_shape=meta[name][1]))
                 bar.advance(1)
     dt, shape = meta[emb]
     return ck.EmbeddingSpec(emb, n, shape, dt, target), entries

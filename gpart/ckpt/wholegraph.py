@@ -14,6 +14,7 @@ from gpart.bytes.crc import CHUNK_BYTES
 from gpart.ckpt.reshard import target_policy
 from gpart.base.errors import InputError
 from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_writer import write_checkpoint_manifest
 from gpart.formats.commit import staged_output
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.foreign_ckpt import WHOLEGRAPH_STATE_FILES
@@ -74,7 +75,7 @@ def import_wholegraph(
         opt = {"type": optimizer, **dict(hyper_params or {}), "imported_from": "wholegraph"}
         spec = ck.EmbeddingSpec(name, num_rows, row_shape, dtype, policy)
         manifest = ck.build_checkpoint_manifest([spec], entries, world_size, opt)
-        ck.write_checkpoint_manifest(stage, manifest)
+        write_checkpoint_manifest(stage, manifest)
     return manifest
 
 

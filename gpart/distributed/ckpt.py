@@ -27,6 +27,8 @@ from gpart.distributed.placement import commit_output, stage_output
 from gpart.formats.scratch import ScratchDir
 from gpart.base.errors import GpartError
 from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_reader import Checkpoint, read_checkpoint
+from gpart.formats.checkpoint_writer import write_checkpoint_manifest
 from gpart.bytes.crc import CHUNK_BYTES
 from gpart.formats.arrays import ArrayWriter
 from gpart.formats.manifest import fsync_dir
@@ -35,10 +37,10 @@ from gpart.formats.shard import RangePolicy, ShardPolicy
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def _read(comm: Comm, directory: PathLike) -> ck.Checkpoint:
+def _read(comm: Comm, directory: PathLike) -> Checkpoint:
     error, src = None, None
     try:
-        src = ck.read_checkpoint(directory)
+        src = read_checkpoint(directory)
     except GpartError as exc:
         error = exc
     comm.agree(error, "reading the checkpoint")
@@ -89,7 +91,7 @@ def gather_ckpt(run_dir: PathLike, out_dir: PathLike, *, npy: bool = False, forc
         def manifest() -> dict[str, Any]:
             return ck.build_global_manifest(src, [entries[name] for name in names], os.fspath(run_dir))
 
-        return commit_output(comm, out, stack, manifest, ck.write_checkpoint_manifest)
+        return commit_output(comm, out, stack, manifest, write_checkpoint_manifest)
 
 
 def scatter_ckpt(full_dir: PathLike, out_dir: PathLike, world_size: int, policy: str = "remainder", *,
@@ -120,10 +122,10 @@ def scatter_ckpt(full_dir: PathLike, out_dir: PathLike, world_size: int, policy:
             specs = [ck.EmbeddingSpec(e.name, e.num_rows, e.row_shape, e.dtype, policies[e.name]) for e in src.embeddings.values()]
             return ck.build_checkpoint_manifest(specs, entries, world_size, src.optimizer, extra=src.manifest.get("extra"))
 
-        return commit_output(comm, out, stack, manifest, ck.write_checkpoint_manifest)
+        return commit_output(comm, out, stack, manifest, write_checkpoint_manifest)
 
 
-def write_shards(src: ck.Checkpoint, name: str, target: ShardPolicy, ranks: Sequence[int], directory: Path) -> list[dict[str, Any]]:
+def write_shards(src: Checkpoint, name: str, target: ShardPolicy, ranks: Sequence[int], directory: Path) -> list[dict[str, Any]]:
     """Shard files `<name>_part_<q>_of_<W>` of the target ranks `ranks` (only those); their manifest entries."""
     t = src.tensor(name)
     world = target.world_size

@@ -30,13 +30,8 @@ import torch
 
 from gpart.bytes.torch_bridge import tensor_dtype_name
 from gpart.base.errors import GpartError, OutputError
-from gpart.formats.checkpoint import (
-    EmbeddingSpec,
-    build_checkpoint_manifest,
-    tensor_name,
-    write_checkpoint_manifest,
-)
-from gpart.formats.checkpoint_writer import write_shard
+from gpart.formats.checkpoint import EmbeddingSpec, build_checkpoint_manifest, tensor_name
+from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
 from gpart.formats.commit import staged_output
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest
 from gpart.runtime import dist
