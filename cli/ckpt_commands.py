@@ -147,7 +147,7 @@ def export_ckpt(
     gpart export-ckpt run/ --to wholegraph -w 4 -o wg/ --prefix emb    # then WholeMemoryEmbedding.load("wg/emb")
     gpart export-ckpt run/ --to distdgl -w 4 -o dgl/                   # then opt.load("dgl/sparse_opt") (DGL 2.1)
     """
-    from gpart.ckpt_export import export_checkpoint
+    from gpart.ckpt.foreign_export import export_checkpoint
 
     with progress_for(quiet or as_json, bytes_mode=True) as progress:
         manifest = export_checkpoint(

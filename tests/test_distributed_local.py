@@ -156,7 +156,7 @@ def test_ranks_that_share_the_output_only_in_part_are_refused(tmp_path):
 
 
 def _scatter(rank: int, world: int, base: str, target: int, policy: str) -> None:
-    from gpart.distributed.ckpt import scatter_ckpt
+    from gpart.ckpt.distributed_reshard import scatter_ckpt
 
     here = Path(base) / f"m{rank}"
     scatter_ckpt(here / "full", here / "run", target, policy)
@@ -188,7 +188,7 @@ def test_scatter_ckpt_writes_each_machines_shards_there(tmp_path, target, policy
 
 
 def _gather(rank: int, world: int, base: str, out: str, npy: bool, max_message: int) -> None:
-    from gpart.distributed.ckpt import gather_ckpt
+    from gpart.ckpt.distributed_reshard import gather_ckpt
 
     os.chdir(Path(base) / f"m{rank}")  # the same relative RUN_DIR names each machine's directory
     gather_ckpt("run", out if out else "full", npy=npy, max_message=max_message)

@@ -37,7 +37,7 @@ from gpart.ckpt.info import checkpoint_info, verify_checkpoint
 from gpart.ckpt.reshard import gather_checkpoint, gather_tensor, scatter_checkpoint, shard_tensor, target_policy
 from gpart.ckpt.streaming import BUFFERS, PIECE_BYTES, GlobalRows, contiguous_spans, iter_global_chunks
 from gpart.ckpt.torch_import import DISTDGL_HYPER_PARAMS, DISTDGL_STATE_SUFFIXES, expand_rank_files, import_torch
-from gpart.ckpt.wholegraph import import_wholegraph
+from gpart.ckpt.wholegraph_import import import_wholegraph
 
 __all__ = [
     "BUFFERS",

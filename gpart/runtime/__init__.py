@@ -23,8 +23,8 @@ _EXPORTS = {
     "ShardedEmbedding": "gpart.runtime.embedding",
     "SparseAdam": "gpart.runtime.optim",
     "SparseAdagrad": "gpart.runtime.optim",
-    "save_checkpoint": "gpart.runtime.checkpoint",
-    "load_checkpoint": "gpart.runtime.checkpoint",
+    "save_checkpoint": "gpart.ckpt.runtime_save",
+    "load_checkpoint": "gpart.ckpt.runtime_load",
     "init": "gpart.runtime.initializers",
     # splits and distributed neighbour sampling (issue 9)
     "node_split": "gpart.runtime.split",

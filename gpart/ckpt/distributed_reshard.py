@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence, Union
 
 from gpart.ckpt import GlobalRows, gather_tensor, iter_global_chunks, target_policy
 from gpart.distributed.comm import Comm
-from gpart.distributed.ckpt_local import fetch_shards, read_run
+from gpart.ckpt.per_machine_run import fetch_shards, read_run
 from gpart.distributed.placement import commit_output, stage_output
 from gpart.formats.scratch import ScratchDir
 from gpart.base.errors import GpartError
