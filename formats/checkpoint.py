@@ -123,6 +123,11 @@ def shard_file_name(tensor: str, rank: int, world_size: int) -> str:
     return f"{tensor}_part_{rank}_of_{world_size}"
 
 
+def tensor_row_bytes(dtype: str, row_shape: Sequence[int]) -> int:
+    """Bytes of one row of a tensor of `dtype` (a manifest dtype name) with rows of `row_shape`."""
+    return int(np.prod(row_shape, dtype=np.int64)) * storage_dtype(dtype).itemsize
+
+
 def check_embedding_name(name: str, where: Any = None) -> str:
     safe_name(name, "embedding name", where)
     if "." in name:
@@ -274,8 +279,7 @@ def _tensor_json(spec: EmbeddingSpec, state: Optional[str], entries: list[dict[s
     if dtype not in dtypes:
         raise ValueError(f"tensor {name}: dtype {dtype} not allowed (expected one of {list(dtypes)})")
     shards = []
-    itemsize = storage_dtype(dtype).itemsize
-    row_bytes = int(np.prod(row_shape, dtype=np.int64)) * itemsize
+    row_bytes = tensor_row_bytes(dtype, row_shape)
     for e in sorted(entries, key=lambda e: int(e["rank"])):
         r = int(e["rank"])
         if tuple(int(s) for s in e["row_shape"]) != tuple(row_shape):
@@ -355,6 +359,7 @@ __all__ = [
     "tensor_name",
     "split_tensor_name",
     "shard_file_name",
+    "tensor_row_bytes",
     "check_embedding_name",
     "check_optimizer",
     "shard_entry",

@@ -311,7 +311,7 @@ def _place_by_ids(emb, names, meta, ranks, ids, target: ShardPolicy, stage: Path
     for name in names:
         dt, shape = meta[name]
         sdt = storage_dtype(dt)
-        row_bytes = int(np.prod(shape, dtype=np.int64)) * sdt.itemsize
+        row_bytes = ck.tensor_row_bytes(dt, shape)
         for out_rank in range(world):
             rows = target.count(out_rank)
             fname = ck.shard_file_name(name, out_rank, world)
