@@ -84,7 +84,7 @@ def child(args) -> dict:
     elif args.child == "make-ckpt":
         make_checkpoint(Path(args.out), args.rows, args.dim, args.optimizer)
     elif args.child == "export":
-        from gpart.ckpt.foreign_export import export_checkpoint
+        from gpart.ckpt import export_checkpoint
 
         export_checkpoint(args.input, args.out, to=args.target, world_size=args.world, force=True)
     wall = time.perf_counter() - start

@@ -111,7 +111,7 @@ def check_standalone(graph_path: Path, work: Path) -> dict:
     import dgl
     import torch
 
-    from gpart.ckpt.foreign_export import export_checkpoint
+    from gpart.ckpt import export_checkpoint
     from gpart.convert import convert_partitions
     from gpart.formats import checkpoint as ck
     from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard

@@ -3,7 +3,7 @@
 - `wholegraph`: `WholeMemoryEmbedding.load(prefix)`'s files, the table and each
   optimizer state split over W ranks by WholeGraph's range rule (or given
   boundaries). The shards are cut by the same streaming code as scatter-ckpt
-  (gpart.ckpt.shard_tensor), only under WholeGraph's file names: contiguous to
+  (gpart.ckpt.reshard.shard_tensor), only under WholeGraph's file names: contiguous to
   contiguous is a kernel copy, anything else streams in ~32 MiB pieces.
 - `distdgl`: per rank, DistDGL's sparse-optimizer state file (`<prefix>_<r>`,
   what its optimizer's `save(prefix)` writes and `load(prefix)` reads) and
@@ -26,7 +26,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from gpart.base.version import __version__
-from gpart.ckpt import shard_tensor, target_policy
+from gpart.ckpt.reshard import shard_tensor, target_policy
 from gpart.base.errors import InputError
 from gpart.formats import checkpoint as ck
 from gpart.formats.checkpoint_reader import Checkpoint, read_checkpoint
@@ -189,7 +189,7 @@ def _scratch_rows(src: Checkpoint, scratch: Path, name: str, rank: int, world: i
 
 def _distdgl_state(src: Checkpoint, scratch: Path, emb: str, state: str, rank: int, world: int) -> Any:
     """Rank `rank`'s rows of a state as DistDGL keeps it: float32 (step counts too, which must stay exact)."""
-    import torch
+    import torch  # not at the top: `gpart.ckpt` (and so the CLI) imports without torch
 
     name = ck.tensor_name(emb, state)
     rows = _scratch_rows(src, scratch, name, rank, world)

@@ -17,6 +17,7 @@ from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_sha
 from gpart.formats.commit import staged_output
 from gpart.formats.dtypes import STORAGE_DTYPES, storage_dtype
 from gpart.formats.foreign_ckpt import DISTDGL_PARAMS, DISTDGL_STATES
+from gpart.formats.input_checks import check_input_file
 from gpart.base.progress import or_null
 from gpart.formats.shard import POLICIES, ShardPolicy, make_policy
 
@@ -45,9 +46,7 @@ def expand_rank_files(inputs: Sequence[PathLike], world_size: Optional[int] = No
 
 
 def _load_torch(path: Path) -> Any:
-    import torch
-
-    from gpart.formats.input_checks import check_input_file
+    import torch  # here, not at the top: `gpart.ckpt` (and so the CLI) imports without torch
 
     check_input_file(path)  # exists, readable, and a regular file (a FIFO would block torch.load)
     try:
@@ -61,7 +60,7 @@ def _load_torch(path: Path) -> Any:
 
 
 def _to_numpy(value: Any, path: Path, key: str) -> tuple[np.ndarray, str]:
-    import torch
+    import torch  # see _load_torch
 
     if not isinstance(value, torch.Tensor):
         raise InputError(path, f"{key!r} is a {type(value).__name__}, expected a tensor")
@@ -103,7 +102,7 @@ def _step_as_int32(value: Any, path: Path, key: str) -> Any:
 
     Exact when every count is a whole number in 0..2^31-1; anything else is refused.
     """
-    import torch
+    import torch  # see _load_torch
 
     if not isinstance(value, torch.Tensor) or not value.is_floating_point():
         return value
