@@ -59,6 +59,7 @@ print(json.dumps({"seconds": dt, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kib":
 def generate(run: Path, rows: int, dim: int, world: int) -> int:
     """A remainder-sharded Adam checkpoint written rank by rank, chunk by chunk."""
     from gpart.formats import checkpoint as ck
+    from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
     from gpart.formats.shard import RemainderPolicy
 
     run.mkdir(parents=True)
@@ -77,17 +78,17 @@ def generate(run: Path, rows: int, dim: int, world: int) -> int:
             for a in range(0, count, chunk):
                 yield rng.integers(0, 1000, min(chunk, count - a), dtype=np.int32)
 
-        entries.append(ck.write_shard(run, "node_emb", r, world, floats(), dtype="float32", row_shape=(dim,)))
-        entries.append(ck.write_shard(run, "node_emb.exp_avg", r, world, floats(), dtype="float32", row_shape=(dim,)))
-        entries.append(ck.write_shard(run, "node_emb.exp_avg_sq", r, world, floats(), dtype="float32", row_shape=(dim,)))
-        entries.append(ck.write_shard(run, "node_emb.step", r, world, steps(), dtype="int32", row_shape=()))
+        entries.append(write_shard(run, "node_emb", r, world, floats(), dtype="float32", row_shape=(dim,)))
+        entries.append(write_shard(run, "node_emb.exp_avg", r, world, floats(), dtype="float32", row_shape=(dim,)))
+        entries.append(write_shard(run, "node_emb.exp_avg_sq", r, world, floats(), dtype="float32", row_shape=(dim,)))
+        entries.append(write_shard(run, "node_emb.step", r, world, steps(), dtype="int32", row_shape=()))
     manifest = ck.build_checkpoint_manifest(
         [ck.EmbeddingSpec("node_emb", rows, (dim,), "float32", policy)],
         entries,
         world,
         {"type": "adam", "lr": 0.01, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0},
     )
-    ck.write_checkpoint_manifest(run, manifest)
+    write_checkpoint_manifest(run, manifest)
     return sum(e["bytes"] for e in entries)
 
 
@@ -136,7 +137,7 @@ def run_child(*args: str) -> dict:
 
 def same_rows(src: Path, out: Path, samples: int = 20000) -> bool:
     """Spot check: random rows of every tensor read the same from input and output."""
-    from gpart.formats.checkpoint import read_checkpoint
+    from gpart.formats.checkpoint_reader import read_checkpoint
 
     a, b = read_checkpoint(src), read_checkpoint(out)
     for name, t in a.tensors.items():

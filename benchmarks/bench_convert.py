@@ -86,7 +86,7 @@ def child(args) -> dict:
     elif args.child == "make-ckpt":
         make_checkpoint(Path(args.out), args.rows, args.dim, args.optimizer)
     elif args.child == "export":
-        from gpart.ckpt_export import export_checkpoint
+        from gpart.ckpt import export_checkpoint
 
         export_checkpoint(args.input, args.out, to=args.target, world_size=args.world, force=True)
     wall = time.perf_counter() - start
@@ -119,6 +119,7 @@ def naive_torch_save(parts: Path, out: Path) -> None:
 def make_checkpoint(out: Path, rows: int, dim: int, optimizer: str) -> None:
     """A range-sharded checkpoint over 4 ranks written with the library's shard writer, in 64 MiB pieces."""
     from gpart.formats import checkpoint as ck
+    from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
     from gpart.formats.shard import RangePolicy
 
     world = 4
@@ -140,10 +141,10 @@ def make_checkpoint(out: Path, rows: int, dim: int, optimizer: str) -> None:
                     k = min(step, n - a)
                     yield rng.integers(0, 1000, (k, *shape)).astype(dtype) if dtype == "int32" else rng.random((k, *shape), dtype=np.float32)
 
-            entries.append(ck.write_shard(out, name, r, world, chunks(), dtype=dtype, row_shape=shape))
+            entries.append(write_shard(out, name, r, world, chunks(), dtype=dtype, row_shape=shape))
     spec = ck.EmbeddingSpec("emb", rows, (dim,), "float32", policy)
     opt = {"type": optimizer, "lr": 0.01, "betas": [0.9, 0.999], "eps": 1e-8}
-    ck.write_checkpoint_manifest(out, ck.build_checkpoint_manifest([spec], entries, world, opt))
+    write_checkpoint_manifest(out, ck.build_checkpoint_manifest([spec], entries, world, opt))
 
 
 # --------------------------------------------------------------------------- parent

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
 from gpart.formats.shard import RemainderPolicy
 
 
@@ -41,10 +42,10 @@ def make_run(directory: Path, rows: int, dim: int, world: int) -> None:
         for n in names:
             dtype = "int64" if n.endswith("step") else "float32"
             data = rng.standard_normal((ids.shape[0], *shapes[n])).astype(np.float32).astype(dtype)
-            entries.append(ck.write_shard(directory, n, r, world, data, dtype=dtype))
+            entries.append(write_shard(directory, n, r, world, data, dtype=dtype))
     opt = {"type": "adam", "lr": 0.01, "betas": [0.9, 0.999], "eps": 1e-8, "grad_duplicates": "sum"}
     manifest = ck.build_checkpoint_manifest([ck.EmbeddingSpec("emb", rows, (dim,), "float32", policy)], entries, world, opt)
-    ck.write_checkpoint_manifest(directory, manifest)
+    write_checkpoint_manifest(directory, manifest)
 
 
 def wait_rss(proc: subprocess.Popen) -> tuple[int, int]:

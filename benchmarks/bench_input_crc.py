@@ -27,6 +27,7 @@ import numpy as np
 from gpart import ckpt
 from gpart.export import export_feat
 from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
 from gpart.bytes.crc import OnTheWayCrc
 from gpart.base.graph import Graph
 from gpart.partition import partition_graph
@@ -44,11 +45,11 @@ def make_inputs(rows: int, dim: int) -> tuple[Path, Path]:
     per_rank = []
     for r in range(w):
         ids = policy.global_ids(r)
-        per_rank.append([ck.write_shard(run, ck.tensor_name("emb", s), r, w, a)
+        per_rank.append([write_shard(run, ck.tensor_name("emb", s), r, w, a)
                          for s, a in ((None, table[ids]), ("exp_avg", table[ids]), ("exp_avg_sq", table[ids]),
                                       ("step", np.ones(ids.size, np.int32)))])
     opt = {"type": "adam", "lr": 0.01, "betas": [0.9, 0.999], "eps": 1e-8, "grad_duplicates": "sum"}
-    ck.write_checkpoint_manifest(run, ck.build_checkpoint_manifest([ck.EmbeddingSpec("emb", rows, (dim,), "float32", policy)], per_rank, w, opt))
+    write_checkpoint_manifest(run, ck.build_checkpoint_manifest([ck.EmbeddingSpec("emb", rows, (dim,), "float32", policy)], per_rank, w, opt))
     edges = rows * 4
     graph = Graph.from_arrays(rng.integers(0, rows, edges), rng.integers(0, rows, edges), rows, feat=table)
     partition_graph(graph, ROOT / "parts", 4, method="random")

@@ -40,9 +40,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from interop_common import DEFAULT_GRAPHS, partition_with_edge_weights  # noqa: E402  (interop_common puts gpart on sys.path)
 
-from gpart.ckpt_export import export_checkpoint  # noqa: E402
+from gpart.ckpt import export_checkpoint  # noqa: E402
 from gpart.convert import convert_partitions  # noqa: E402
 from gpart.formats import checkpoint as ck  # noqa: E402
+from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard  # noqa: E402
 from gpart.formats.dgl import require_dgl  # noqa: E402
 from gpart.formats.readers import read_graph  # noqa: E402
 from gpart.formats.shard import RemainderPolicy  # noqa: E402
@@ -127,10 +128,10 @@ def check_standalone(graph_path: Path, work: Path) -> dict:
               "ent.exp_avg": rng.standard_normal((n, 8)).astype(np.float32), "ent.exp_avg_sq": rng.random((n, 8)).astype(np.float32)}
     policy = RemainderPolicy(n, 3)
     (work / "run").mkdir()
-    entries = [ck.write_shard(work / "run", t, r, 3, a[policy.global_ids(r)]) for t, a in arrays.items() for r in range(3)]
+    entries = [write_shard(work / "run", t, r, 3, a[policy.global_ids(r)]) for t, a in arrays.items() for r in range(3)]
     opt_params = {"type": "adam", "lr": 0.05, "betas": [0.8, 0.99], "eps": 1e-7}
     spec = ck.EmbeddingSpec("ent", n, (8,), "float32", policy)
-    ck.write_checkpoint_manifest(work / "run", ck.build_checkpoint_manifest([spec], entries, 3, opt_params))
+    write_checkpoint_manifest(work / "run", ck.build_checkpoint_manifest([spec], entries, 3, opt_params))
     export_checkpoint(work / "run", work / "exp", to="distdgl", world_size=1)
 
     dgl.distributed.initialize(None)

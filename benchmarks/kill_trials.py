@@ -133,6 +133,7 @@ def kill_at_random(command: list[str], window: tuple[float, float], sig: int, rn
 def make_checkpoint(directory: Path, n: int = 20000, w: int = 4, dim: int = 32) -> None:
     """A sharded Adam checkpoint written as W ranks would (write_shard per rank, manifest last)."""
     from gpart.formats import checkpoint as ck
+    from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
     from gpart.formats.shard import RemainderPolicy
 
     rng = np.random.default_rng(0)
@@ -142,10 +143,10 @@ def make_checkpoint(directory: Path, n: int = 20000, w: int = 4, dim: int = 32) 
     for state, spec in ck.OPTIMIZER_STATES["adam"].items():
         dtype = np.int32 if state == "step" else np.float32
         arrays[ck.tensor_name("node_emb", state)] = rng.integers(0, 9, (n, *spec.shape_for((dim,)))).astype(dtype)
-    per_rank = [[ck.write_shard(directory, t, r, w, a[policy.global_ids(r)]) for t, a in arrays.items()] for r in range(w)]
+    per_rank = [[write_shard(directory, t, r, w, a[policy.global_ids(r)]) for t, a in arrays.items()] for r in range(w)]
     opt = {"type": "adam", "lr": 0.01, "betas": [0.9, 0.999], "eps": 1e-8, "grad_duplicates": "sum"}
     manifest = ck.build_checkpoint_manifest([ck.EmbeddingSpec("node_emb", n, (dim,), "float32", policy)], per_rank, w, opt)
-    ck.write_checkpoint_manifest(directory, manifest)
+    write_checkpoint_manifest(directory, manifest)
 
 
 def scenarios(work: Path) -> list[Scenario]:

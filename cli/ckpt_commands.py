@@ -1,4 +1,8 @@
-"""`gpart gather-ckpt`, `gpart scatter-ckpt`, `gpart import-ckpt`, `gpart export-ckpt`, and the checkpoint view of `gpart info`."""
+"""`gpart gather-ckpt`, `gpart scatter-ckpt`, `gpart import-ckpt`, `gpart export-ckpt`, and the checkpoint view of `gpart info`.
+
+Each command imports gpart.ckpt when it runs, not at the top: `gpart` starts (and
+`--help` answers) without loading every command's library.
+"""
 
 from __future__ import annotations
 
@@ -147,7 +151,7 @@ def export_ckpt(
     gpart export-ckpt run/ --to wholegraph -w 4 -o wg/ --prefix emb    # then WholeMemoryEmbedding.load("wg/emb")
     gpart export-ckpt run/ --to distdgl -w 4 -o dgl/                   # then opt.load("dgl/sparse_opt") (DGL 2.1)
     """
-    from gpart.ckpt_export import export_checkpoint
+    from gpart.ckpt import export_checkpoint
 
     with progress_for(quiet or as_json, bytes_mode=True) as progress:
         manifest = export_checkpoint(

@@ -117,7 +117,7 @@ def gather_ckpt(run_dir: str, out: str, npy: bool, max_message: str, force: bool
     Example:
       torchrun --standalone --nproc-per-node 4 -m gpart.distributed gather-ckpt run/ -o full/
     """
-    from gpart.distributed.ckpt import gather_ckpt as gather
+    from gpart.ckpt.distributed_reshard import gather_ckpt as gather
     from gpart.collectives.comm import init_from_env
 
     comm = init_from_env(timeout_s)
@@ -145,7 +145,7 @@ def scatter_ckpt(full_dir: str, out: str, world_size: int, policy: str, boundari
     Example:
       torchrun --standalone --nproc-per-node 4 -m gpart.distributed scatter-ckpt full/ --world-size 16 -o run16/
     """
-    from gpart.distributed.ckpt import scatter_ckpt as scatter
+    from gpart.ckpt.distributed_reshard import scatter_ckpt as scatter
     from gpart.collectives.comm import init_from_env
 
     comm = init_from_env(timeout_s)

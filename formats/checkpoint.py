@@ -1,7 +1,8 @@
-"""Embedding checkpoints (SPEC.md section 6): names, optimizer states, shard writer, manifest builder.
+"""Embedding checkpoints (SPEC.md section 6): names, optimizer states, shard entries, manifest builders.
 
-The reader is checkpoint_reader.py, the shard writer checkpoint_writer.py (their names are
-reachable from here too).
+The format's definitions live here; the reader (read_checkpoint, Checkpoint) is
+checkpoint_reader.py, the writer (write_shard, ShardWriter, write_checkpoint_manifest)
+checkpoint_writer.py. Both import this module, never the other way round.
 
 A *sharded* checkpoint (a training run's output) is a directory holding, per
 embedding, the table and each optimizer state split over W ranks by a
@@ -17,18 +18,19 @@ cannot collide). Shard files are `<tensor>_part_<r>_of_<W>`.
 
 Writing from W training processes (no communication needed until the end)::
 
-    from gpart.formats import checkpoint as ck
+    from gpart.formats.checkpoint import EmbeddingSpec, build_checkpoint_manifest
+    from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
     # every rank, into the same directory:
-    entries = [ck.write_shard(d, "node_emb", rank, W, local_table),
-               ck.write_shard(d, "node_emb.step", rank, W, local_step),
-               ck.write_shard(d, "node_emb.exp_avg", rank, W, local_m),
-               ck.write_shard(d, "node_emb.exp_avg_sq", rank, W, local_v)]
+    entries = [write_shard(d, "node_emb", rank, W, local_table),
+               write_shard(d, "node_emb.step", rank, W, local_step),
+               write_shard(d, "node_emb.exp_avg", rank, W, local_m),
+               write_shard(d, "node_emb.exp_avg_sq", rank, W, local_v)]
     all_entries = all_gather_object(entries)          # list of lists, any order
     if rank == 0:
-        manifest = ck.build_checkpoint_manifest(
-            [ck.EmbeddingSpec("node_emb", N, (128,), "float32", policy)],
+        manifest = build_checkpoint_manifest(
+            [EmbeddingSpec("node_emb", N, (128,), "float32", policy)],
             all_entries, W, optimizer={"type": "adam", "lr": 0.01, "betas": [0.9, 0.999], "eps": 1e-8})
-        ck.write_checkpoint_manifest(d, manifest)      # checks files, then commits atomically
+        write_checkpoint_manifest(d, manifest)         # checks files, then commits atomically
 
 `write_shard` accepts a numpy array, a torch tensor (any device, copied to the
 host in bounded chunks; bfloat16 stored as its bit pattern) or an iterable of
@@ -37,7 +39,8 @@ a JSON-able entry {tensor, rank, file, rows, bytes, crc32, dtype, row_shape}.
 
 Reading::
 
-    ckpt = ck.read_checkpoint(d, verify=False)     # validates manifest and file sizes
+    from gpart.formats.checkpoint_reader import read_checkpoint
+    ckpt = read_checkpoint(d, verify=False)        # validates manifest and file sizes
     ckpt.world_size, ckpt.optimizer, ckpt.embeddings["node_emb"].policy
     ckpt.tensors["node_emb.exp_avg"].role / .state / .dtype / .row_shape / .num_rows
     ckpt.shard("node_emb", rank)                   # read-only memmap [rows, *row_shape]
@@ -52,15 +55,14 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from gpart.base.errors import InputError
+from gpart.base.version import __version__
 from gpart.bytes.crc import CHUNK_BYTES, file_crc32
 from gpart.formats.dtypes import storage_dtype
-from gpart.formats.manifest import MANIFEST_NAME, write_manifest
 from gpart.formats.names import safe_name
 from gpart.formats.shard import ShardPolicy, policy_from_json
 
@@ -119,6 +121,11 @@ def split_tensor_name(name: str) -> tuple[str, Optional[str]]:
 def shard_file_name(tensor: str, rank: int, world_size: int) -> str:
     """WholeGraph-style shard file name: `<tensor>_part_<rank>_of_<world_size>`."""
     return f"{tensor}_part_{rank}_of_{world_size}"
+
+
+def tensor_row_bytes(dtype: str, row_shape: Sequence[int]) -> int:
+    """Bytes of one row of a tensor of `dtype` (a manifest dtype name) with rows of `row_shape`."""
+    return int(np.prod(row_shape, dtype=np.int64)) * storage_dtype(dtype).itemsize
 
 
 def check_embedding_name(name: str, where: Any = None) -> str:
@@ -200,8 +207,6 @@ def build_checkpoint_manifest(
     `optimizer`: {"type": none|adam|adagrad|lazyadam, hyper-parameters...}; None means "none".
     Raises ValueError when entries are missing, duplicated or inconsistent.
     """
-    from gpart.base.version import __version__
-
     opt = check_optimizer(dict(optimizer or {"type": "none"}), None)
     specs = [_as_spec(e) for e in embeddings]
     entries = _flatten_entries(shard_entries)
@@ -274,8 +279,7 @@ def _tensor_json(spec: EmbeddingSpec, state: Optional[str], entries: list[dict[s
     if dtype not in dtypes:
         raise ValueError(f"tensor {name}: dtype {dtype} not allowed (expected one of {list(dtypes)})")
     shards = []
-    itemsize = storage_dtype(dtype).itemsize
-    row_bytes = int(np.prod(row_shape, dtype=np.int64)) * itemsize
+    row_bytes = tensor_row_bytes(dtype, row_shape)
     for e in sorted(entries, key=lambda e: int(e["rank"])):
         r = int(e["rank"])
         if tuple(int(s) for s in e["row_shape"]) != tuple(row_shape):
@@ -305,8 +309,6 @@ OPTIMIZER_STATES_BY_STATE: dict[str, StateSpec] = {s: spec for states in OPTIMIZ
 def build_global_manifest(src: Any, tensors: list[dict[str, Any]], source_directory: str) -> dict[str, Any]:
     """The manifest of a global checkpoint (gather-ckpt's output, SPEC.md 6.4) made from the checkpoint
     `src` (a Checkpoint): its embeddings and optimizer, and `tensors` (one entry per tensor file)."""
-    from gpart.base.version import __version__
-
     manifest = {
         "format": FORMAT,
         "version": VERSION,
@@ -340,54 +342,28 @@ def check_optimizer(opt: dict[str, Any], where: Any) -> dict[str, Any]:
     return opt
 
 
-def write_checkpoint_manifest(directory: Union[str, os.PathLike], manifest: Mapping[str, Any], verify: bool = False) -> Path:
-    """Check the manifest against the files in `directory` (sizes; CRCs with verify), then commit it atomically."""
-    from gpart.formats.checkpoint_reader import parse_checkpoint
-
-    parse_checkpoint(dict(manifest), Path(directory), Path(directory) / MANIFEST_NAME, check_files=True, verify=verify)
-    return write_manifest(directory, dict(manifest))
-
-
 def data_crc32(path: Union[str, os.PathLike], offset: int = 0, chunk_bytes: int = CHUNK_BYTES) -> int:
     """CRC-32 of a file's bytes from `offset` on (the whole file for flat shards)."""
     return file_crc32(path, chunk_bytes, offset)
 
 
-_READER_NAMES = ("ShardInfo", "TensorInfo", "EmbeddingInfo", "Checkpoint", "read_checkpoint", "parse_checkpoint")
-_WRITER_NAMES = ("write_shard",)
-
-
-def __getattr__(name: str) -> Any:
-    # The reader (checkpoint_reader.py) and the shard writer (checkpoint_writer.py) live beside
-    # this module and import its definitions, so they are loaded on first use; their names
-    # are reachable as checkpoint.X too.
-    if name in _READER_NAMES:
-        from gpart.formats import checkpoint_reader
-
-        return getattr(checkpoint_reader, name)
-    if name in _WRITER_NAMES:
-        from gpart.formats import checkpoint_writer
-
-        return getattr(checkpoint_writer, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "FORMAT",
     "VERSION",
+    "LAYOUTS",
+    "NAME_RE",
     "OPTIMIZER_STATES",
+    "OPTIMIZER_STATES_BY_STATE",
     "StateSpec",
     "EmbeddingSpec",
-    "EmbeddingInfo",
-    "TensorInfo",
-    "ShardInfo",
-    "Checkpoint",
     "tensor_name",
     "split_tensor_name",
     "shard_file_name",
-    "write_shard",
+    "tensor_row_bytes",
+    "check_embedding_name",
+    "check_optimizer",
+    "shard_entry",
     "build_checkpoint_manifest",
-    "write_checkpoint_manifest",
-    "read_checkpoint",
+    "build_global_manifest",
     "data_crc32",
 ]

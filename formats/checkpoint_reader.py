@@ -13,13 +13,15 @@ from typing import Any, Mapping, Optional, Union
 
 import numpy as np
 
-from gpart.base.errors import InputError, IntegrityError, short_repr
+from gpart.base.errors import GpartError, InputError, IntegrityError, short_repr
 from gpart.formats.arrays import inside
 from gpart.formats.dtypes import storage_dtype
+from gpart.formats.filelist import json_file_name
+from gpart.formats.filelist_reader import open_filelist
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest
 from gpart.formats.names import safe_name
 from gpart.formats.checkpoint import (FORMAT, EmbeddingSpec, LAYOUTS, OPTIMIZER_STATES, OPTIMIZER_STATES_BY_STATE, VERSION, StateSpec, check_embedding_name,
-                                      check_optimizer, data_crc32, split_tensor_name, tensor_name)
+                                      check_optimizer, data_crc32, split_tensor_name, tensor_name, tensor_row_bytes)
 from gpart.formats.shard import RangePolicy, ShardPolicy, policy_from_json
 
 
@@ -51,7 +53,7 @@ class TensorInfo:
 
     @property
     def row_bytes(self) -> int:
-        return int(np.prod(self.row_shape, dtype=np.int64)) * self.np_dtype.itemsize
+        return tensor_row_bytes(self.dtype, self.row_shape)
 
     @property
     def nbytes(self) -> int:
@@ -274,7 +276,7 @@ def _parse_tensor(t: Any, layout: str, world: int, embeddings: Mapping[str, Embe
         spec = OPTIMIZER_STATES_BY_STATE[state]
         if dtype not in spec.dtypes or row_shape != spec.shape_for(emb.row_shape):
             raise InputError(where, f"{what}: {dtype} {list(row_shape)}, expected one of {list(spec.dtypes)} with rows {list(spec.shape_for(emb.row_shape))}")
-    row_bytes = int(np.prod(row_shape, dtype=np.int64)) * storage_dtype(dtype).itemsize
+    row_bytes = tensor_row_bytes(dtype, row_shape)
     storage = "flat"
     if layout == "global":
         storage = _need(t, "storage", str, where, what)
@@ -347,10 +349,6 @@ def _check_files(ckpt: Checkpoint, verify: bool) -> list[tuple[Path, str, bool]]
 def _sidecar_problems(ckpt: Checkpoint) -> list[str]:
     """A gathered flat tensor is also a file-list export (`<tensor>.json`, SPEC.md 6.5): check that it
     is one, and that it describes the same file, dtype, shape and CRC-32 as the manifest."""
-    from gpart.base.errors import GpartError
-    from gpart.formats.filelist import json_file_name
-    from gpart.formats.filelist_reader import open_filelist
-
     problems = []
     for t in ckpt.tensors.values():
         if ckpt.layout != "global" or t.storage != "flat":

@@ -12,7 +12,7 @@
   DistTensor (`node~_N~<E>_step`, ...).
 
 Everything here is names and plain dict/tensor layouts; the streaming lives in
-the gpart/ckpt/ package and gpart/ckpt_export.py.
+the gpart/ckpt/ package and gpart/ckpt/foreign_export.py.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from gpart import ckpt
 from gpart.cli.main import main
 from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_reader import read_checkpoint
+from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.shard import RangePolicy, RemainderPolicy, ShardPolicy
 
@@ -67,10 +69,10 @@ def make_run(
     per_rank = []
     for r in range(w):
         ids = policy.global_ids(r)
-        per_rank.append([ck.write_shard(directory, t, r, w, a[ids], dtype=_dtype_of(t, dtype, moment_dtype)) for t, a in arrays.items()])
+        per_rank.append([write_shard(directory, t, r, w, a[ids], dtype=_dtype_of(t, dtype, moment_dtype)) for t, a in arrays.items()])
     opt = {"type": optimizer, "lr": 0.01, "betas": [0.9, 0.999], "eps": 1e-8, "grad_duplicates": "sum"}
     manifest = ck.build_checkpoint_manifest([ck.EmbeddingSpec(name, n, row_shape, dtype, policy)], per_rank[::-1], w, opt)
-    ck.write_checkpoint_manifest(directory, manifest)
+    write_checkpoint_manifest(directory, manifest)
     return arrays
 
 
@@ -87,7 +89,7 @@ def global_bytes(full: Path, tensor: str, npy: bool = False) -> bytes:
 
 def assert_sharded_as(run_dir: Path, arrays: dict[str, np.ndarray], policy: ShardPolicy) -> None:
     """Every row g of every tensor sits in shard owner(g) at local(g), and nowhere else."""
-    c = ck.read_checkpoint(run_dir, verify=True)
+    c = read_checkpoint(run_dir, verify=True)
     for t, a in arrays.items():
         assert c.policy(t).to_json() == policy.to_json()
         for r in range(policy.world_size):
@@ -162,7 +164,7 @@ def test_round_trips_bit_exact(n, w, w2, dim, dtype, optimizer, moment, pol, pol
         # read_rows: any ids, from any layout
         ids = rng.integers(0, max(n, 1), 17) if n else np.zeros(0, dtype=np.int64)
         for d in ("run", "run2", "full"):
-            c = ck.read_checkpoint(tmp / d)
+            c = read_checkpoint(tmp / d)
             for t, a in arrays.items():
                 assert c.read_rows(t, ids).tobytes() == np.ascontiguousarray(a[ids]).tobytes()
 
@@ -219,11 +221,11 @@ def test_write_shard_accepts_torch_and_chunks(tmp_path):
     import torch
 
     t = torch.arange(12, dtype=torch.float32).reshape(6, 2)
-    e1 = ck.write_shard(tmp_path, "e", 0, 2, t.to(torch.bfloat16))
+    e1 = write_shard(tmp_path, "e", 0, 2, t.to(torch.bfloat16))
     assert e1["dtype"] == "bfloat16" and e1["rows"] == 6
     raw = np.fromfile(tmp_path / e1["file"], dtype=np.uint16)
     assert np.array_equal(raw, t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16).ravel())
-    e2 = ck.write_shard(tmp_path, "e", 1, 2, iter([np.ones((2, 2), np.float32), np.zeros((3, 2), np.float32)]), dtype="float32", row_shape=(2,))
+    e2 = write_shard(tmp_path, "e", 1, 2, iter([np.ones((2, 2), np.float32), np.zeros((3, 2), np.float32)]), dtype="float32", row_shape=(2,))
     assert e2["rows"] == 5
     with pytest.raises(ValueError, match="ranks"):
         ck.build_checkpoint_manifest([ck.EmbeddingSpec("e", 11, (2,), "bfloat16", RangePolicy(11, 2, (0, 6, 11)))], [e1], 2)
@@ -425,7 +427,7 @@ def test_import_wholegraph(tmp_path, capsys):
     out = tmp_path / "ck"
     assert run("import-ckpt", "--from", "wholegraph", tmp_path / "wg" / "emb", "--num-rows", 101, "--dim", 6, "-w", 4,
                "--optimizer", "lazyadam", "--name", "paper", "-o", out, "-q") == 0
-    c = ck.read_checkpoint(out, verify=True)
+    c = read_checkpoint(out, verify=True)
     assert c.optimizer["type"] == "lazyadam" and c.policy("paper").to_json() == RangePolicy.wholegraph(101, 4).to_json()
     ids = np.arange(101)
     assert np.array_equal(c.read_rows("paper", ids), arrays["table"])
@@ -483,7 +485,7 @@ def test_import_torch_distdgl_with_ids(tmp_path):
     _save_ranks(tmp_path, emb_dicts, "emb")
     out = tmp_path / "ck"
     assert run("import-ckpt", "--from", "torch", tmp_path / "opt_{rank}.pt", tmp_path / "emb_{rank}.pt", "-w", w, "--policy", "range", "-o", out, "-q") == 0
-    c = ck.read_checkpoint(out, verify=True)
+    c = read_checkpoint(out, verify=True)
     assert c.optimizer["type"] == "adam" and c.optimizer["lr"] == 0.05 and c.optimizer["betas"] == [0.9, 0.999]
     assert c.policy("node_emb").name == "range" and c.world_size == w
     ids = np.arange(n)
@@ -501,7 +503,7 @@ def test_import_torch_flat_without_ids(tmp_path):
     pol = RemainderPolicy(n, w)
     files = _save_ranks(tmp_path, [{"e": table[torch.from_numpy(pol.global_ids(r))]} for r in range(w)])
     ckpt.import_torch(files, tmp_path / "ck")
-    c = ck.read_checkpoint(tmp_path / "ck")
+    c = read_checkpoint(tmp_path / "ck")
     assert c.tensors["e"].dtype == "bfloat16" and c.optimizer["type"] == "none"
     got = torch.from_numpy(c.read_rows("e", np.arange(n)).view(np.int16)).view(torch.bfloat16)
     assert torch.equal(got, table)
@@ -642,7 +644,7 @@ def test_import_distdgl_optimizer_save(tmp_path, optimizer):
     out = tmp_path / "ck"
     assert run("import-ckpt", "--from", "torch", f"{tmp_path / 'opt'}_{{rank}}", f"{tmp_path / 'opt'}_table_{{rank}}",
                "-w", w, "--policy", "remainder", "-o", out, "-q") == 0
-    c = ck.read_checkpoint(out, verify=True)
+    c = read_checkpoint(out, verify=True)
     manifest = json.loads((out / "manifest.json").read_text())
     opt = manifest["optimizer"]
     assert opt == c.optimizer

@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_reader import read_checkpoint
 from gpart.formats.shard import RangePolicy, RemainderPolicy
 from test_ckpt import _distdgl_save, _expect_error, make_run, no_output, run, write_wholegraph
 
 
 def gathered(run_dir: Path, out: Path) -> dict[str, bytes]:
     assert run("gather-ckpt", run_dir, "-o", out, "-q") == 0
-    c = ck.read_checkpoint(out)
+    c = read_checkpoint(out)
     return {name: (out / f"{name}_part_0_of_1").read_bytes() for name in c.tensors}
 
 

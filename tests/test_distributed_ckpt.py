@@ -25,13 +25,13 @@ def same_files(a: Path, b: Path) -> None:
 
 
 def _gather(rank: int, world: int, run: str, out: str, npy: bool) -> None:
-    from gpart.distributed.ckpt import gather_ckpt
+    from gpart.ckpt.distributed_reshard import gather_ckpt
 
     gather_ckpt(run, out, npy=npy)
 
 
 def _scatter(rank: int, world: int, full: str, out: str, target: int, policy: str) -> list[int]:
-    from gpart.distributed.ckpt import scatter_ckpt
+    from gpart.ckpt.distributed_reshard import scatter_ckpt
 
     manifest = scatter_ckpt(full, out, target, policy)
     return sorted({s["rank"] for t in manifest["tensors"] for s in t["shards"] if s["rank"] % world == rank})

@@ -156,7 +156,7 @@ def test_ranks_that_share_the_output_only_in_part_are_refused(tmp_path):
 
 
 def _scatter(rank: int, world: int, base: str, target: int, policy: str) -> None:
-    from gpart.distributed.ckpt import scatter_ckpt
+    from gpart.ckpt.distributed_reshard import scatter_ckpt
 
     here = Path(base) / f"m{rank}"
     scatter_ckpt(here / "full", here / "run", target, policy)
@@ -165,7 +165,7 @@ def _scatter(rank: int, world: int, base: str, target: int, policy: str) -> None
 @pytest.mark.parametrize("target, policy", [(5, "remainder"), (4, "range")])
 def test_scatter_ckpt_writes_each_machines_shards_there(tmp_path, target, policy):
     from gpart.ckpt import gather_checkpoint, scatter_checkpoint
-    from gpart.formats.checkpoint import read_checkpoint
+    from gpart.formats.checkpoint_reader import read_checkpoint
     from test_ckpt import make_run
 
     make_run(tmp_path / "src", 777, 3, row_shape=(3, 2), optimizer="adagrad")
@@ -188,7 +188,7 @@ def test_scatter_ckpt_writes_each_machines_shards_there(tmp_path, target, policy
 
 
 def _gather(rank: int, world: int, base: str, out: str, npy: bool, max_message: int) -> None:
-    from gpart.distributed.ckpt import gather_ckpt
+    from gpart.ckpt.distributed_reshard import gather_ckpt
 
     os.chdir(Path(base) / f"m{rank}")  # the same relative RUN_DIR names each machine's directory
     gather_ckpt("run", out if out else "full", npy=npy, max_message=max_message)
@@ -197,7 +197,7 @@ def _gather(rank: int, world: int, base: str, out: str, npy: bool, max_message: 
 @pytest.mark.parametrize("npy, shared, source", [(False, False, "remainder"), (True, True, "range"), (False, True, "remainder")])
 def test_gather_ckpt_from_per_machine_run_directories(tmp_path, monkeypatch, npy, shared, source):
     from gpart.ckpt import gather_checkpoint
-    from gpart.formats.checkpoint import read_checkpoint
+    from gpart.formats.checkpoint_reader import read_checkpoint
     from gpart.formats.shard import RangePolicy
     from test_ckpt import make_run
 
@@ -224,7 +224,7 @@ def test_gather_ckpt_from_per_machine_run_directories(tmp_path, monkeypatch, npy
 
 
 def test_gather_ckpt_names_a_missing_shard(tmp_path):
-    from gpart.formats.checkpoint import read_checkpoint
+    from gpart.formats.checkpoint_reader import read_checkpoint
     from test_ckpt import make_run
 
     make_run(tmp_path / "m0" / "run", 301, 4, row_shape=(2,), optimizer="adagrad")

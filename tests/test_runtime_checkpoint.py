@@ -19,7 +19,7 @@ from hypothesis import given, settings, strategies as st
 
 import gpart.runtime as gr
 from gpart.base.errors import InputError, OutputError
-from gpart.formats.checkpoint import read_checkpoint
+from gpart.formats.checkpoint_reader import read_checkpoint
 from gpart.runtime._testing import DistributedTestError, run_distributed
 from gpart.formats.shard import RangePolicy, make_policy
 from test_runtime_embedding import (
@@ -148,7 +148,7 @@ def _tables(embs) -> dict[str, np.ndarray]:
 
 
 def test_a_writer_failing_midway_leaves_the_old_checkpoint(tmp_path, monkeypatch):
-    import gpart.runtime.checkpoint as ck
+    import gpart.ckpt.runtime_save as ck
 
     run = tmp_path / "run"
     embs, opt = build("remainder", "adam", "mean")
@@ -174,14 +174,14 @@ def test_a_writer_failing_midway_leaves_the_old_checkpoint(tmp_path, monkeypatch
     assert (run / "manifest.json").read_bytes() == old_manifest
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"], "the failed save's staging directory is removed"
     fresh, fresh_opt = build("range", "adam", "mean", seed=3)
-    ck.load_checkpoint(run, fresh, fresh_opt, verify=True)
+    gr.load_checkpoint(run, fresh, fresh_opt, verify=True)
     for name, table in _tables(fresh).items():
         np.testing.assert_array_equal(table, old[name])
     assert int(fresh_opt.state["a"]["step"].max()) == 1
 
 
 def _killed_during_save(rank: int, world: int, run: str) -> None:
-    import gpart.runtime.checkpoint as ck
+    import gpart.ckpt.runtime_save as ck
 
     embs, opt = build("remainder", "adagrad", "mean")
     train_steps(embs, opt, range(1), rank, world)
@@ -291,7 +291,7 @@ def test_float16_tables_round_trip_and_convert(tmp_path):
 )
 def test_read_plan_covers_exactly_the_owned_rows(rows, saved_world, my_world, saved_kind, my_kind):
     """Every rank's rows, under any policy pair, as few arithmetic progressions of saved shard rows."""
-    from gpart.runtime.checkpoint_load import _global_ids_of, _read_plan
+    from gpart.ckpt.runtime_load import _global_ids_of, _read_plan
 
     def policy(kind, world):
         return RangePolicy.even(rows, world) if kind == "even" else make_policy(kind, rows, world)
@@ -315,7 +315,7 @@ def test_read_plan_covers_exactly_the_owned_rows(rows, saved_world, my_world, sa
 @pytest.mark.parametrize("world, policy", [(4, "remainder"), (3, "range")])
 def test_load_re_sharded_checkpoints_by_span_reads_and_by_gathers(world, policy, tmp_path, monkeypatch):
     """A 1-rank save scattered offline to `world` ranks loads back bit for bit, whichever read path runs."""
-    import gpart.runtime.checkpoint_load as ck
+    import gpart.ckpt.runtime_load as ck
     from gpart.ckpt import gather_checkpoint, scatter_checkpoint
 
     embs, opt = build("remainder", "adam", "mean")

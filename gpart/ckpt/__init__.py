@@ -3,6 +3,7 @@
 - `gather_checkpoint(run, full)`: any checkpoint -> one file per tensor in global row order.
 - `scatter_checkpoint(full, run, W, policy)`: any checkpoint -> W shards under a policy.
 - `import_wholegraph(...)`, `import_torch(...)`: other systems' checkpoint files -> a gpart checkpoint.
+- `export_checkpoint(run, out, to=...)`: a gpart checkpoint -> the files WholeGraph or DistDGL resume from.
 - `checkpoint_info(dir)`, `verify_checkpoint(dir)`: what `gpart info` / `gpart verify` show.
 
 Both directions stream in pieces of about 32 MiB through a few reused
@@ -28,32 +29,35 @@ last (gpart.formats.commit). The flat global files of gather-ckpt are written
 by export-feat's file-list writer (gpart.formats.filelist).
 
 The package's rooms: `streaming` (rows in global order from any layout, and
-back into shards), `reshard` (gather / scatter), `wholegraph` and
-`torch_import` (other systems' checkpoints), `info` (info / verify). This
-module is the public facade: import from `gpart.ckpt`.
+back into shards), `reshard` (gather / scatter), `wholegraph_import` and
+`torch_import` (other systems' checkpoints in), `foreign_export` (out),
+`info` (info / verify); on torch.distributed ranks, `distributed_reshard`
+(gather / scatter, `python -m gpart.distributed gather-ckpt / scatter-ckpt`)
+with `per_machine_run` (run directories spread over machines); for a
+training script, `runtime_save` / `runtime_load` (ShardedEmbedding tables and
+sparse optimizer states, `gpart.runtime.save_checkpoint` / `load_checkpoint`).
+Shards written in row order go through gpart.formats.checkpoint_writer's
+ShardWriter (write_shard too), contiguous copies through gpart.bytes.copy,
+the torch importer's rows placed by id through a memory map; every shard's
+manifest entry comes from gpart.formats.checkpoint.shard_entry.
+
+This module is the public API of the command-line operations above: import
+them from `gpart.ckpt`. The distributed and runtime modules need torch and are
+imported from their own modules (so that `gpart.ckpt` imports without it).
 """
 
+from gpart.ckpt.foreign_export import export_checkpoint
 from gpart.ckpt.info import checkpoint_info, verify_checkpoint
-from gpart.ckpt.reshard import gather_checkpoint, gather_tensor, scatter_checkpoint, shard_tensor, target_policy
-from gpart.ckpt.streaming import BUFFERS, PIECE_BYTES, GlobalRows, contiguous_spans, iter_global_chunks
-from gpart.ckpt.torch_import import DISTDGL_HYPER_PARAMS, DISTDGL_STATE_SUFFIXES, expand_rank_files, import_torch
-from gpart.ckpt.wholegraph import import_wholegraph
+from gpart.ckpt.reshard import gather_checkpoint, scatter_checkpoint
+from gpart.ckpt.torch_import import import_torch
+from gpart.ckpt.wholegraph_import import import_wholegraph
 
 __all__ = [
-    "BUFFERS",
-    "DISTDGL_HYPER_PARAMS",
-    "DISTDGL_STATE_SUFFIXES",
-    "PIECE_BYTES",
-    "GlobalRows",
     "checkpoint_info",
-    "contiguous_spans",
-    "expand_rank_files",
+    "export_checkpoint",
     "gather_checkpoint",
     "import_torch",
     "import_wholegraph",
-    "iter_global_chunks",
     "scatter_checkpoint",
-    "shard_tensor",
-    "target_policy",
     "verify_checkpoint",
 ]

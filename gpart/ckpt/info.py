@@ -9,6 +9,7 @@ from typing import Any, Union
 from gpart.ckpt.streaming import tensor_bytes
 from gpart.base.errors import InputError, IntegrityError
 from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_reader import parse_checkpoint, read_checkpoint
 from gpart.formats.manifest import read_manifest
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -16,7 +17,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 def checkpoint_info(directory: PathLike) -> dict[str, Any]:
     """Summary of a checkpoint for `gpart info`: embeddings, states, world size, policy, sizes."""
-    c = ck.read_checkpoint(directory)
+    c = read_checkpoint(directory)
     embeddings = []
     for e in c.embeddings.values():
         names = c.tensor_names(e.name)
@@ -69,7 +70,7 @@ def verify_checkpoint(directory: PathLike) -> dict[str, Any]:
     directory = Path(directory)
     obj = read_manifest(directory, expected_format=ck.FORMAT)
     try:
-        c = ck.parse_checkpoint(obj, directory, directory / "manifest.json", check_files=False, verify=False)
+        c = parse_checkpoint(obj, directory, directory / "manifest.json", check_files=False, verify=False)
     except InputError as exc:
         raise IntegrityError(exc.path, f"manifest is invalid: {exc.problem}") from None
     problems = c.verify()

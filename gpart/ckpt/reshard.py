@@ -18,6 +18,8 @@ from gpart.bytes.sink import ByteSink, npy_header
 from gpart.ckpt.streaming import PIECE_BYTES, GlobalRows, ShardSink, contiguous_bounds, contiguous_spans, is_contiguous, iter_global_chunks, rows_per_piece, tensor_bytes
 from gpart.base.errors import InputError, IntegrityError
 from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_reader import Checkpoint, TensorInfo, read_checkpoint
+from gpart.formats.checkpoint_writer import write_checkpoint_manifest
 from gpart.formats.commit import staged_output
 from gpart.formats.filelist import BFLOAT16_NOTE
 from gpart.formats.filelist_writer import FileListWriter
@@ -26,10 +28,6 @@ from gpart.base.progress import or_null
 from gpart.formats.shard import POLICIES, RangePolicy, ShardPolicy, make_policy
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-def _specs(ckpt: ck.Checkpoint, policy_for: Any) -> list[ck.EmbeddingSpec]:
-    return [ck.EmbeddingSpec(e.name, e.num_rows, e.row_shape, e.dtype, policy_for(e)) for e in ckpt.embeddings.values()]
 
 
 # --------------------------------------------------------------------------- gather / scatter
@@ -51,26 +49,26 @@ def gather_checkpoint(
     (gpart.formats.filelist: `<tensor>_part_0_of_1` + `<tensor>.json`);
     `npy` writes `<tensor>.npy` instead.
     """
-    src = ck.read_checkpoint(run_dir, verify=verify)
+    src = read_checkpoint(run_dir, verify=verify)
     progress = or_null(progress)
     with staged_output(out_dir, force=force, inputs=[run_dir]) as stage:
         tensors_json = [gather_tensor(src, name, stage, npy=npy, chunk_rows=chunk_rows, progress=progress) for name in src.tensors]
         manifest = ck.build_global_manifest(src, tensors_json, os.fspath(run_dir))
-        ck.write_checkpoint_manifest(stage, manifest)
+        write_checkpoint_manifest(stage, manifest)
     return manifest
 
 
-def gather_tensor(src: ck.Checkpoint, name: str, stage: Path, *, npy: bool = False, chunk_rows: Optional[int] = None,
+def gather_tensor(src: Checkpoint, name: str, stage: Path, *, npy: bool = False, chunk_rows: Optional[int] = None,
                   progress=None) -> dict[str, Any]:
     """Write tensor `name` of `src` in global row order into `stage`; return its manifest entry
-    (gpart.distributed gathers different tensors on different ranks with it)."""
+    (the distributed gather, gpart.ckpt.distributed_reshard, gathers different tensors on different ranks with it)."""
     t = src.tensors[name]
     progress = or_null(progress)
     entry = _gather_npy(src, name, t, stage, chunk_rows, progress) if npy else _gather_flat(src, name, t, stage, chunk_rows, progress)
     return {**t.describe(), "storage": "npy" if npy else "flat", "file": entry}
 
 
-def _gather_flat(src: ck.Checkpoint, name: str, t: ck.TensorInfo, stage: Path, chunk_rows, progress) -> dict[str, Any]:
+def _gather_flat(src: Checkpoint, name: str, t: TensorInfo, stage: Path, chunk_rows, progress) -> dict[str, Any]:
     """One tensor as a one-file export of gpart.formats.filelist (SPEC.md section 5)."""
     chunk_bytes = PIECE_BYTES if chunk_rows is None else max(1, chunk_rows * t.row_bytes)
     with GlobalRows(src, name) as rows, FileListWriter(stage, chunk_bytes=chunk_bytes, progress=progress) as writer:
@@ -86,7 +84,7 @@ def _gather_flat(src: ck.Checkpoint, name: str, t: ck.TensorInfo, stage: Path, c
     return {"file": part["file"], "bytes": int(part["bytes"]), "crc32": part["crc32"]}
 
 
-def _gather_npy(src: ck.Checkpoint, name: str, t: ck.TensorInfo, stage: Path, chunk_rows, progress) -> dict[str, Any]:
+def _gather_npy(src: Checkpoint, name: str, t: TensorInfo, stage: Path, chunk_rows, progress) -> dict[str, Any]:
     path, header = stage / f"{name}.npy", npy_header(t.np_dtype, (t.num_rows, *t.row_shape))
     policy = src.policy(name)
     if is_contiguous(policy):  # a concatenation of the shards after the header: kernel copy, CRCs combined
@@ -123,6 +121,18 @@ def target_policy(name: str, num_rows: int, world_size: int, boundaries: Optiona
         raise InputError(None, str(exc)) from None
 
 
+def target_policies(src: Checkpoint, policy: str, world_size: int, boundaries: Optional[Sequence[int]] = None) -> dict[str, ShardPolicy]:
+    """{embedding name: the policy scatter writes it under} for every embedding of `src`."""
+    return {e.name: target_policy(policy, e.num_rows, world_size, boundaries) for e in src.embeddings.values()}
+
+
+def scatter_manifest(src: Checkpoint, policies: dict[str, ShardPolicy], entries: Any, world_size: int) -> dict[str, Any]:
+    """The manifest of `src` scattered under `policies` (target_policies) from the shards' `entries`
+    (a flat list or per-rank lists, as build_checkpoint_manifest takes them)."""
+    specs = [ck.EmbeddingSpec(e.name, e.num_rows, e.row_shape, e.dtype, policies[e.name]) for e in src.embeddings.values()]
+    return ck.build_checkpoint_manifest(specs, entries, world_size, src.optimizer, extra=src.manifest.get("extra"))
+
+
 def scatter_checkpoint(
     full_dir: PathLike,
     out_dir: PathLike,
@@ -136,50 +146,60 @@ def scatter_checkpoint(
     chunk_rows: Optional[int] = None,
 ) -> dict[str, Any]:
     """Shard every tensor of the checkpoint `full_dir` over `world_size` ranks by `policy`; return the manifest."""
-    src = ck.read_checkpoint(full_dir, verify=verify)
-    policies = {e.name: target_policy(policy, e.num_rows, world_size, boundaries) for e in src.embeddings.values()}
+    src = read_checkpoint(full_dir, verify=verify)
+    policies = target_policies(src, policy, world_size, boundaries)
     progress = or_null(progress)
     entries: list[dict[str, Any]] = []
     with staged_output(out_dir, force=force, inputs=[full_dir]) as stage:
         with progress.stage("scattering", total=tensor_bytes(src), unit="B") as bar:
             for name, t in src.tensors.items():
                 entries += shard_tensor(src, name, policies[t.embedding], stage, chunk_rows, bar)
-        manifest = ck.build_checkpoint_manifest(
-            _specs(src, lambda e: policies[e.name]), entries, world_size, src.optimizer, extra=src.manifest.get("extra")
-        )
-        ck.write_checkpoint_manifest(stage, manifest)
+        manifest = scatter_manifest(src, policies, entries, world_size)
+        write_checkpoint_manifest(stage, manifest)
     return manifest
 
 
 def shard_tensor(
-    src: ck.Checkpoint, name: str, target: ShardPolicy, directory: Path, chunk_rows: Optional[int], bar, stem: Optional[str] = None
+    src: Checkpoint, name: str, target: ShardPolicy, directory: Path, chunk_rows: Optional[int], bar,
+    stem: Optional[str] = None, ranks: Optional[Sequence[int]] = None,
 ) -> list[dict[str, Any]]:
-    """Write tensor `name` of `src` as `target.world_size` shard files `<stem>_part_<r>_of_<W>` in `directory`.
+    """Write tensor `name` of `src` as the shard files `<stem>_part_<r>_of_<W>` (W = target.world_size) of the
+    ranks `ranks` (default: all) in `directory`; return their shard entries.
 
     `stem` defaults to the tensor name (gpart's own shard names); export-ckpt passes
-    another system's file names. Contiguous to contiguous is a kernel copy; anything
-    else streams global-order pieces into the shards. Returns the shard entries.
+    another system's file names. `ranks`: the distributed scatter writes some shards
+    on each of its ranks. Contiguous to contiguous is a kernel copy; anything else
+    streams global-order pieces into the shards (a range shard's rows alone when
+    only some shards are written).
     """
     t = src.tensor(name)
     stem = stem or name
+    ranks = list(range(target.world_size) if ranks is None else ranks)
     if is_contiguous(src.policy(name)) and is_contiguous(target) and hasattr(os, "copy_file_range"):
         try:
-            return _copyis_contiguous(src, name, t, target, directory, chunk_rows, bar, stem)
+            return _copy_contiguous(src, name, t, target, directory, chunk_rows, bar, stem, ranks)
         except KernelCopyUnsupported:
-            for r in range(target.world_size):
+            for r in ranks:
                 (directory / ck.shard_file_name(stem, r, target.world_size)).unlink(missing_ok=True)
     step = min(max(1, t.num_rows), rows_per_piece(t.row_bytes, chunk_rows, PIECE_BYTES))
-    sink = ShardSink(directory, name, t, target, step, stem)
-    try:
-        for a, chunk in iter_global_chunks(src, name, chunk_rows):
+    with ShardSink(directory, name, t, target, step, stem, ranks) as sink:
+        for a, chunk in iter_global_chunks(src, name, chunk_rows, spans=_rows_of(target, ranks)):
             sink.feed(a, chunk)
             bar.advance(chunk.nbytes)
-    finally:
-        entries = sink.close()
-    return entries
+        return sink.close()
 
 
-def _copyis_contiguous(src: ck.Checkpoint, name: str, t: ck.TensorInfo, target: ShardPolicy, stage: Path, chunk_rows, bar, stem: str) -> list[dict[str, Any]]:
+def _rows_of(target: ShardPolicy, ranks: list[int]) -> Optional[list[tuple[int, int]]]:
+    """The global rows [lo, hi) that shards `ranks` of a contiguous target hold (None: all rows, which a
+    remainder shard's rows, interleaved through the table, need anyway)."""
+    if not is_contiguous(target) or len(ranks) == target.world_size:
+        return None
+    bounds = contiguous_bounds(target, target.num_rows)
+    return [(int(bounds[r]), int(bounds[r + 1])) for r in ranks]
+
+
+def _copy_contiguous(src: Checkpoint, name: str, t: TensorInfo, target: ShardPolicy, stage: Path, chunk_rows, bar, stem: str,
+                     ranks: list[int]) -> list[dict[str, Any]]:
     """Contiguous shards to contiguous shards: byte ranges copied inside the kernel (copy_spans).
 
     The pieces are checksummed from the source's mapped pages while the next one is
@@ -203,7 +223,7 @@ def _copyis_contiguous(src: ck.Checkpoint, name: str, t: ck.TensorInfo, target: 
     piece = max(1, rows_per_piece(t.row_bytes, chunk_rows, PIECE_BYTES)) * max(1, t.row_bytes)
     bounds = contiguous_bounds(target, t.num_rows)
     entries = []
-    for r in range(target.world_size):
+    for r in ranks:
         g0, g1 = int(bounds[r]), int(bounds[r + 1])
         # the source's own CRCs are checked instead of trusted: no known CRCs passed on
         spans = [ByteSpan(sp.path, sp.offset, sp.nbytes, None, sp.file_size) for sp in contiguous_spans(src, t, source, g0, g1)]

@@ -2,7 +2,7 @@
 
 - `GlobalRows` / `iter_global_chunks`: read a tensor in global row order (SPEC.md
   section 6) in pieces of about 32 MiB through a few reused buffers;
-- `ShardSink`: distribute global-order pieces to W shard files under a policy;
+- `ShardSink`: distribute global-order pieces to W shard files (or some of them) under a policy;
 - `contiguous_spans`: where rows of a contiguously sharded tensor lie in its files.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -18,8 +18,8 @@ from gpart.bytes.buffers import BufferRing, in_background
 from gpart.bytes.copy import ByteSpan
 from gpart.bytes.crc import CHUNK_BYTES, OnTheWayCrc
 from gpart.bytes.reader import SEQUENTIAL, WILLNEED, advise_pages, bytes_view, close_map, map_read_only, open_sequential, pread_into, release_pages
-from gpart.bytes.sink import ByteSink
-from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_reader import Checkpoint, TensorInfo
+from gpart.formats.checkpoint_writer import ShardWriter
 from gpart.formats.shard import RangePolicy, ShardPolicy
 
 # Rows move in pieces of about 32 MiB; BUFFERS such buffers are in flight at once
@@ -63,7 +63,7 @@ def contiguous_bounds(policy: ShardPolicy, num_rows: int) -> np.ndarray:
     return policy.bounds if isinstance(policy, RangePolicy) else np.array([0, num_rows])
 
 
-def contiguous_spans(ckpt: ck.Checkpoint, t: ck.TensorInfo, policy: ShardPolicy, start: int, stop: int) -> list[ByteSpan]:
+def contiguous_spans(ckpt: Checkpoint, t: TensorInfo, policy: ShardPolicy, start: int, stop: int) -> list[ByteSpan]:
     """Where global rows [start, stop) of a contiguously sharded tensor lie in its shard files.
 
     A span that covers a whole shard carries the shard's CRC-32 and size from the
@@ -90,7 +90,7 @@ class ShardMaps:
     they do not accumulate in the process's resident memory.
     """
 
-    def __init__(self, ckpt: ck.Checkpoint, t: ck.TensorInfo):
+    def __init__(self, ckpt: Checkpoint, t: TensorInfo):
         self.t = t
         self.maps: list[Any] = []
         self.views: list[np.ndarray] = []
@@ -151,7 +151,7 @@ class GlobalRows:
     Reads are expected in ascending order (any order works, only slower).
     """
 
-    def __init__(self, ckpt: ck.Checkpoint, name: str):
+    def __init__(self, ckpt: Checkpoint, name: str):
         self.ckpt = ckpt
         self.t = t = ckpt.tensor(name)
         self.policy = ckpt.policy(name)
@@ -225,13 +225,15 @@ class GlobalRows:
 
 
 def iter_global_chunks(
-    ckpt: ck.Checkpoint, name: str, chunk_rows: Optional[int] = None, background: bool = True
+    ckpt: Checkpoint, name: str, chunk_rows: Optional[int] = None, background: bool = True,
+    spans: Optional[Sequence[tuple[int, int]]] = None,
 ) -> Iterator[tuple[int, np.ndarray]]:
     """(start, rows[start:start+k]) of tensor `name` in global row order, from any layout.
 
     Pieces of at most `chunk_rows` rows (about 32 MiB by default), each valid
     until the next one is requested. With `background`, a helper thread reads
-    the next piece while the caller writes the current one.
+    the next piece while the caller writes the current one. `spans`: only the
+    global rows [lo, hi) of each (lo, hi), in the order given (default: all rows).
     """
     t = ckpt.tensor(name)
     n = t.num_rows
@@ -241,19 +243,29 @@ def iter_global_chunks(
 
     def pieces() -> Iterator[tuple[int, np.ndarray]]:
         with GlobalRows(ckpt, name) as rows:
-            for a in range(0, n, step):
-                yield a, rows.read(a, min(n, a + step))
+            for lo, hi in spans if spans is not None else [(0, n)]:
+                for a in range(lo, hi, step):
+                    yield a, rows.read(a, min(hi, a + step))
 
     yield from (in_background(pieces()) if background else pieces())
 
 
 class ShardSink:
-    """Distributes global-order chunks of one tensor to W shard files under a target policy."""
+    """Distributes global-order chunks of one tensor to the shard files of `ranks` (default: all) under a
+    target policy, each written by gpart.formats.checkpoint_writer's ShardWriter. A context manager:
+    leaving it by an exception abandons the files (the caller removes its staging directory)."""
 
-    def __init__(self, directory: Path, name: str, t: ck.TensorInfo, policy: ShardPolicy, step: int, stem: Optional[str] = None):
-        self.name, self.t, self.policy = name, t, policy
+    def __init__(self, directory: Path, name: str, t: TensorInfo, policy: ShardPolicy, step: int,
+                 stem: Optional[str] = None, ranks: Optional[Iterable[int]] = None):
+        self.policy = policy
         world = policy.world_size
-        self.files = [ByteSink(directory / ck.shard_file_name(stem or name, r, world)) for r in range(world)]
+        self.files: dict[int, ShardWriter] = {}
+        try:
+            for r in range(world) if ranks is None else ranks:
+                self.files[r] = ShardWriter(directory, name, r, world, t.dtype, t.row_shape, stem=stem, crc_in_thread=True)
+        except BaseException:
+            self.discard()
+            raise
         strided = policy.name == "remainder" and world > 1
         self.tmp = np.empty((-(-step // world) + 1, *t.row_shape), dtype=t.np_dtype) if strided else None
 
@@ -261,26 +273,36 @@ class ShardSink:
         b = a + chunk.shape[0]
         world = self.policy.world_size
         if self.tmp is not None:
-            for r in range(world):
+            for r, f in self.files.items():
                 first = (r - a) % world
                 if first >= chunk.shape[0]:
                     continue
                 count = (chunk.shape[0] - 1 - first) // world + 1
                 np.copyto(self.tmp[:count], chunk[first::world])
-                self.files[r].write(self.tmp[:count])
+                f.write(self.tmp[:count])
             return
         for r, _, pos, end in range_pieces(self.policy, self.policy.num_rows, a, b):
-            self.files[r].write(chunk[pos - a : end - a])
+            if r in self.files:
+                self.files[r].write(chunk[pos - a : end - a])
 
     def close(self) -> list[dict[str, Any]]:
-        entries = []
-        for r, f in enumerate(self.files):
+        """fsync and close every file; their shard entries."""
+        for f in self.files.values():
             f.close()
-            rows = f.nbytes // self.t.row_bytes if self.t.row_bytes else self.policy.count(r)
-            entries.append(ck.shard_entry(self.name, r, f.path.name, rows, f.nbytes, f.crc, self.t.dtype, self.t.row_shape))
-        return entries
+        return [f.shard_entry() for f in self.files.values()]
+
+    def discard(self) -> None:
+        for f in self.files.values():
+            f.discard()
+
+    def __enter__(self) -> "ShardSink":
+        return self
+
+    def __exit__(self, exc_type, *rest) -> None:
+        if exc_type is not None:
+            self.discard()
 
 
-def tensor_bytes(ckpt: ck.Checkpoint) -> int:
+def tensor_bytes(ckpt: Checkpoint) -> int:
     """Bytes of all tensor data of a checkpoint (headers not counted)."""
     return sum(t.nbytes for t in ckpt.tensors.values())

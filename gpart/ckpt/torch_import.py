@@ -13,9 +13,11 @@ from gpart.bytes.torch_bridge import tensor_dtype_name, tensor_to_numpy
 from gpart.ckpt.reshard import target_policy
 from gpart.base.errors import InputError
 from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
 from gpart.formats.commit import staged_output
 from gpart.formats.dtypes import STORAGE_DTYPES, storage_dtype
 from gpart.formats.foreign_ckpt import DISTDGL_PARAMS, DISTDGL_STATES
+from gpart.formats.input_checks import check_input_file
 from gpart.base.progress import or_null
 from gpart.formats.shard import POLICIES, ShardPolicy, make_policy
 
@@ -44,9 +46,7 @@ def expand_rank_files(inputs: Sequence[PathLike], world_size: Optional[int] = No
 
 
 def _load_torch(path: Path) -> Any:
-    import torch
-
-    from gpart.formats.input_checks import check_input_file
+    import torch  # here, not at the top: `gpart.ckpt` (and so the CLI) imports without torch
 
     check_input_file(path)  # exists, readable, and a regular file (a FIFO would block torch.load)
     try:
@@ -60,7 +60,7 @@ def _load_torch(path: Path) -> Any:
 
 
 def _to_numpy(value: Any, path: Path, key: str) -> tuple[np.ndarray, str]:
-    import torch
+    import torch  # see _load_torch
 
     if not isinstance(value, torch.Tensor):
         raise InputError(path, f"{key!r} is a {type(value).__name__}, expected a tensor")
@@ -102,7 +102,7 @@ def _step_as_int32(value: Any, path: Path, key: str) -> Any:
 
     Exact when every count is a whole number in 0..2^31-1; anything else is refused.
     """
-    import torch
+    import torch  # see _load_torch
 
     if not isinstance(value, torch.Tensor) or not value.is_floating_point():
         return value
@@ -211,7 +211,7 @@ def import_torch(
                 specs.append(spec)
                 entries += ents
         manifest = ck.build_checkpoint_manifest(specs, entries, world, opt)
-        ck.write_checkpoint_manifest(stage, manifest)
+        write_checkpoint_manifest(stage, manifest)
     return manifest
 
 
@@ -273,7 +273,7 @@ def _import_embedding(emb, ranks, groups, stage, opt_type, layout, policy_name, 
         entries = []
         for name in names:
             for r in range(world):
-                entries.append(ck.write_shard(stage, name, r, world, ranks[r][0][name][0], dtype=meta[name][0], row_shape=meta[name][1]))
+                entries.append(write_shard(stage, name, r, world, ranks[r][0][name][0], dtype=meta[name][0], row_shape=meta[name][1]))
                 bar.advance(1)
     dt, shape = meta[emb]
     return ck.EmbeddingSpec(emb, n, shape, dt, target), entries
@@ -310,7 +310,7 @@ def _place_by_ids(emb, names, meta, ranks, ids, target: ShardPolicy, stage: Path
     for name in names:
         dt, shape = meta[name]
         sdt = storage_dtype(dt)
-        row_bytes = int(np.prod(shape, dtype=np.int64)) * sdt.itemsize
+        row_bytes = ck.tensor_row_bytes(dt, shape)
         for out_rank in range(world):
             rows = target.count(out_rank)
             fname = ck.shard_file_name(name, out_rank, world)

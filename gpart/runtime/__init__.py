@@ -11,8 +11,8 @@ artifact is opened).
 """
 
 from gpart.runtime import initializers as init
-from gpart.runtime.checkpoint import save_checkpoint
-from gpart.runtime.checkpoint_load import load_checkpoint
+from gpart.ckpt.runtime_save import save_checkpoint
+from gpart.ckpt.runtime_load import load_checkpoint
 from gpart.runtime.embedding import ShardedEmbedding
 from gpart.runtime.filelist_slice import load_rows
 from gpart.runtime.hetero import HeteroPartition

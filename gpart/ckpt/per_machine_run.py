@@ -24,6 +24,7 @@ from gpart.collectives.comm import Comm
 from gpart.distributed.shuffle import column, pack, rows_per_round, shuffle
 from gpart.base.errors import GpartError, InputError, OutputError
 from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_reader import Checkpoint, parse_checkpoint, read_checkpoint
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -31,7 +32,7 @@ PIECE = 1 << 16  # shard bytes per record
 HEAD = 4  # int64 fields before the bytes: tensor index, shard index, position in the file, length
 
 
-def read_run(comm: Comm, run_dir: PathLike) -> tuple[ck.Checkpoint, bool]:
+def read_run(comm: Comm, run_dir: PathLike) -> tuple[Checkpoint, bool]:
     """The checkpoint, and whether its shards are spread over the ranks' machines (every rank decides alike).
 
     Complete everywhere: the usual full check (read_checkpoint). Otherwise every
@@ -39,7 +40,7 @@ def read_run(comm: Comm, run_dir: PathLike) -> tuple[ck.Checkpoint, bool]:
     error, src, complete = None, None, False
     try:
         directory = Path(run_dir)
-        src = ck.parse_checkpoint(read_manifest(directory, expected_format=ck.FORMAT), directory,
+        src = parse_checkpoint(read_manifest(directory, expected_format=ck.FORMAT), directory,
                                   directory / MANIFEST_NAME, check_files=False, verify=False)
         complete = all((directory / s.file).is_file() for t in src.tensors.values() for s in t.shards)
     except GpartError as exc:
@@ -49,7 +50,7 @@ def read_run(comm: Comm, run_dir: PathLike) -> tuple[ck.Checkpoint, bool]:
     error = None
     try:
         if not spread:
-            src = ck.read_checkpoint(run_dir)
+            src = read_checkpoint(run_dir)
         else:
             _check_my_shards(src, comm.rank, comm.world)
     except GpartError as exc:
@@ -58,7 +59,7 @@ def read_run(comm: Comm, run_dir: PathLike) -> tuple[ck.Checkpoint, bool]:
     return src, spread
 
 
-def _check_my_shards(src: ck.Checkpoint, rank: int, world: int) -> None:
+def _check_my_shards(src: Checkpoint, rank: int, world: int) -> None:
     for t in src.tensors.values():
         for s in t.shards[rank::world]:
             path = src.directory / s.file
@@ -71,8 +72,8 @@ def _check_my_shards(src: ck.Checkpoint, rank: int, world: int) -> None:
                 raise InputError(path, f"size {size} bytes, manifest says {s.bytes}")
 
 
-def fetch_shards(comm: Comm, src: ck.Checkpoint, writer_of: Callable[[int], int], scratch: Path,
-                 max_message: int) -> dict[str, ck.Checkpoint]:
+def fetch_shards(comm: Comm, src: Checkpoint, writer_of: Callable[[int], int], scratch: Path,
+                 max_message: int) -> dict[str, Checkpoint]:
     """Ship every shard to the writer of its tensor; {tensor name: view of src reading local or received shards}
     for this rank's tensors. Scratch copies are created under `scratch`."""
     names = list(src.tensors)
@@ -116,7 +117,7 @@ def fetch_shards(comm: Comm, src: ck.Checkpoint, writer_of: Callable[[int], int]
             for i, name in enumerate(names) if writer_of(i) == comm.rank}
 
 
-def _view(src: ck.Checkpoint, name: str, received: dict[int, Path]) -> ck.Checkpoint:
+def _view(src: Checkpoint, name: str, received: dict[int, Path]) -> Checkpoint:
     """src, with tensor `name`'s received shards read from their scratch copies (absolute paths)."""
     t = src.tensors[name]
     shards = tuple(dataclasses.replace(s, file=os.fspath(received[k].absolute())) if k in received else s

@@ -3,7 +3,7 @@
 - `wholegraph`: `WholeMemoryEmbedding.load(prefix)`'s files, the table and each
   optimizer state split over W ranks by WholeGraph's range rule (or given
   boundaries). The shards are cut by the same streaming code as scatter-ckpt
-  (gpart.ckpt.shard_tensor), only under WholeGraph's file names: contiguous to
+  (gpart.ckpt.reshard.shard_tensor), only under WholeGraph's file names: contiguous to
   contiguous is a kernel copy, anything else streams in ~32 MiB pieces.
 - `distdgl`: per rank, DistDGL's sparse-optimizer state file (`<prefix>_<r>`,
   what its optimizer's `save(prefix)` writes and `load(prefix)` reads) and
@@ -26,9 +26,10 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from gpart.base.version import __version__
-from gpart.ckpt import shard_tensor, target_policy
+from gpart.ckpt.reshard import shard_tensor, target_policy
 from gpart.base.errors import InputError
 from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_reader import Checkpoint, read_checkpoint
 from gpart.formats import foreign_ckpt as fc
 from gpart.formats.commit import staged_output
 from gpart.formats.dtypes import storage_dtype
@@ -67,7 +68,7 @@ def export_checkpoint(
         raise InputError(None, f"unknown export target {to!r} (expected one of {', '.join(TARGETS)})")
     if world_size < 1:
         raise InputError(None, f"world size must be at least 1, got {world_size}")
-    src = ck.read_checkpoint(run_dir, verify=verify)
+    src = read_checkpoint(run_dir, verify=verify)
     opt_type = src.optimizer["type"]
     states_of = fc.WHOLEGRAPH_STATE_FILES if to == "wholegraph" else fc.DISTDGL_STATES
     if opt_type not in states_of and not table_only:
@@ -95,7 +96,7 @@ def export_checkpoint(
     return manifest
 
 
-def _export_manifest(src: ck.Checkpoint, run_dir: PathLike, to: str, world_size: int, prefix: str, table_only: bool, policies, files) -> dict[str, Any]:
+def _export_manifest(src: Checkpoint, run_dir: PathLike, to: str, world_size: int, prefix: str, table_only: bool, policies, files) -> dict[str, Any]:
     """The `manifest.json` of an export (SPEC.md 6.7): what was written, for whom, from what."""
     return {
         "format": EXPORT_FORMAT,
@@ -115,13 +116,13 @@ def _export_manifest(src: ck.Checkpoint, run_dir: PathLike, to: str, world_size:
     }
 
 
-def _check_embedding(src: ck.Checkpoint, name: str, where: PathLike) -> str:
+def _check_embedding(src: Checkpoint, name: str, where: PathLike) -> str:
     if name not in src.embeddings:
         raise InputError(where, f"has no embedding {name!r} (embeddings: {', '.join(src.embeddings)})")
     return name
 
 
-def _one_embedding(src: ck.Checkpoint, embedding: Optional[str], where: PathLike) -> str:
+def _one_embedding(src: Checkpoint, embedding: Optional[str], where: PathLike) -> str:
     if embedding is not None:
         return _check_embedding(src, embedding, where)
     if len(src.embeddings) != 1:
@@ -173,7 +174,7 @@ def _export_distdgl(src, names: list[str], prefix: str, policies, stage: Path, t
     return files
 
 
-def _scratch_rows(src: ck.Checkpoint, scratch: Path, name: str, rank: int, world: int) -> Any:
+def _scratch_rows(src: Checkpoint, scratch: Path, name: str, rank: int, world: int) -> Any:
     """A tensor over rank `rank`'s scratch shard of `name`, memory-mapped copy-on-write (no copy made)."""
     t = src.tensor(name)
     path = scratch / ck.shard_file_name(name, rank, world)
@@ -186,9 +187,9 @@ def _scratch_rows(src: ck.Checkpoint, scratch: Path, name: str, rank: int, world
     return as_torch(arr, t.dtype)
 
 
-def _distdgl_state(src: ck.Checkpoint, scratch: Path, emb: str, state: str, rank: int, world: int) -> Any:
+def _distdgl_state(src: Checkpoint, scratch: Path, emb: str, state: str, rank: int, world: int) -> Any:
     """Rank `rank`'s rows of a state as DistDGL keeps it: float32 (step counts too, which must stay exact)."""
-    import torch
+    import torch  # not at the top: `gpart.ckpt` (and so the CLI) imports without torch
 
     name = ck.tensor_name(emb, state)
     rows = _scratch_rows(src, scratch, name, rank, world)

@@ -1,4 +1,4 @@
-"""Save and load ShardedEmbedding tables and sparse optimizer states as gpart checkpoints.
+"""save_checkpoint: ShardedEmbedding tables and sparse optimizer states saved as a gpart checkpoint.
 
 The files are exactly SPEC.md section 6 (gpart.formats.checkpoint), so
 `gpart gather-ckpt`, `scatter-ckpt`, `info` and `verify` work on what
@@ -13,9 +13,8 @@ the previous checkpoint at `path` stays complete and loadable; a job killed
 during a save leaves at most a hidden `.<name>.gpart-staging-*` directory with
 no manifest, which no reader accepts as a result.
 
-load_checkpoint (gpart.runtime.checkpoint_load, importable from here) is rank-local:
-each rank reads only the rows it owns, of the table and of every optimizer
-state, and the optimizer's hyper-parameters.
+Its counterpart, load_checkpoint, is gpart.ckpt.runtime_load. Both are
+`gpart.runtime.save_checkpoint` / `load_checkpoint` for a training script.
 """
 
 from __future__ import annotations
@@ -30,22 +29,16 @@ import torch
 
 from gpart.bytes.torch_bridge import tensor_dtype_name
 from gpart.base.errors import GpartError, OutputError
-from gpart.formats.checkpoint import (
-    EmbeddingSpec,
-    build_checkpoint_manifest,
-    tensor_name,
-    write_checkpoint_manifest,
-)
-from gpart.formats.checkpoint_writer import write_shard
+from gpart.formats.checkpoint import EmbeddingSpec, build_checkpoint_manifest, tensor_name
+from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
 from gpart.formats.commit import staged_output
 from gpart.formats.manifest import MANIFEST_NAME, read_manifest
 from gpart.collectives import agreement as dist
-from gpart.runtime.checkpoint_load import check_embeddings, load_checkpoint  # noqa: F401  (load_checkpoint: public here too)
+from gpart.ckpt.runtime_load import check_embeddings
 from gpart.runtime.embedding import RANK_SYNC_TIMEOUT_S, ShardedEmbedding
 from gpart.runtime.optim import SparseOptimizer
 
 PathLike = Union[str, "os.PathLike[str]"]
-
 
 
 # ---------------------------------------------------------------------------------- saving
@@ -222,4 +215,4 @@ def _from_root(obj: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
     return box[0]
 
 
-__all__ = ["save_checkpoint", "load_checkpoint"]
+__all__ = ["save_checkpoint"]

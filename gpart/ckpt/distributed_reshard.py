@@ -1,15 +1,15 @@
 """gather-ckpt and scatter-ckpt on torch.distributed ranks (shared or per-machine directories, SPEC.md 10.4).
 
-scatter: target shard q (of every tensor) is written by rank q % W, from the
-source rows it holds (a range target reads only its rows; a remainder
-target's rows are interleaved through the table, so its rank streams the
-table once for all its shards). gather: tensor i of the checkpoint is
-gathered by rank i % W with gpart.ckpt's own gather_tensor (the output has
-one file per tensor). Every rank writes into the staging directory rank 0
-created; rank 0 writes the manifest last once every rank reported success.
-The files are the ones single-process gather-ckpt / scatter-ckpt write, byte
-for byte, because each is written by the same code or from the same rows in
-the same order.
+scatter: target shard q (of every tensor) is written by rank q % W with the
+single-process scatter's own shard_tensor, asked for those shards only (a
+range target reads only their rows; a remainder target's rows are
+interleaved through the table, so its rank streams the table once for all
+its shards). gather: tensor i of the checkpoint is gathered by rank i % W
+with the single-process gather's own gather_tensor (the output has one file
+per tensor). Every rank writes into the staging directory rank 0 created;
+rank 0 writes the manifest last once every rank reported success. The files
+are the ones single-process gather-ckpt / scatter-ckpt write, byte for byte,
+because each is written by the same code.
 """
 
 from __future__ import annotations
@@ -17,28 +17,27 @@ from __future__ import annotations
 import json
 import os
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
-from gpart.ckpt import GlobalRows, gather_tensor, iter_global_chunks, target_policy
-from gpart.collectives.comm import Comm
-from gpart.distributed.ckpt_local import fetch_shards, read_run
-from gpart.distributed.placement import commit_output, stage_output
-from gpart.formats.scratch import ScratchDir
 from gpart.base.errors import GpartError
+from gpart.base.progress import NullProgress
+from gpart.ckpt.per_machine_run import fetch_shards, read_run
+from gpart.ckpt.reshard import gather_tensor, scatter_manifest, shard_tensor, target_policies
+from gpart.collectives.comm import Comm
+from gpart.distributed.placement import commit_output, stage_output
 from gpart.formats import checkpoint as ck
-from gpart.bytes.crc import CHUNK_BYTES
-from gpart.formats.arrays import ArrayWriter
+from gpart.formats.checkpoint_reader import Checkpoint, read_checkpoint
+from gpart.formats.checkpoint_writer import write_checkpoint_manifest
 from gpart.formats.manifest import fsync_dir
-from gpart.formats.shard import RangePolicy, ShardPolicy
+from gpart.formats.scratch import ScratchDir
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def _read(comm: Comm, directory: PathLike) -> ck.Checkpoint:
+def _read(comm: Comm, directory: PathLike) -> Checkpoint:
     error, src = None, None
     try:
-        src = ck.read_checkpoint(directory)
+        src = read_checkpoint(directory)
     except GpartError as exc:
         error = exc
     comm.agree(error, "reading the checkpoint")
@@ -89,7 +88,7 @@ def gather_ckpt(run_dir: PathLike, out_dir: PathLike, *, npy: bool = False, forc
         def manifest() -> dict[str, Any]:
             return ck.build_global_manifest(src, [entries[name] for name in names], os.fspath(run_dir))
 
-        return commit_output(comm, out, stack, manifest, ck.write_checkpoint_manifest)
+        return commit_output(comm, out, stack, manifest, write_checkpoint_manifest)
 
 
 def scatter_ckpt(full_dir: PathLike, out_dir: PathLike, world_size: int, policy: str = "remainder", *,
@@ -100,7 +99,7 @@ def scatter_ckpt(full_dir: PathLike, out_dir: PathLike, world_size: int, policy:
     src = _read(comm, full_dir)
     error, policies = None, {}
     try:
-        policies = {e.name: target_policy(policy, e.num_rows, world_size, boundaries) for e in src.embeddings.values()}
+        policies = target_policies(src, policy, world_size, boundaries)
     except GpartError as exc:
         error = exc
     comm.agree(error, "checking the target policy")
@@ -108,45 +107,14 @@ def scatter_ckpt(full_dir: PathLike, out_dir: PathLike, world_size: int, policy:
         out = stage_output(comm, stack, out_dir, force, [full_dir])  # shared, or one directory per machine
         error, mine = None, []
         try:
-            for name, t in src.tensors.items():
-                mine += write_shards(src, name, policies[t.embedding], range(comm.rank, world_size, comm.world), out.stage)
+            with NullProgress().stage("scattering") as bar:
+                for name, t in src.tensors.items():
+                    mine += shard_tensor(src, name, policies[t.embedding], out.stage, None, bar, ranks=range(comm.rank, world_size, comm.world))
         except Exception as exc:
             error = exc
-        order = {name: i for i, name in enumerate(src.tensors)}
-        entries = sorted((e for r in _reports(comm, error, mine, "writing shards") for e in r),
-                         key=lambda e: (order[e["tensor"]], e["rank"]))
+        entries = _reports(comm, error, mine, "writing shards")  # per rank: its shards' entries
 
         def manifest() -> dict[str, Any]:
-            specs = [ck.EmbeddingSpec(e.name, e.num_rows, e.row_shape, e.dtype, policies[e.name]) for e in src.embeddings.values()]
-            return ck.build_checkpoint_manifest(specs, entries, world_size, src.optimizer, extra=src.manifest.get("extra"))
+            return scatter_manifest(src, policies, entries, world_size)
 
-        return commit_output(comm, out, stack, manifest, ck.write_checkpoint_manifest)
-
-
-def write_shards(src: ck.Checkpoint, name: str, target: ShardPolicy, ranks: Sequence[int], directory: Path) -> list[dict[str, Any]]:
-    """Shard files `<name>_part_<q>_of_<W>` of the target ranks `ranks` (only those); their manifest entries."""
-    t = src.tensor(name)
-    world = target.world_size
-    ranks = list(ranks)
-    writers = {q: ArrayWriter(directory / ck.shard_file_name(name, q, world), t.dtype, t.row_shape) for q in ranks}
-    try:
-        if isinstance(target, RangePolicy) or world == 1:
-            step = max(1, CHUNK_BYTES // max(1, t.row_bytes))
-            with GlobalRows(src, name) as rows:  # a range shard's rows: read those alone
-                for q in ranks:
-                    lo, hi = int(target.global_slice(q).start), int(target.global_slice(q).stop)
-                    for a in range(lo, hi, step):
-                        writers[q].write(rows.read(a, min(hi, a + step)))
-        elif ranks:
-            for a, chunk in iter_global_chunks(src, name):
-                for q in ranks:
-                    writers[q].write(chunk[(q - a) % world::world])
-        for w in writers.values():
-            w.close()
-    except BaseException:
-        for w in writers.values():
-            w.discard()
-        raise
-    return [{"tensor": name, "rank": q, "file": writers[q].path.name, "rows": int(target.count(q)),
-             "bytes": writers[q].entry().nbytes, "crc32": f"{writers[q].crc:08x}", "dtype": t.dtype,
-             "row_shape": list(t.row_shape)} for q in ranks]
+        return commit_output(comm, out, stack, manifest, write_checkpoint_manifest)

@@ -8,12 +8,12 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from gpart.bytes.reader import pread_into
-from gpart.bytes.sink import ByteSink
 from gpart.bytes.crc import CHUNK_BYTES
+from gpart.bytes.reader import bytes_view, pread_into
 from gpart.ckpt.reshard import target_policy
 from gpart.base.errors import InputError
 from gpart.formats import checkpoint as ck
+from gpart.formats.checkpoint_writer import ShardWriter, write_checkpoint_manifest
 from gpart.formats.commit import staged_output
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.foreign_ckpt import WHOLEGRAPH_STATE_FILES
@@ -69,12 +69,12 @@ def import_wholegraph(
     with staged_output(out_dir, force=force, inputs=[]) as stage:
         with progress.stage("importing", total=len(plan)) as bar:
             for tname, r, path, tdtype, tshape in plan:
-                entries.append(_copy_shard(path, stage, tname, r, world_size, tdtype, tshape))
+                entries.append(_copy_shard(path, stage, tname, r, world_size, tdtype, tshape, policy.count(r)))
                 bar.advance(1)
         opt = {"type": optimizer, **dict(hyper_params or {}), "imported_from": "wholegraph"}
         spec = ck.EmbeddingSpec(name, num_rows, row_shape, dtype, policy)
         manifest = ck.build_checkpoint_manifest([spec], entries, world_size, opt)
-        ck.write_checkpoint_manifest(stage, manifest)
+        write_checkpoint_manifest(stage, manifest)
     return manifest
 
 
@@ -83,7 +83,7 @@ def _check_files(prefix: Path, sources: dict[str, tuple[str, str, tuple[int, ...
     world_size = policy.world_size
     plan = []
     for tname, (stem, tdtype, tshape) in sources.items():
-        row_bytes = int(np.prod(tshape, dtype=np.int64)) * storage_dtype(tdtype).itemsize
+        row_bytes = ck.tensor_row_bytes(tdtype, tshape)
         for r in range(world_size):
             path = prefix.parent / ck.shard_file_name(stem, r, world_size)
             want = policy.count(r) * row_bytes
@@ -103,24 +103,21 @@ def _check_files(prefix: Path, sources: dict[str, tuple[str, str, tuple[int, ...
     return plan
 
 
-def _copy_shard(path: Path, stage: Path, tname: str, rank: int, world: int, dtype: str, row_shape: tuple[int, ...]) -> dict[str, Any]:
-    out = ByteSink(stage / ck.shard_file_name(tname, rank, world))
-    buf = np.empty(CHUNK_BYTES, dtype=np.uint8)
+def _copy_shard(path: Path, stage: Path, tname: str, rank: int, world: int, dtype: str, row_shape: tuple[int, ...], rows: int) -> dict[str, Any]:
+    """WholeGraph's file of rank `rank` (raw rows, its size checked) copied into gpart's shard file, in bounded pieces."""
+    row_bytes = ck.tensor_row_bytes(dtype, row_shape)
+    step = max(1, CHUNK_BYTES // max(1, row_bytes))
+    buf = np.empty((min(step, rows), *row_shape), dtype=storage_dtype(dtype))
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     try:
-        size = os.fstat(fd).st_size
-        pos = 0
-        while pos < size:
-            n = min(len(buf), size - pos)
-            pread_into(fd, memoryview(buf)[:n], pos, path)
-            out.write(buf[:n])
-            pos += n
+        with ShardWriter(stage, tname, rank, world, dtype, row_shape) as out:
+            for a in range(0, rows, step):
+                k = min(step, rows - a)
+                pread_into(fd, bytes_view(buf[:k]), a * row_bytes, path)
+                out.write(buf[:k])
     finally:
         os.close(fd)
-        out.close()
-    row_bytes = int(np.prod(row_shape, dtype=np.int64)) * storage_dtype(dtype).itemsize
-    rows = out.nbytes // row_bytes if row_bytes else 0
-    return ck.shard_entry(tname, rank, out.path.name, rows, out.nbytes, out.crc, dtype, row_shape)
+    return out.shard_entry()
