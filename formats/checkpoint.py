@@ -173,6 +173,15 @@ def shard_entry(tensor: str, rank: int, file: str, rows: int, nbytes: int, crc32
     }
 
 
+def global_file_entry(file: str, nbytes: int, crc32: int, offset: int = 0) -> dict[str, Any]:
+    """The `file` object of a gathered tensor (SPEC.md 6.3): its one file, total bytes, CRC-32 of the
+    data after an `offset`-byte header (a .npy file's), the offset only when there is one."""
+    out: dict[str, Any] = {"file": file, "bytes": int(nbytes), "crc32": f"{crc32:08x}"}
+    if offset:
+        out["offset"] = int(offset)
+    return out
+
+
 def _flatten_entries(shard_entries: Any) -> list[dict[str, Any]]:
     """Accept a flat list of entries, a list of per-rank lists, or {tensor: [entries]}."""
     if isinstance(shard_entries, Mapping):

@@ -20,8 +20,9 @@ import numpy as np
 
 from gpart.base.errors import InputError, OutputError
 from gpart.bytes.reader import drop_pages
-from gpart.bytes.sink import ByteSink, npy_header
+from gpart.bytes.sink import ByteSink
 from gpart.formats.commit import staged_output
+from gpart.formats.npz import npy_header
 from gpart.formats.manifest import fsync_dir, read_json, write_json_atomic
 from gpart.formats.names import safe_name, safe_relpath
 from gpart.formats.input_checks import scan_range

@@ -3,6 +3,7 @@ stored, loaded when compressed; headers validated, nothing unpickled; the .npz g
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import zipfile
@@ -253,3 +254,15 @@ def open_array_input(spec: str) -> tuple[np.ndarray, str]:
     if arr.ndim and not arr.flags.c_contiguous:
         raise InputError(path, f"array {name!r} is not C-contiguous (Fortran order); save it with np.ascontiguousarray")
     return arr, name
+
+
+def npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    """The .npy header numpy itself writes for a C-order array of `dtype` and `shape` (version 1.0, else 2.0)."""
+    d = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
+    buf = io.BytesIO()
+    try:
+        np.lib.format.write_array_header_1_0(buf, d)
+    except ValueError:
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_2_0(buf, d)
+    return buf.getvalue()

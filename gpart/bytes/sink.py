@@ -4,13 +4,11 @@ Every writer of gpart (array files, part files of an export, checkpoint shards,
 .npy outputs) appends its bytes through `ByteSink`; the format layer decides
 names, dtypes and manifests, the commit (rename into place, manifest last) is
 gpart.formats.commit's. Also: `preallocate` for files written through a memory
-map, `npy_header` for .npy outputs streamed after their header, and
-`close_quietly` for files being abandoned.
+map and `close_quietly` for files being abandoned.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import zlib
 from pathlib import Path
@@ -98,13 +96,6 @@ class ByteSink:
         """Close without fsync: the caller is abandoning the file."""
         close_quietly(self._fh)
 
-    def entry(self) -> dict[str, Any]:
-        """{file, bytes, crc32[, offset]}: the file part of a manifest entry (SPEC.md's shape)."""
-        out: dict[str, Any] = {"file": self.path.name, "bytes": self.offset + self.nbytes, "crc32": f"{self.crc:08x}"}
-        if self.offset:
-            out["offset"] = self.offset
-        return out
-
     def __enter__(self) -> "ByteSink":
         return self
 
@@ -122,18 +113,6 @@ def close_quietly(fh: Any) -> None:
         fh.close()  # closes the descriptor even when the final flush fails
     except OSError:
         pass
-
-
-def npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
-    """The .npy header numpy itself writes for a C-order array of `dtype` and `shape` (version 1.0, else 2.0)."""
-    d = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
-    buf = io.BytesIO()
-    try:
-        np.lib.format.write_array_header_1_0(buf, d)
-    except ValueError:
-        buf = io.BytesIO()
-        np.lib.format.write_array_header_2_0(buf, d)
-    return buf.getvalue()
 
 
 def preallocate(path: os.PathLike | str, nbytes: int) -> None:

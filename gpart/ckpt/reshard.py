@@ -14,7 +14,8 @@ from typing import Any, Optional, Sequence, Union
 
 from gpart.bytes.copy import ByteSpan, KernelCopyUnsupported, copy_spans_to_new_file
 from gpart.bytes.crc import crc32_combine
-from gpart.bytes.sink import ByteSink, npy_header
+from gpart.bytes.sink import ByteSink
+from gpart.formats.npz import npy_header
 from gpart.ckpt.streaming import PIECE_BYTES, GlobalRows, ShardSink, contiguous_bounds, contiguous_spans, is_contiguous, iter_global_chunks, rows_per_piece, tensor_bytes
 from gpart.base.errors import InputError, IntegrityError
 from gpart.formats import checkpoint as ck
@@ -81,7 +82,7 @@ def _gather_flat(src: Checkpoint, name: str, t: TensorInfo, stage: Path, chunk_r
             f["dtype"] = "bfloat16"
         write_json_atomic(stage / f"{name}.json", exported)
     part = exported["files"][0]
-    return {"file": part["file"], "bytes": int(part["bytes"]), "crc32": part["crc32"]}
+    return ck.global_file_entry(part["file"], part["bytes"], int(part["crc32"], 16))
 
 
 def _gather_npy(src: Checkpoint, name: str, t: TensorInfo, stage: Path, chunk_rows, progress) -> dict[str, Any]:
@@ -91,7 +92,7 @@ def _gather_npy(src: Checkpoint, name: str, t: TensorInfo, stage: Path, chunk_ro
         try:
             with progress.stage(f"gather {name}", total=t.nbytes, unit="B") as bar:
                 crc, nbytes = copy_spans_to_new_file(contiguous_spans(src, t, policy, 0, t.num_rows), path, header, PIECE_BYTES, None, bar.advance)
-            return {"file": path.name, "bytes": len(header) + nbytes, "crc32": f"{crc:08x}", "offset": len(header)}
+            return ck.global_file_entry(path.name, len(header) + nbytes, crc, len(header))
         except KernelCopyUnsupported:
             path.unlink(missing_ok=True)
     out = ByteSink(path, header)
@@ -102,7 +103,7 @@ def _gather_npy(src: Checkpoint, name: str, t: TensorInfo, stage: Path, chunk_ro
                 bar.advance(chunk.nbytes)
     finally:
         out.close()
-    return out.entry()
+    return ck.global_file_entry(path.name, len(header) + out.nbytes, out.crc, len(header))
 
 
 def target_policy(name: str, num_rows: int, world_size: int, boundaries: Optional[Sequence[int]] = None) -> ShardPolicy:
