@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator, Optional, Union
 import numpy as np
 
 from gpart.bytes.reader import drop_pages, own_mapping
-from gpart.bytes.sink import preallocate
+from gpart.bytes.sink import map_new_file
 from gpart.base.errors import OutputError
 from gpart.formats.filelist_writer import FileListWriter
 from gpart.base.graph import Graph
@@ -308,11 +308,10 @@ def export_csr(
 
 
 def _scratch_array(path: Path, dtype: Any, length: int, mode: str = "w+") -> np.ndarray:
-    """A memmap of `length` items of a scratch file (created with its disk space reserved, with
-    "w+"); a plain empty array for no items (a zero-length file cannot be mapped)."""
+    """A memmap of `length` items of a scratch file: new, its disk space reserved, with "w+";
+    an existing one read back with "r"; a plain empty array for no items."""
     if mode == "w+":
-        preallocate(path, length * np.dtype(dtype).itemsize)
-        mode = "r+"
+        return map_new_file(path, dtype, length)
     if length == 0:
         return np.zeros(0, dtype=dtype)
     try:
