@@ -84,7 +84,7 @@ class Scenario:
 
     def looks_complete(self) -> bool:
         if self.export_dir:
-            return (self.out / "feat.json").exists()
+            return (self.out / "feat" / "feat.json").exists()  # export-feat's set folder (SPEC.md 5)
         return (self.out / "manifest.json").exists()
 
     def intact(self) -> bool:

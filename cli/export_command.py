@@ -17,11 +17,11 @@ _DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
 @click.command("export-feat", context_settings={"show_default": True})
 @click.argument("input", metavar="INPUT", type=str)
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=str), required=True,
-              help="Output directory (created if missing); may hold several exports, one <name>.json each.")
+              help="Output directory (created if missing); may hold several exports, each in its own folder OUT/<name>/.")
 @click.option("--name", default=None,
-              help="Export name (files <name>_part_<i>_of_<n>, <name>.json). Default: the .npy stem or npz key; "
-                   "with --csr the prefix of <name>_row_ptr/_col_idx/_edge_perm (default 'csr'); for a partition "
-                   "directory, the one node array to export (default: all of them).")
+              help="Export name (folder OUT/<name>/ with <name>_part_<i>_of_<n> and <name>.json). Default: the .npy "
+                   "stem or npz key; with --csr the prefix of <name>_row_ptr/_col_idx/_edge_perm, all three in OUT/<name>/ "
+                   "(default 'csr'); for a partition directory, the one node array to export (default: all of them).")
 @click.option("--files", "files", type=int, default=1,
               help="Part files per export; rows are split near-equally, never across a row. Independent of the "
                    "world size that later reads them.")
@@ -53,9 +53,10 @@ def export_feat(input: str, out_dir: str, name: Optional[str], files: int, dtype
 
         gpart export-feat parts/ --node-type paper --name feat -o wg/
 
-    Each export is <name>_part_<i>_of_<n> files whose
-    concatenation is the row-major little-endian array, and <name>.json written
-    last (SPEC.md section 5).
+    Each export is <name>_part_<i>_of_<n> files whose concatenation is the
+    row-major little-endian array, and <name>.json written last, in the folder
+    OUT/<name>/, which replaces an older one (--force) in one step (SPEC.md
+    section 5).
     """
     with progress_for(quiet or as_json, bytes_mode=True) as progress:
         summary = run_export(

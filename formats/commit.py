@@ -24,20 +24,27 @@ import os
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 from gpart.base.errors import GpartError, OutputError, uninterrupted
 from gpart.formats.manifest import MANIFEST_NAME, fsync_dir
 from gpart.formats.names import stale_work, work_name
 
 
-def check_output_dir(out: os.PathLike | str, force: bool, inputs: Sequence[os.PathLike | str] = ()) -> Path:
+def has_manifest(directory: Path) -> bool:
+    """Whether `directory` holds a result's manifest: what makes a directory a gpart result."""
+    return (directory / MANIFEST_NAME).exists()
+
+
+def check_output_dir(out: os.PathLike | str, force: bool, inputs: Sequence[os.PathLike | str] = (),
+                     is_result: Callable[[Path], bool] = has_manifest) -> Path:
     """Refuse an output that would overwrite the user's data; return it as an absolute Path.
 
     A symlink to a directory stands for that directory (the result replaces
     the link's target; the link stays). Stale work of dead processes for this
     name is swept first, so an interrupted swap's old result is back in place
-    before the checks below look at it.
+    before the checks below look at it. `is_result` tells a result that
+    `force` may replace from user data (default: it has a manifest).
     """
     out = Path(out).absolute()
     if out.is_symlink() and out.is_dir():
@@ -53,11 +60,11 @@ def check_output_dir(out: os.PathLike | str, force: bool, inputs: Sequence[os.Pa
             raise OutputError(out, "exists and is not a directory")
         entries = [p for p in out.iterdir()]
         if entries:
-            is_result = (out / MANIFEST_NAME).exists()
+            replaceable = is_result(out)
             if not force:
-                what = "a gpart result" if is_result else "a non-empty directory"
+                what = "a gpart result" if replaceable else "a non-empty directory"
                 raise OutputError(out, f"already exists ({what}); use --force to replace it")
-            if not is_result:
+            if not replaceable:
                 raise OutputError(out, "is a non-empty directory that is not a gpart result; refusing to replace it even with --force")
     parent = out.parent
     if not parent.exists():
@@ -71,13 +78,15 @@ def check_output_dir(out: os.PathLike | str, force: bool, inputs: Sequence[os.Pa
 
 
 @contextmanager
-def staged_output(out: os.PathLike | str, force: bool = False, inputs: Sequence[os.PathLike | str] = ()) -> Iterator[Path]:
+def staged_output(out: os.PathLike | str, force: bool = False, inputs: Sequence[os.PathLike | str] = (),
+                  is_result: Callable[[Path], bool] = has_manifest) -> Iterator[Path]:
     """Yield a fresh staging directory; on success move it to `out`, on failure remove it.
 
     The caller writes every data file and then the manifest (formats.manifest.write_manifest)
-    into the staging directory before leaving the block.
+    into the staging directory before leaving the block; `is_result` says whether it did
+    (and which existing `out` force may replace; default: a manifest).
     """
-    out = check_output_dir(out, force, inputs)
+    out = check_output_dir(out, force, inputs, is_result)
     stage = work_name(out, "staging")
     try:
         stage.mkdir()
@@ -85,8 +94,8 @@ def staged_output(out: os.PathLike | str, force: bool = False, inputs: Sequence[
         raise OutputError(out.parent, f"cannot create directory: {exc.strerror or exc}") from None
     try:
         yield stage
-        if not (stage / MANIFEST_NAME).exists():
-            raise RuntimeError(f"writer for {out} finished without writing {MANIFEST_NAME}")
+        if not is_result(stage):
+            raise RuntimeError(f"writer for {out} finished without writing its manifest")
         with uninterrupted():
             _swap_into_place(stage, out)
     except GpartError as exc:

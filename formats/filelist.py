@@ -1,22 +1,26 @@
 """Flat file-list exports (SPEC.md section 5): WholeGraph-style row-major binaries.
 
-An export named NAME in a directory is `NAME_part_<i>_of_<n>` (i = 0..n-1),
-headerless little-endian row-major files whose concatenation is the whole
-array, plus `NAME.json` describing them. WholeGraph's
+An export named NAME is `NAME_part_<i>_of_<n>` (i = 0..n-1), headerless
+little-endian row-major files whose concatenation is the whole array, plus
+`NAME.json` describing them, side by side in one folder. WholeGraph's
 `create_embedding_from_filelist` / `create_wholememory_tensor_from_filelist`
 read the part files as they are; `open_filelist` reads them back here,
 validating the JSON and the file sizes before mapping anything.
 
 Writing streams rows in chunks (never the whole array in memory), casts on the
 way when asked (float16 / bfloat16 / narrower integers, refusing overflow),
-and commits per export: parts are written under hidden temporary names and
-fsynced, then renamed into place, and `NAME.json` is written last, atomically.
-A `NAME.json` therefore never names incomplete data.
+fsyncs the parts and writes `NAME.json` last, into a folder that becomes a
+result only as a whole: export-feat's export set `OUT/<set>/`, swapped in with
+one rename-exchange, or a staged checkpoint. A `NAME.json` therefore never
+names incomplete data, and the part files a reader opens by name all belong to
+one export.
 
 The modules: this one (names, the JSON's fields, its validation), filelist_sources
 (RowSource, ArrayRows), filelist_convert (Converter: dtype casts), filelist_writer
-(FileListWriter, write_filelist), filelist_commit (commit records, recovery) and
-filelist_reader (FileList, open_filelist).
+(FileListWriter: one folder's exports), filelist_sets (ExportSetWriter,
+write_filelist: export-feat's folders and their swap), filelist_commit (commit
+records of the earlier flat layout, rolled forward) and filelist_reader
+(FileList, open_filelist, find_exports).
 """
 
 from __future__ import annotations

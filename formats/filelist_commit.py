@@ -1,5 +1,7 @@
-"""Commit records of file-list exports: the commit point of an export, rolled forward by
-the next writer when a run was killed after it (`recover_exports`)."""
+"""Commit records of file-list exports in the flat layout (gpart before issue 26 wrote every
+export's parts and JSON straight into OUT): the commit point of such an export, rolled
+forward by the next writer in the directory when a run was killed after it
+(`recover_exports`). New exports are committed by their set's swap (filelist_sets)."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ and every part file's size before mapping anything."""
 
 from __future__ import annotations
 
+import glob
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from gpart.base.errors import InputError, IntegrityError
+from gpart.base.errors import GpartError, InputError, IntegrityError
 from gpart.bytes.crc import file_crc32
 from gpart.formats.arrays import ArrayEntry, check_file_size, inside, open_array
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.manifest import check_format, read_json
 from gpart.formats.shard import wholegraph_boundaries
-from gpart.formats.filelist import FORMAT, VERSION, validate_manifest
+from gpart.formats.filelist import FORMAT, VERSION, json_file_name, validate_manifest
 
 
 @dataclass
@@ -123,9 +124,10 @@ class FileList:
 
 
 def open_filelist(json_path: os.PathLike | str, verify: bool = False) -> FileList:
-    """Open an export from its `<name>.json`: validate the JSON, then every part file's size
-    (and CRC-32 with `verify`), before mapping anything."""
-    json_path = Path(json_path)
+    """Open an export from its `<name>.json` (or an export set's folder, or a path of the flat
+    layout: export_json_path): validate the JSON, then every part file's size (and CRC-32
+    with `verify`), before mapping anything."""
+    json_path = export_json_path(json_path)
     obj = check_format(read_json(json_path), json_path, FORMAT, (VERSION,), what="")
     name, dtype, shape, entries = validate_manifest(obj, json_path)
     filelist = FileList(json_path, obj, entries, name, dtype, shape)
@@ -136,3 +138,42 @@ def open_filelist(json_path: os.PathLike | str, verify: bool = False) -> FileLis
         if problems:
             raise IntegrityError(None, problems[0])
     return filelist
+
+
+def export_json_path(path: os.PathLike | str) -> Path:
+    """The `<name>.json` that `path` stands for (SPEC.md 5): `path` itself when it exists; for an
+    export set's folder `DIR/<set>`, its `<set>.json`; for a missing `DIR/<name>.json` (where the
+    flat layout of gpart before issue 26 kept it), the one export-set folder `DIR/<set>/` holding
+    `<name>.json`. Anything else comes back unchanged (and reads as missing)."""
+    path = Path(path)
+    if path.is_dir():
+        return path / json_file_name(path.name)
+    if path.exists() or path.suffix != ".json":
+        return path
+    folders = [p for p in sorted(path.parent.glob(f"*/{glob.escape(path.name)}")) if not p.parent.name.startswith(".")]
+    return folders[0] if len(folders) == 1 else path
+
+
+def is_export_json(path: Path, unreadable: bool = False) -> bool:
+    """Whether `path` is the `<name>.json` of a file-list export (`unreadable`: the answer for a file
+    that cannot be read as JSON)."""
+    try:
+        obj = read_json(path)
+    except GpartError:
+        return unreadable
+    return isinstance(obj, dict) and obj.get("format") == FORMAT
+
+
+def holds_export(directory: Path) -> bool:
+    """Whether `directory` holds at least one export's `<name>.json` (an export set's folder does)."""
+    return any(is_export_json(p) for p in directory.glob("*.json") if not p.name.startswith("."))
+
+
+def find_exports(directory: os.PathLike | str) -> list[Path]:
+    """The `<name>.json` files of the exports in `directory`: its own (an export set's folder, or a
+    directory of the flat layout) and those of its export-set folders (visible subdirectories, not
+    symbolic links). A `.json` that cannot be read is listed too: its reader reports the damage."""
+    directory = Path(directory)
+    folders = [directory] + sorted(p for p in directory.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith("."))
+    return [path for folder in folders for path in sorted(folder.glob("*.json"))
+            if not path.name.startswith(".") and is_export_json(path, unreadable=True)]

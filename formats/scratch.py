@@ -11,7 +11,6 @@ describes what the partition pipeline keeps here.
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import tempfile
@@ -21,6 +20,7 @@ from typing import Optional, Union
 import numpy as np
 
 from gpart.base.errors import OutputError
+from gpart.bytes.sink import map_new_file, preallocate
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -53,16 +53,14 @@ class ScratchDir:
 
     def file(self, name: str, nbytes: int) -> Path:
         """A new file of exactly `nbytes` bytes, its blocks allocated on disk."""
+        path = self._new_path(name)
+        preallocate(path, nbytes)
+        return path
+
+    def _new_path(self, name: str) -> Path:
         assert self.path is not None, "ScratchDir used outside its with-block"
         self._count += 1
-        path = self.path / f"{self._count:04d}-{name}"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            if nbytes > 0:
-                preallocate(fd, nbytes, path)
-        finally:
-            os.close(fd)
-        return path
+        return self.path / f"{self._count:04d}-{name}"
 
     def open_file(self, name: str, nbytes: int) -> int:
         """A new preallocated scratch file, open for reading and writing (closed when the block ends)."""
@@ -73,36 +71,5 @@ class ScratchDir:
 
     def array(self, name: str, dtype: Union[str, np.dtype], shape: Union[int, tuple[int, ...]]) -> np.memmap:
         """A writable memory-mapped array backed by a preallocated scratch file."""
-        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-        dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        path = self.file(name, nbytes)
-        if nbytes == 0:
-            return np.zeros(shape, dtype=dtype)  # numpy cannot map an empty file
-        return np.memmap(path, dtype=dtype, mode="r+", shape=shape)
+        return map_new_file(self._new_path(name), dtype, shape)
 
-
-def preallocate(fd: int, nbytes: int, path: PathLike) -> None:
-    """Reserve `nbytes` of disk for an open file, or raise OutputError (disk full, quota)."""
-    try:
-        os.posix_fallocate(fd, 0, nbytes)
-    except OSError as exc:
-        if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL) and hasattr(os, "ftruncate"):
-            # File systems without fallocate (some network mounts): write the blocks instead.
-            _write_zeros(fd, nbytes, path)
-            return
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise OutputError(path, f"no space left on device for {nbytes:,} bytes of scratch") from None
-        raise OutputError(path, f"cannot allocate {nbytes:,} bytes of scratch: {exc.strerror or exc}") from None
-
-
-def _write_zeros(fd: int, nbytes: int, path: PathLike) -> None:
-    block = bytes(1 << 20)
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        left = nbytes
-        while left > 0:
-            left -= os.write(fd, block[: min(left, len(block))])
-        os.fsync(fd)
-    except OSError as exc:
-        raise OutputError(path, f"cannot allocate {nbytes:,} bytes of scratch: {exc.strerror or exc}") from None

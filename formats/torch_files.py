@@ -28,16 +28,23 @@ def as_torch(rows: np.ndarray, dtype: str) -> Any:
 
 
 class _CrcWriter:
-    """A binary file that keeps the CRC-32 of what is written to it (so the file is never read back)."""
+    """A binary file that keeps the CRC-32 of what is written to it (so the file is never read back),
+    and the first write error: torch.save's zip writer reports a failed write as a RuntimeError
+    about positions when it closes, which `error` turns back into the cause."""
 
     def __init__(self, fh: BinaryIO):
         self.fh, self.crc, self.nbytes = fh, 0, 0
+        self.error: OSError | None = None
 
     def write(self, data) -> int:
         view = memoryview(data).cast("B")
         self.crc = zlib.crc32(view, self.crc)
         self.nbytes += len(view)
-        return self.fh.write(view)
+        try:
+            return self.fh.write(view)
+        except OSError as exc:
+            self.error = self.error or exc
+            raise
 
     def flush(self) -> None:
         self.fh.flush()
@@ -65,7 +72,12 @@ def save_torch_file(obj: Any, path: Path) -> FileEntry:
 
     def fill(fh: BinaryIO) -> _CrcWriter:
         out = _CrcWriter(fh)
-        torch.save(obj, out)
+        try:
+            torch.save(obj, out)
+        except RuntimeError:
+            if out.error is not None:  # a full disk, not torch's own complaint: report the OSError
+                raise out.error from None
+            raise
         return out
 
     out = write_new_file(path, fill)

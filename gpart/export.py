@@ -8,9 +8,10 @@ Three kinds of input, one output format (SPEC.md section 5):
 - a graph (`csr=True`): CSR `row_ptr` / `col_idx` over source nodes plus the
   edge-id permutation (gpart.export_csr).
 
-Every export of a run is written to temporary files first and committed
-together at the end (formats.filelist.FileListWriter), so a failure leaves
-no `<name>.json` behind.
+Every export of a run is written into a hidden staging folder of its export
+set first and swapped into place at the end (formats.filelist_sets), so a
+failure leaves no `<name>.json` behind and a reader never meets parts of two
+exports.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from gpart.bytes.buffers import BufferRing
 from gpart.formats.filelist import FILELIST_CHUNK_BYTES, json_file_name
 from gpart.formats.filelist_convert import FLOAT_TARGETS, INT_TARGETS, Converter
 from gpart.formats.filelist_sources import RowSource
-from gpart.formats.filelist_writer import FileListWriter
+from gpart.formats.filelist_reader import export_json_path
+from gpart.formats.filelist_sets import ExportSetWriter
 from gpart.export_csr import CSR_CHUNK_EDGES, export_csr
 from gpart.base.progress import Progress, or_null
 from gpart.formats.npz import open_array_input
@@ -91,8 +93,8 @@ def export_feat(
     for plan in plans:  # refuse impossible conversions before writing anything
         Converter(plan.data.dtype, plan.dtype, spec, allow_overflow)
     input_path = Path(spec.rsplit(":", 1)[0]) if ":" in spec and not Path(spec).exists() else Path(spec)
-    with FileListWriter(out_dir, force=force, inputs=[input_path], chunk_bytes=chunk_bytes, progress=progress) as writer:
-        writer.check_names([p.name for p in plans], files)
+    with ExportSetWriter(out_dir, force=force, inputs=[input_path], chunk_bytes=chunk_bytes, progress=progress) as writer:
+        writer.check_names([p.name for p in plans])
         for plan in plans:
             writer.add(plan.name, plan.data, files, plan.dtype, allow_overflow=allow_overflow, source=spec, extra=plan.extra)
         manifests = writer.commit()
@@ -105,7 +107,7 @@ def _summary(spec: str, out_dir: Union[str, os.PathLike], manifests: list[dict[s
     return {
         "input": spec,
         "out_dir": os.fspath(out_dir),
-        "exports": [{"json": os.fspath(Path(out_dir) / json_file_name(m["name"])), "manifest": m} for m in manifests],
+        "exports": [{"json": os.fspath(export_json_path(Path(out_dir) / json_file_name(m["name"]))), "manifest": m} for m in manifests],
         "bytes": total,
         "seconds": seconds,
         "bytes_per_second": total / seconds if seconds > 0 else 0.0,

@@ -15,9 +15,9 @@ from typing import Any, Callable, Iterator, Optional, Union
 import numpy as np
 
 from gpart.bytes.reader import drop_pages, own_mapping
-from gpart.bytes.sink import preallocate
+from gpart.bytes.sink import map_new_file
 from gpart.base.errors import OutputError
-from gpart.formats.filelist_writer import FileListWriter
+from gpart.formats.filelist_sets import ExportSetWriter
 from gpart.base.graph import Graph
 from gpart.base.progress import Progress
 from gpart.formats.readers import read_graph
@@ -270,11 +270,11 @@ def export_csr(
     chunk_bytes: int,
     chunk_edges: int,
 ) -> list[dict[str, Any]]:
-    """Stream the CSR of a graph file into three exports; return their manifests.
+    """Stream the CSR of a graph file into three exports, one export set `<prefix>`; return their manifests.
 
-    col_idx / edge_perm are filled out of order into scratch files (hidden temporaries in
-    `out_dir`, deleted on commit or failure), then exported from read-only maps of them
-    (kernel copies), so memory stays O(N) plus a chunk of edges.
+    col_idx / edge_perm are filled out of order into scratch files (hidden files in the
+    set's staging folder, deleted on commit or failure), then exported from read-only maps
+    of them (kernel copies), so memory stays O(N) plus a chunk of edges.
     """
     with progress.stage("read graph"):
         graph = read_graph(spec)
@@ -282,9 +282,9 @@ def export_csr(
     total = num_edges * (2 if add_reverse else 1)
     prefix = name or CSR_DEFAULT_NAME
     names = {part: f"{prefix}_{part}" for part in CSR_PARTS}
-    with FileListWriter(out_dir, force=force, inputs=[Path(spec)], chunk_bytes=chunk_bytes, progress=progress) as writer:
-        writer.check_names(list(names.values()), files)
-        col_path, perm_path = writer.scratch_path(f"{prefix}_col_idx"), writer.scratch_path(f"{prefix}_edge_perm")
+    with ExportSetWriter(out_dir, force=force, inputs=[Path(spec)], chunk_bytes=chunk_bytes, progress=progress) as writer:
+        writer.check_names(list(names.values()), set_name=prefix)  # the three arrays are one set: swapped in together
+        col_path, perm_path = writer.scratch_path(f"{prefix}_col_idx", prefix), writer.scratch_path(f"{prefix}_edge_perm", prefix)
         col_dtype = csr_col_dtype(num_nodes)
         col_idx, edge_perm = _scratch_array(col_path, col_dtype, total), _scratch_array(perm_path, np.int64, total)
         with progress.stage("build CSR", total=total * (3 if dedup else 2), unit="edges") as bar:
@@ -302,17 +302,16 @@ def export_csr(
             "edge_perm": _scratch_array(perm_path, np.int64, kept, mode="r"),
         }
         for part, arr in arrays.items():
-            writer.add(names[part], arr, files, None, source=spec, extra={"csr": {"part": part, **info}})
+            writer.add(names[part], arr, files, None, set_name=prefix, source=spec, extra={"csr": {"part": part, **info}})
         arrays.clear()
         return writer.commit()
 
 
 def _scratch_array(path: Path, dtype: Any, length: int, mode: str = "w+") -> np.ndarray:
-    """A memmap of `length` items of a scratch file (created with its disk space reserved, with
-    "w+"); a plain empty array for no items (a zero-length file cannot be mapped)."""
+    """A memmap of `length` items of a scratch file: new, its disk space reserved, with "w+";
+    an existing one read back with "r"; a plain empty array for no items."""
     if mode == "w+":
-        preallocate(path, length * np.dtype(dtype).itemsize)
-        mode = "r+"
+        return map_new_file(path, dtype, length)
     if length == 0:
         return np.zeros(0, dtype=dtype)
     try:

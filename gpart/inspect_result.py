@@ -15,7 +15,7 @@ from typing import Any, Mapping, Optional, Union
 
 from gpart.base.errors import GpartError, InputError, IntegrityError
 from gpart.formats.filelist_commit import interrupted_exports
-from gpart.formats.filelist_reader import open_filelist
+from gpart.formats.filelist_reader import find_exports, open_filelist
 from gpart.formats.names import parse_work_name
 from gpart.formats.manifest import MANIFEST_NAME, manifest_path, read_json
 from gpart.formats.checkpoint import FORMAT as CHECKPOINT_FORMAT
@@ -32,19 +32,10 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 def _export_files(directory: PathLike) -> tuple[list[Path], list[Path]]:
-    """(`<name>.json` files of gpart.filelist exports, commit records of interrupted ones) in `directory`;
-    two empty lists when it holds neither (then it is not an export directory)."""
-    jsons = []
-    for path in sorted(Path(directory).glob("*.json")):
-        if path.name.startswith("."):
-            continue
-        try:
-            obj = read_json(path)
-        except GpartError:
-            jsons.append(path)  # unreadable: reported by the checks, not silently skipped
-            continue
-        if isinstance(obj, dict) and obj.get("format") == FILELIST_FORMAT:
-            jsons.append(path)
+    """(`<name>.json` files of gpart.filelist exports, in `directory` and its export-set folders;
+    commit records of interrupted ones) in `directory`; two empty lists when it holds neither (then
+    it is not an export directory)."""
+    jsons = find_exports(directory)
     records = interrupted_exports(directory)
     return (jsons, records) if jsons or records else ([], [])
 

@@ -99,10 +99,11 @@ def test_export_force_keeps_the_old_export_until_the_new_one_is_committed(tmp_pa
                 assert not s.looks_complete()
                 s.recover()
             assert s.intact(), (k, mode)
-            shape = json.loads((wg / "feat.json").read_text())["num_files"]
+            shape = json.loads((wg / "feat" / "feat.json").read_text())["num_files"]
             assert shape in (2, 3)
             assert kill_trials.run_child(command(files)).returncode == 0
-            assert s.leftovers() == [] and sorted(os.listdir(wg)) == sorted(["feat.json", *[f"feat_part_{i}_of_{files}" for i in range(files)]])
+            assert s.leftovers() == [] and os.listdir(wg) == ["feat"]
+            assert sorted(os.listdir(wg / "feat")) == sorted(["feat.json", *[f"feat_part_{i}_of_{files}" for i in range(files)]])
 
 
 def test_sigterm_cleans_up_and_exits_143(tmp_path):

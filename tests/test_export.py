@@ -17,8 +17,8 @@ from gpart.base.errors import InputError, IntegrityError, OutputError
 from gpart.export import export_feat
 from gpart.export_csr import build_csr
 from gpart.formats.filelist import part_file_name
-from gpart.formats.filelist_reader import open_filelist
-from gpart.formats.filelist_writer import FileListWriter, write_filelist
+from gpart.formats.filelist_reader import export_json_path, open_filelist
+from gpart.formats.filelist_sets import ExportSetWriter, write_filelist
 from gpart.base.graph import Graph
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,8 +33,10 @@ def run(*args: str) -> int:
 
 
 def concat_parts(out: Path, name: str) -> bytes:
-    meta = json.loads((out / f"{name}.json").read_text())
-    return b"".join((out / f["file"]).read_bytes() for f in meta["files"])
+    """The export's part files read by name from its folder (SPEC.md 5: OUT/<set>/), concatenated."""
+    json_path = export_json_path(out / f"{name}.json")
+    meta = json.loads(json_path.read_text())
+    return b"".join((json_path.parent / f["file"]).read_bytes() for f in meta["files"])
 
 
 def sample_array(dtype: str, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
@@ -71,8 +73,9 @@ def test_round_trip_every_dtype_and_file_count(tmp_path, monkeypatch, dtype, sha
         rows = [f["rows"] for f in manifest["files"]]
         assert [f["file"] for f in manifest["files"]] == [part_file_name("x", i, files) for i in range(files)]
         assert sum(rows) == 37 and max(rows) - min(rows) <= 1 and rows == sorted(rows, reverse=True)
-        assert sorted(os.listdir(out)) == sorted(["x.json", *(f"x_part_{i}_of_{files}" for i in range(files))])
-        fl = open_filelist(out / "x.json", verify=True)
+        assert os.listdir(out) == ["x"]  # one export set, in its own folder
+        assert sorted(os.listdir(out / "x")) == sorted(["x.json", *(f"x_part_{i}_of_{files}" for i in range(files))])
+        fl = open_filelist(out / "x" / "x.json", verify=True)
         np.testing.assert_array_equal(fl.read_rows(0, 37), arr)
         np.testing.assert_array_equal(fl.read_rows(5, 30), arr[5:30])
         assert fl.shape == shape and fl.dtype == dtype and len(fl.files) == files
@@ -116,7 +119,7 @@ def test_memmap_input_pages_are_released(tmp_path):
     before = _file_rss_kb()
     write_filelist(tmp_path / "o", "big", arr, 2, chunk_bytes=1 << 20)
     assert _file_rss_kb() - before < 8 << 10  # far below the 48 MiB the mapping would otherwise pin
-    assert (tmp_path / "o" / "big_part_0_of_2").stat().st_size == 24 << 20
+    assert (tmp_path / "o" / "big" / "big_part_0_of_2").stat().st_size == 24 << 20
 
 
 def test_zero_dimensional_input_is_refused(tmp_path):
@@ -139,7 +142,7 @@ def test_empty_array(tmp_path, shape):
     arr = np.zeros(shape, dtype=np.float32)
     manifest = write_filelist(tmp_path, "e", arr, 3, dtype="float16")
     assert manifest["shape"] == list(shape) and manifest["bytes"] == 0
-    assert all((tmp_path / f["file"]).stat().st_size == 0 for f in manifest["files"])
+    assert all((tmp_path / "e" / f["file"]).stat().st_size == 0 for f in manifest["files"])
     fl = open_filelist(tmp_path / "e.json")
     assert fl.read_rows(0, 0).shape == shape
     assert fl.rank_range(1, 4) == (0, 0) and fl.rank_slice(1, 4).shape == shape
@@ -304,10 +307,10 @@ def test_single_file_as_memmap(tmp_path):
 def test_reader_validates_json_and_sizes(tmp_path):
     arr = sample_array("float32", (30, 2))
     write_filelist(tmp_path, "v", arr, 3)
-    meta = json.loads((tmp_path / "v.json").read_text())
+    meta = json.loads((tmp_path / "v" / "v.json").read_text())
 
     def broken(**changes) -> Path:
-        path = tmp_path / "broken.json"
+        path = tmp_path / "v" / "broken.json"
         path.write_text(json.dumps({**meta, **changes}))
         return path
 
@@ -324,7 +327,7 @@ def test_reader_validates_json_and_sizes(tmp_path):
     with pytest.raises(InputError, match="not valid JSON"):
         (tmp_path / "bad.json").write_text("{")
         open_filelist(tmp_path / "bad.json")
-    part = tmp_path / "v_part_1_of_3"
+    part = tmp_path / "v" / "v_part_1_of_3"
     data = part.read_bytes()
     part.write_bytes(data[:-4])
     with pytest.raises(IntegrityError, match="size"):
@@ -347,19 +350,19 @@ def test_force_replaces_an_export_and_removes_its_stale_parts(tmp_path):
     write_filelist(tmp_path, "x", sample_array("float32", (40, 2)), 8)
     with pytest.raises(OutputError, match="already exists"):
         write_filelist(tmp_path, "x", np.zeros((5, 2), np.float32), 3)
-    assert len(json.loads((tmp_path / "x.json").read_text())["files"]) == 8  # untouched
+    assert len(json.loads((tmp_path / "x" / "x.json").read_text())["files"]) == 8  # untouched
     new = sample_array("float32", (40, 2), seed=9)
     write_filelist(tmp_path, "x", new, 3, force=True)
-    assert listing(tmp_path) == sorted(
-        ["other.json", "other_part_0_of_2", "other_part_1_of_2", "x.json", "x_part_0_of_3", "x_part_1_of_3", "x_part_2_of_3"]
-    )
+    assert listing(tmp_path) == ["other", "x"]
+    assert listing(tmp_path / "other") == ["other.json", "other_part_0_of_2", "other_part_1_of_2"]
+    assert listing(tmp_path / "x") == ["x.json", "x_part_0_of_3", "x_part_1_of_3", "x_part_2_of_3"]
     assert concat_parts(tmp_path, "x") == new.tobytes() and concat_parts(tmp_path, "other") == other.tobytes()
 
 
 def test_batch_commits_nothing_when_a_later_export_fails(tmp_path):
     (tmp_path / "keep.txt").write_text("user data")
     with pytest.raises(InputError):
-        with FileListWriter(tmp_path) as writer:
+        with ExportSetWriter(tmp_path) as writer:
             writer.add("a", np.ones(10, np.float32), 2)
             writer.add("b", np.full(10, 1e9, np.float32), 2, dtype="float16")
             writer.commit()
@@ -422,7 +425,7 @@ def test_csr_export_on_cora(tmp_path):
     # independent reconstruction: per row, input order (ascending edge id)
     expected_perm = np.concatenate([np.flatnonzero(src == u) for u in np.unique(src)])
     np.testing.assert_array_equal(perm, expected_perm)
-    meta = json.loads((tmp_path / "wg" / "cora_col_idx.json").read_text())
+    meta = json.loads((tmp_path / "wg" / "cora" / "cora_col_idx.json").read_text())
     assert meta["csr"] == {"part": "col_idx", "num_nodes": n, "num_edges": src.size, "input_edges": src.size,
                            "add_reverse": False, "dedup": False}
 
@@ -500,7 +503,8 @@ def test_streaming_csr_with_tiny_chunks_on_cora(tmp_path, monkeypatch, add_rever
     monkeypatch.setattr(export_module, "SCATTER_SLICE", 5)  # many page releases per chunk
     path, src, dst, n = _cora_coo(tmp_path)
     export_feat(path, tmp_path / "wg", csr=True, name="c", files=3, add_reverse=add_reverse, dedup=dedup, csr_chunk_edges=97)
-    assert sorted(os.listdir(tmp_path / "wg")) == sorted(  # no scratch file left
+    assert os.listdir(tmp_path / "wg") == ["c"]  # the three arrays are one export set
+    assert sorted(os.listdir(tmp_path / "wg" / "c")) == sorted(  # no scratch file left
         [f"c_{p}.json" for p in ("row_ptr", "col_idx", "edge_perm")]
         + [part_file_name(f"c_{p}", i, 3) for p in ("row_ptr", "col_idx", "edge_perm") for i in range(3)])
     row_ptr, col_idx, edge_perm = read_csr_export(tmp_path / "wg", "c")
@@ -551,7 +555,7 @@ def test_streaming_csr_failure_leaves_nothing(tmp_path, monkeypatch):
     def fail(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(FileListWriter, "commit", fail)
+    monkeypatch.setattr(ExportSetWriter, "commit", fail)
     with pytest.raises(OSError):
         export_feat(path, tmp_path / "wg", csr=True, dedup=True, csr_chunk_edges=2)
     assert not (tmp_path / "wg").exists()  # scratch files and part temporaries removed, then the directory
@@ -577,7 +581,7 @@ def test_partition_directory_in_global_order(tmp_path, storage, halo):
         for name in ("label", "train_mask", "val_mask", "test_mask"):
             assert concat_parts(tmp_path / "wg", name) == z[name].tobytes()
         export_feat(parts, tmp_path / "one", name="label", dtype="int32")
-        assert listing(tmp_path / "one") == ["label.json", "label_part_0_of_1"]
+        assert listing(tmp_path / "one") == ["label"] and listing(tmp_path / "one" / "label") == ["label.json", "label_part_0_of_1"]
         assert concat_parts(tmp_path / "one", "label") == z["label"].astype(np.int32).tobytes()
     with pytest.raises(InputError, match="no node data array 'nope'"):
         export_feat(parts, tmp_path / "none", name="nope")
@@ -597,7 +601,7 @@ def test_cli_json_summary(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     (item,) = summary["exports"]
     assert item["manifest"]["name"] == "node_feat" and item["manifest"]["dtype"] == "bfloat16"
-    assert Path(item["json"]) == tmp_path / "wg" / "node_feat.json"
+    assert Path(item["json"]) == tmp_path / "wg" / "node_feat" / "node_feat.json"
     assert summary["bytes"] == 100 * 8 * 2
     assert run("export-feat", f"{tmp_path / 'g.npz'}:feat", "-o", tmp_path / "wg2", "--name", "node_feat") == 0
     out = capsys.readouterr().out
@@ -642,11 +646,11 @@ def test_cli_existing_export_needs_force(tmp_path, capsys):
     np.save(tmp_path / "feat.npy", np.ones((10, 2), np.float32))
     out = tmp_path / "wg"
     assert run("export-feat", tmp_path / "feat.npy", "-o", out, "--files", "2", "-q") == 0
-    before = {p: (out / p).read_bytes() for p in listing(out)}
+    before = {p: (out / "feat" / p).read_bytes() for p in listing(out / "feat")}
     np.save(tmp_path / "feat.npy", np.zeros((10, 2), np.float32))
     assert run("export-feat", tmp_path / "feat.npy", "-o", out, "--files", "2", "-q") == 2
     assert "use --force" in capsys.readouterr().err
-    assert {p: (out / p).read_bytes() for p in listing(out)} == before
+    assert listing(out) == ["feat"] and {p: (out / "feat" / p).read_bytes() for p in listing(out / "feat")} == before
     assert run("export-feat", tmp_path / "feat.npy", "-o", out, "--files", "2", "-q", "--force") == 0
     assert concat_parts(out, "feat") == np.zeros((10, 2), np.float32).tobytes()
 

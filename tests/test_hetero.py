@@ -133,8 +133,9 @@ def test_export_feat_per_type(capsys, tmp_path, storage):
     assert rc == 0, err
     ref = np.load(HETERO)
     for name in ("feat", "label", "train_mask"):
-        meta = json.loads((wg / f"paper.{name}.json").read_text())
-        got = np.concatenate([np.fromfile(wg / f["file"], meta["dtype"]) for f in meta["files"]]).reshape(meta["shape"])
+        folder = wg / f"paper.{name}"  # each array its own export set (SPEC.md 5)
+        meta = json.loads((folder / f"paper.{name}.json").read_text())
+        got = np.concatenate([np.fromfile(folder / f["file"], meta["dtype"]) for f in meta["files"]]).reshape(meta["shape"])
         assert np.array_equal(got, ref[f"paper/{name}"])
     rc, _, err = run(capsys, "export-feat", out, "--node-type", "author", "-o", tmp_path / "none")
     assert rc == 2 and "unknown node type 'author'" in err and not (tmp_path / "none").exists()

@@ -75,7 +75,7 @@ def test_halo_rows_follow_owned_rows_per_type(capsys, halo_parts, storage):
         wg = out.parent / "wg_halo"
         assert run(capsys, "export-feat", out, "--node-type", "paper", "--name", "label", "-o", wg, "--files", 1, "-q")[0] == 0
         label = g.node_data["paper"]["label"]
-        assert np.array_equal(np.fromfile(next(wg.glob("paper.label_part_*")), label.dtype), label)
+        assert np.array_equal(np.fromfile(next(wg.glob("paper.label/paper.label_part_*")), label.dtype), label)
 
 
 def test_verify_finds_a_damaged_halo_row(capsys, halo_parts, tmp_path):

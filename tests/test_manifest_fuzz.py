@@ -81,7 +81,7 @@ def artifacts(tmp_path_factory) -> dict[str, tuple[Path, str]]:
         "hdf5": (base / "h5", "manifest.json"),
         "checkpoint": (base / "run", "manifest.json"),
         "gathered": (base / "full", "manifest.json"),
-        "export": (base / "wg", "label.json"),
+        "export": (base / "wg", "label/label.json"),
     }
 
 

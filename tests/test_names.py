@@ -104,8 +104,8 @@ def test_manifest_names_outside_the_directory_are_refused(tmp_path, capsys):
     wg = tmp_path / "wg"
     assert main(["export-feat", f"{CORA}:feat", "-o", str(wg), "-q"]) == 0
     capsys.readouterr()
-    exported = json.loads((wg / "feat.json").read_text())
+    exported = json.loads((wg / "feat" / "feat.json").read_text())
     exported["files"][0]["file"] = "../feat_part_0_of_1"
-    (wg / "feat.json").write_text(json.dumps(exported))
+    (wg / "feat" / "feat.json").write_text(json.dumps(exported))
     assert main(["verify", str(wg)]) == 1
     assert "not allowed" in capsys.readouterr().out

@@ -246,7 +246,7 @@ print("ok")
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory) -> dict:
-    from gpart.formats.filelist_writer import write_filelist
+    from gpart.formats.filelist_sets import write_filelist
 
     feat = _cora_arrays()["feat"][:, :40]  # real rows, narrow to keep the test fast
     root = tmp_path_factory.mktemp("runtime_rows")
@@ -256,7 +256,7 @@ def exports(tmp_path_factory) -> dict:
         # Cora's features are 0/1: the int8 export comes from their integer form
         source = feat.astype(np.int64) if dtype == "int8" else feat
         write_filelist(d, "feat", source, num_files, dtype)
-        out[(num_files, dtype)] = d / "feat.json"
+        out[(num_files, dtype)] = d / "feat" / "feat.json"
     return {"feat": feat, "paths": out}
 
 

@@ -66,7 +66,7 @@ def test_verify_and_info_understand_export_feat_output(tmp_path, capsys):
     assert run("info", wg, "--json") == 0
     names = [e["name"] for e in json.loads(capsys.readouterr().out)["exports"]]
     assert names == ["feat", "label"]
-    flip(wg / "feat_part_1_of_3", 100)
+    flip(wg / "feat" / "feat_part_1_of_3", 100)
     assert run("verify", wg) == 1
     out = capsys.readouterr().out
     assert "feat_part_1_of_3: checksum mismatch" in out and "label" not in out

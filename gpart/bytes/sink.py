@@ -4,11 +4,14 @@ Every writer of gpart (array files, part files of an export, checkpoint shards,
 .npy outputs) appends its bytes through `ByteSink`; the format layer decides
 names, dtypes and manifests, the commit (rename into place, manifest last) is
 gpart.formats.commit's. Also: `preallocate` for files written through a memory
-map and `close_quietly` for files being abandoned.
+map (`map_new_file`: reserved and mapped in one call; every writable map of a new
+file in gpart goes through these two) and `close_quietly` for files being abandoned.
 """
 
 from __future__ import annotations
 
+import errno
+import math
 import os
 import zlib
 from pathlib import Path
@@ -116,9 +119,13 @@ def close_quietly(fh: Any) -> None:
 
 
 def preallocate(path: os.PathLike | str, nbytes: int) -> None:
-    """Create `path` with `nbytes` of disk space reserved (posix_fallocate), for a file that is
-    then written through a memory map: a full disk is an OutputError here, not a SIGBUS on a
-    page write later. The file is removed again when the space cannot be had."""
+    """Create `path` with `nbytes` of disk space reserved, for a file that is then written
+    through a memory map: a full disk is a one-line OutputError naming the file here, not a
+    SIGBUS on a page write later. The file is removed again when the space cannot be had.
+
+    posix_fallocate reserves the blocks; where the call or the file system lacks it
+    (macOS, some network mounts) the zeros are written instead, which reserves them too.
+    """
     path = Path(path)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -126,12 +133,41 @@ def preallocate(path: os.PathLike | str, nbytes: int) -> None:
         raise OutputError(path, f"cannot create file: {exc.strerror or exc}") from None
     try:
         if nbytes > 0:
-            if hasattr(os, "posix_fallocate"):
-                os.posix_fallocate(fd, 0, nbytes)
-            else:  # no way to reserve: at least size it (a full disk may then show up as a signal)
-                os.ftruncate(fd, nbytes)
+            _reserve(fd, nbytes)
     except OSError as exc:
         os.close(fd)
         path.unlink(missing_ok=True)
-        raise OutputError(path.parent, f"cannot reserve {nbytes} bytes for a scratch file: {exc.strerror or exc}") from None
+        raise OutputError(path, f"cannot reserve {nbytes:,} bytes: {exc.strerror or exc}") from None
     os.close(fd)
+
+
+def _reserve(fd: int, nbytes: int) -> None:
+    try:
+        os.posix_fallocate(fd, 0, nbytes)
+        return
+    except AttributeError:  # no posix_fallocate on this platform
+        pass
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    zeros = bytes(min(nbytes, 1 << 20))
+    os.lseek(fd, 0, os.SEEK_SET)
+    left = nbytes
+    while left > 0:
+        left -= os.write(fd, zeros[: min(left, len(zeros))])
+
+
+def map_new_file(path: os.PathLike | str, dtype: Any, shape: int | tuple[int, ...]) -> np.ndarray:
+    """A new file of `shape` items of `dtype`, its space reserved (preallocate), mapped for
+    reading and writing; a plain zero-filled array when it holds no items (an empty file cannot
+    be mapped; the empty file is still created)."""
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    preallocate(path, nbytes)
+    if nbytes == 0:
+        return np.zeros(shape, dtype=dtype)
+    try:
+        return np.memmap(path, dtype=dtype, mode="r+", shape=shape)
+    except OSError as exc:
+        raise OutputError(path, f"cannot map file: {exc.strerror or exc}") from None

@@ -17,6 +17,7 @@ import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.base.progress import Progress
+from gpart.bytes.sink import map_new_file
 from gpart.convert.target import ConvertPlan, FileEntry, PathLike
 from gpart.formats.partition_reader import PartitionReader
 
@@ -41,10 +42,9 @@ def refuse_halo_rows(reader: PartitionReader, target: str, where: PathLike) -> N
 
 
 def scratch_array(stage: Path, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """A writable memory map in the staging directory (deleted before commit), or an empty array."""
-    if not shape[0] or not np.prod(shape[1:], dtype=np.int64):
-        return np.zeros(shape, dtype=dtype)
-    return np.memmap(stage / f".{name}.scratch", dtype=dtype, mode="w+", shape=shape)
+    """A writable memory map in the staging directory (deleted before commit), its space reserved
+    first (a full disk is an OutputError naming the file, not a SIGBUS), or an empty array."""
+    return map_new_file(stage / f".{name}.scratch", dtype, shape)
 
 
 def remove_scratch(stage: Path) -> None:
