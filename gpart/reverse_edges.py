@@ -12,8 +12,9 @@ defaults). Copies carry their input edge's data rows. The arrays are written to 
 (mapped, pages released as they are filled), so the partition pass reads them as it reads any
 mapped input, on its in-memory and bounded paths alike.
 
-Finding the copies sorts pair keys in memory (REVERSE_BYTES_PER_EDGE); past `max_memory` the
-edges are first bucketed on disk by pair key (gpart.spill) and each bucket searched alone.
+Finding the copies sorts pair keys packed with their positions in memory (REVERSE_BYTES_PER_EDGE);
+past `max_memory` the edges are first bucketed on disk by pair key (gpart.spill) and each bucket
+searched alone.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ from gpart.formats.reverse_manifest import ReverseMeta, ReverseType
 from gpart.formats.scratch import ScratchDir
 from gpart.spill import bucket_rows
 
-# Peak bytes per input edge of the in-memory search (sorted keys of the input pairs, keys of the
-# reversed pairs, then the candidates left, their ids and their stable sort): 41 measured with
-# tracemalloc on 2M random edges (almost every edge a candidate), 25 for a relation between two types.
+# Peak bytes per input edge of the in-memory search (keys of the input and of the reversed pairs,
+# packed with their positions and sorted, then the positions and a mask): 34 measured with
+# tracemalloc on 2M random edges, 17 for a relation between two node types; keys split by their
+# high bits first (about a million nodes and more) add a radix order of them, about 45 in all.
 REVERSE_BYTES_PER_EDGE = 48
 COPY_ROWS = 1 << 21  # rows per step when filling the scratch arrays
 REVERSE_PREFIX = "rev_"
@@ -118,41 +120,78 @@ def reverse_copy_ids(src: np.ndarray, dst: np.ndarray, num_src_nodes: int, num_d
     return _bucketed_copy_ids(src, dst, num_src_nodes, merged, -(-REVERSE_BYTES_PER_EDGE * rows // budget), scratch)
 
 
-def _pair_keys(src: np.ndarray, dst: np.ndarray, nb: int, merged: bool) -> tuple[Optional[np.ndarray], np.ndarray, None]:
-    """(the input pairs' keys u * nb + v, sorted, when the copies join the same relation; the reversed pairs' keys
-    v * nb + u in edge order; None: the candidates are edges 0, 1, ...), built in place."""
-    u, v = np.asarray(src), np.asarray(dst)
-    keys = v.astype(np.int64)
-    keys *= nb
-    keys += u
-    if not merged:
-        return None, keys, None
-    existing = u.astype(np.int64)
-    existing *= nb
-    existing += v
-    existing.sort()
-    return existing, keys, None
+def _pair_keys(src: np.ndarray, dst: np.ndarray, nb: int, merged: bool) -> tuple[np.ndarray, int, None]:
+    """Keys of the input pairs u * nb + v (when the copies join the same relation), then of the reversed
+    pairs v * nb + u in edge order, in one array built in place; how many input pairs lead it; None: the
+    candidates are edges 0, 1, ..."""
+    num_edges = int(src.shape[0])
+    first = num_edges if merged else 0
+    keys = np.empty(first + num_edges, dtype=np.int64)
+    for start in range(0, num_edges, COPY_ROWS):
+        stop = min(start + COPY_ROWS, num_edges)
+        u, v = np.asarray(src[start:stop], dtype=np.int64), np.asarray(dst[start:stop], dtype=np.int64)
+        if merged:
+            np.add(u * nb, v, out=keys[start:stop])
+        np.add(v * nb, u, out=keys[first + start:first + stop])
+    return keys, first, None
 
 
-def _first_copies(candidates: Callable[[], tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray]]]) -> np.ndarray:
-    """Ids (ascending) of the first candidate of every distinct key that `existing` (sorted) lacks, where
-    `candidates()` gives (existing, the reversed pairs' keys of the candidates in ascending id, their ids
-    or None for 0, 1, ...). Called here so that each array is let go as soon as it is used."""
-    existing, keys, ids = candidates()
-    if existing is not None and existing.size:
-        at = np.searchsorted(existing, keys)
-        at[at == existing.size] = 0
-        missing = np.take(existing, at, out=at) != keys
-        del at, existing
-        keys, ids = keys[missing], np.flatnonzero(missing) if ids is None else ids[missing]
-        del missing
-    order = np.argsort(keys, kind="stable")  # equal keys keep id order: the first of each is its smallest id
-    keys = keys[order]
-    first = np.ones(keys.shape[0], dtype=bool)
-    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+def _first_copies(candidates: Callable[[], tuple[np.ndarray, int, Optional[np.ndarray]]]) -> np.ndarray:
+    """Ids (ascending) of the candidates whose key is new: the first of its key, and no input pair has it.
+    `candidates()` gives (keys: `n` input pairs', then the candidates' in ascending id; `n`; the candidates'
+    ids, or None for 0, 1, ...), called here so that each array is let go as soon as it is used. An input
+    pair comes before every candidate of its key, so a key's first position is a candidate's only when no
+    input pair has the key."""
+    keys, num_given, ids = candidates()
+    firsts = _key_firsts(keys)
     del keys
-    chosen = order[first]
-    return np.sort(chosen if ids is None else ids[chosen])
+    firsts = firsts[firsts >= num_given]
+    firsts -= num_given
+    firsts.sort()
+    return firsts if ids is None else ids[firsts]
+
+
+def _key_firsts(keys: np.ndarray) -> np.ndarray:
+    """The position of the first occurrence of every distinct key (consumes `keys`).
+
+    A key and its position are packed into one int64 and sorted (a sort is much faster than an
+    argsort's scattered reads); keys too wide for that are first split by their high bits (at most
+    16 of them, one radix sort of the split) and each range packed with its low bits alone."""
+    n = int(keys.shape[0])
+    shift = max(1, (n - 1).bit_length())
+    low = 63 - shift
+    high = max(0, (int(keys.max()) if n else 0).bit_length() - low)
+    if high == 0:
+        return _packed_firsts(keys, None, shift)
+    if high > 16:  # ids past 2^27 nodes with many edges: a stable argsort
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        return order[np.concatenate([[True], keys[1:] != keys[:-1]])]
+    ranges = (keys >> low).astype(np.uint16)
+    order = np.argsort(ranges, kind="stable")  # positions grouped by range, ascending within each
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(ranges, minlength=1 << high))])
+    del ranges
+    keys &= (1 << low) - 1
+    firsts = [_packed_firsts(keys[order[lo:hi]], order[lo:hi], shift) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+    return np.concatenate(firsts) if firsts else np.zeros(0, dtype=np.int64)
+
+
+def _packed_firsts(keys: np.ndarray, positions: Optional[np.ndarray], shift: int) -> np.ndarray:
+    """_key_firsts of `keys` (each below 2^(63 - shift)) at `positions` (None: 0, 1, ...), packed and sorted in place."""
+    n = int(keys.shape[0])
+    keys <<= shift
+    if positions is not None:
+        keys |= positions
+    else:
+        for start in range(0, n, COPY_ROWS):
+            keys[start:start + COPY_ROWS] |= np.arange(start, min(start + COPY_ROWS, n), dtype=np.int64)
+    keys.sort()
+    first = np.ones(n, dtype=bool)
+    for start in range(1, n, COPY_ROWS):  # chunks: the shifted temporaries stay small
+        stop = min(start + COPY_ROWS, n)
+        np.not_equal(keys[start:stop] >> shift, keys[start - 1:stop - 1] >> shift, out=first[start:stop])
+    keys &= (1 << shift) - 1  # the positions, in place
+    return keys[first]
 
 
 def _bucketed_copy_ids(src: np.ndarray, dst: np.ndarray, nb: int, merged: bool, buckets: int,
@@ -177,7 +216,7 @@ def _bucketed_copy_ids(src: np.ndarray, dst: np.ndarray, nb: int, merged: bool, 
     for b in range(buckets):
         keys, ids = grouped.rows(b, "key"), grouped.rows(b, "id")
         given = ids < 0
-        found = _first_copies(lambda: (np.sort(keys[given]), keys[~given], ids[~given]))
+        found = _first_copies(lambda: (np.concatenate([keys[given], keys[~given]]), int(given.sum()), ids[~given]))
         mark[found] = True
         count += int(found.shape[0])
     out = scratch.array("reverse_ids", np.int64, count)
