@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 import numpy as np
-
-from gpart.base.errors import InputError
 from gpart.formats.arrays import ArrayEntry
 from gpart.formats.hetero_partition import EdgeType, HeteroMeta, etype_key
+
+from gpart.base.errors import InputError
 
 REVERSE_KEY = "reverse"
 INPUT_EDGE_KEY = "reverse/input_edge"

@@ -20,6 +20,7 @@ searched alone.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ContextManager, Mapping, Optional
@@ -33,7 +34,7 @@ from gpart.formats.hetero_input import TYPE_RE, HeteroGraph
 from gpart.formats.hetero_partition import EdgeType, etype_key
 from gpart.formats.reverse_manifest import ReverseMeta, ReverseType
 from gpart.formats.scratch import ScratchDir
-from gpart.spill import bucket_rows
+from gpart.spill import Buckets, bucket_rows
 
 # Peak bytes per input edge of the in-memory search (keys of the input and of the reversed pairs,
 # packed with their positions and sorted, then the positions and a mask): 34 measured with
@@ -75,7 +76,7 @@ def hetero_with_reverse_edges(hg: HeteroGraph, scratch: ScratchDir, max_memory: 
     edges, data = dict(hg.edges), {e: dict(hg.edge_data.get(e, {})) for e in hg.edge_types}
     copies: dict[EdgeType, tuple[EdgeType, np.ndarray]] = {}
     for etype in hg.edge_types:
-        s, rel, d = etype
+        s, _, d = etype
         target = etype if s == d else _reverse_type_of(hg, etype)
         src, dst = hg.edges[etype]
         ids = reverse_copy_ids(src, dst, hg.num_nodes[s], hg.num_nodes[d], s == d, max_memory, scratch,
@@ -214,9 +215,7 @@ def _bucketed_copy_ids(src: np.ndarray, dst: np.ndarray, nb: int, merged: bool, 
     mark = scratch.array("reverse_mark", np.bool_, num_edges)
     count = 0
     for b in range(buckets):
-        keys, ids = grouped.rows(b, "key"), grouped.rows(b, "id")
-        given = ids < 0
-        found = _first_copies(lambda: (np.concatenate([keys[given], keys[~given]]), int(given.sum()), ids[~given]))
+        found = _first_copies(functools.partial(_bucket_candidates, grouped, b))
         mark[found] = True
         count += int(found.shape[0])
     out = scratch.array("reverse_ids", np.int64, count)
@@ -226,6 +225,13 @@ def _bucketed_copy_ids(src: np.ndarray, dst: np.ndarray, nb: int, merged: bool, 
         out[filled:filled + hit.shape[0]] = hit
         filled += int(hit.shape[0])
     return _read_only(out)
+
+
+def _bucket_candidates(grouped: Buckets, bucket: int) -> tuple[np.ndarray, int, np.ndarray]:
+    """_first_copies's candidates of one bucket: its input pairs' keys (rows of id -1) before its reversed pairs'."""
+    keys, ids = grouped.rows(bucket, "key"), grouped.rows(bucket, "id")
+    given = ids < 0
+    return np.concatenate([keys[given], keys[~given]]), int(np.count_nonzero(given)), ids[~given]
 
 
 # --------------------------------------------------------------------------- the arrays with the copies

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from gpart.cli.main import main
 from gpart.formats.hetero_input import read_hetero_graph
 from gpart.formats.partition_reader import PartitionReader
 from gpart.formats.readers import read_graph
 from gpart.formats.scratch import ScratchDir
+
 from gpart.reverse_edges import reverse_copy_ids
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,8 +40,8 @@ def stored_edges(out: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[st
             src.append(node_ids[np.asarray(reader.array(p, "indices"))])
             dst.append(node_ids[np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))])
             ids.append(np.asarray(reader.array(p, "edge_ids")))
-            for name in data:
-                data[name].append(np.asarray(reader.array(p, f"edge_data/{name}")))
+            for name, rows in data.items():
+                rows.append(np.asarray(reader.array(p, f"edge_data/{name}")))
         return np.concatenate(src), np.concatenate(dst), np.concatenate(ids), {k: np.concatenate(v) for k, v in data.items()}
 
 
@@ -147,9 +147,8 @@ def test_verify_reports_a_damaged_reverse_array(capsys, tmp_path):
 
 
 def test_distributed_runner_refuses_add_reverse(capsys, tmp_path):
-    from gpart.cli.distributed_commands import cli
-
     from click.testing import CliRunner
+    from gpart.cli.distributed_commands import cli
 
     result = CliRunner().invoke(cli, ["partition", str(tmp_path), "--parts", "2", "-o", str(tmp_path / "out"), "--add-reverse"])
     assert result.exit_code == 2 and "not supported by the distributed runner" in result.output
