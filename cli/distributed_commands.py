@@ -52,13 +52,15 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
 @click.option("--halo", type=click.IntRange(0, 1), default=0,
               help="1: also store node data rows of halo nodes (fetched from the ranks that read them).")
 @click.option("--max-message", "max_message", default="256MiB", help="Most bytes a rank sends in one all_to_all round.")
+@click.option("--add-reverse", is_flag=True, help="Not supported here yet (refused): run `gpart partition CHUNKS --add-reverse` on one machine.")
 @click.option("--force", is_flag=True, help="Replace an existing result in DIR.")
 @timeout_option
 @click.option("-v", "--verbose", is_flag=True, help="Each rank prints its stages' wall time and peak RSS.")
 @quiet_option
 @json_option
 def partition(chunks: str, num_parts: int, out_dir: str, method: str, assignment: str | None, seed: int, imbalance: float,
-              halo: int, max_message: str, force: bool, timeout_s: float, verbose: bool, quiet: bool, as_json: bool) -> None:
+              halo: int, max_message: str, add_reverse: bool, force: bool, timeout_s: float, verbose: bool, quiet: bool,
+              as_json: bool) -> None:
     """Partition the chunked graph CHUNKS (gpart chunk) into P partitions under DIR, on every rank.
 
     Byte-identical to `gpart partition CHUNKS` with the same options (binary storage).
@@ -74,6 +76,9 @@ def partition(chunks: str, num_parts: int, out_dir: str, method: str, assignment
     from gpart.collectives.comm import init_from_env
     from gpart.distributed.partition_chunks import partition_chunks
 
+    if add_reverse:  # finding the copies needs every edge's reverse, which no rank holds alone (no shuffle for it yet)
+        raise click.UsageError("--add-reverse is not supported by the distributed runner yet; "
+                               "run `gpart partition CHUNKS --add-reverse` on one machine")
     comm = init_from_env(timeout_s)
     params = {"seed": seed, "imbalance": imbalance} if method in ("metis", "kaminpar", "stream", "balanced") else {"seed": seed}
     if method in ("remainder", "range"):

@@ -100,6 +100,10 @@ def _render_partition_info(summary: dict[str, Any]) -> None:
     for kind in ("node_data", "edge_data"):
         for name, spec in summary[kind].items():
             stdout.print(f"{kind.replace('_', ' ')} {name}: {spec['dtype']} rows of {spec['row_shape']}")
+    if "reverse" in summary:
+        rev = summary["reverse"]
+        stdout.print(f"reverse edges (--add-reverse): {rev['num_reverse_edges']:,} copies stored after the input's "
+                     f"{rev['num_input_edges']:,} edges", soft_wrap=True)
     if "hetero" in summary:
         _render_typed(summary["hetero"])
 

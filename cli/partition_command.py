@@ -31,6 +31,12 @@ from rich.table import Table
                    "in 0..P-1, or text with one per line. Replaces --method.")
 @click.option("--format", "storage", type=click.Choice(["binary", "hdf5"]), default="binary",
               help="binary: flat little-endian files numpy and WholeGraph read as they are; hdf5: one partitions.h5.")
+@click.option("--add-reverse", is_flag=True,
+              help="Store every edge in both directions: a reverse copy v->u of each input edge u->v unless v->u is "
+                   "an edge already (duplicates collapse, as DGL's to_bidirected and PyG's ToUndirected). Edge ids below "
+                   "the input's edge count are input edges; the others are copies, mapped back to their input edge "
+                   "by reverse/input_edge (SPEC.md 4.7). Typed graphs get each relation (s,r,d) between two node types "
+                   "reversed as (d,rev_r,s).")
 @click.option("--halo", type=click.IntRange(0, 1), default=0,
               help="1: also store node data rows of halo nodes (non-owned sources of owned in-edges); 0: owned rows only.")
 @click.option("--seed", type=int, default=0, help="Seed of METIS, KaMinPar and --method random.")
@@ -62,7 +68,7 @@ from rich.table import Table
 @quiet_option
 @click.option("-v", "--verbose", is_flag=True, help="Print each stage's wall time and the peak RSS so far.")
 @json_option
-def partition(input: str, num_parts: int, out_dir: str, method: str, assignment: str | None, storage: str, halo: int,
+def partition(input: str, num_parts: int, out_dir: str, method: str, assignment: str | None, storage: str, add_reverse: bool, halo: int,
               seed: int, imbalance: float, threads: int | None, max_memory: str | None, passes: int | None, objective: str, algorithm: str, trials: int, iterations: int | None,
               balance: tuple[str, ...], balance_edges: bool, node_data: tuple[str, ...], edge_data: tuple[str, ...],
               force: bool, quiet: bool, verbose: bool, as_json: bool) -> None:
@@ -83,6 +89,7 @@ def partition(input: str, num_parts: int, out_dir: str, method: str, assignment:
       gpart partition sample_data/cora.npz --parts 4 --method stream --max-memory 1GB -o parts/
       gpart partition sample_data/cora.npz --parts 4 --method stream --passes 4 -o parts/
       gpart partition sample_data/cora_hetero.npz --parts 4 -o hparts/
+      gpart partition sample_data/cora.npz --parts 4 --add-reverse -o parts/
     """
     if click.get_current_context().get_parameter_source("method") is click.core.ParameterSource.DEFAULT:
         metis_only = (objective != "cut", algorithm != "auto", trials != 1, iterations is not None, bool(balance), balance_edges)
@@ -95,7 +102,7 @@ def partition(input: str, num_parts: int, out_dir: str, method: str, assignment:
     with progress_for(quiet or as_json) as progress:
         manifest = partition_graph(
             input, out_dir, num_parts, method,
-            storage=storage, halo=halo, force=force, node_data=node_specs or None, edge_data=edge_specs or None,
+            storage=storage, halo=halo, force=force, node_data=node_specs or None, edge_data=edge_specs or None, add_reverse=add_reverse,
             progress=progress, verbose_log=log, seed=seed, imbalance=imbalance, objective=objective,
             algorithm=algorithm, trials=trials, iterations=iterations, balance=tuple(balance),
             balance_edges=balance_edges, assignment=assignment, threads=threads, max_memory=max_memory, passes=passes,
@@ -127,7 +134,7 @@ def _summary(manifest: dict[str, Any], out_dir: str) -> dict[str, Any]:
         "halo": manifest["halo"],
         "partitions": parts,
         "stats": manifest["stats"],
-    }
+    } | ({"reverse": {k: v for k, v in manifest["reverse"].items() if k != "input_edge"}} if "reverse" in manifest else {})
 
 
 def _part_bytes(part: dict[str, Any]) -> int:
@@ -153,3 +160,7 @@ def _print_summary(manifest: dict[str, Any], out_dir: str) -> None:
         f"edge balance {stats['edge_balance']:.3f}   {train_balance_text(stats)}halo ratio {stats['halo_ratio']:.3f}",
         soft_wrap=True,
     )
+    if "reverse" in manifest:
+        rev = manifest["reverse"]
+        stdout.print(f"reverse edges: {rev['num_reverse_edges']:,} copies stored after the input's {rev['num_input_edges']:,} edges",
+                     soft_wrap=True)

@@ -7,9 +7,12 @@
     python examples/train_rgcn.py --parts hwhole/ --epochs 10     # one process, same code
 
 The Cora-derived graph (sample_data/make_cora_hetero.py) has papers and
-words; papers are classified from their bag-of-words features, the papers
-that cite them and that they cite, and their words (word nodes have no
-features: a learned embedding per word). A layer computes, for every node
+words; --prepare keeps its forward relations (paper:cites:paper,
+paper:has:word) and partitions them with reverse edges added (gpart's
+--add-reverse: cites takes its reverses, has gets word:rev_has:paper), so
+papers are classified from their bag-of-words features, the papers that
+cite them or that they cite, and their words (word nodes have no features:
+a learned embedding per word). A layer computes, for every node
 type d, `W_self[d] h_d + sum over edge types (s, r, d) of W_r mean(h_s over
 sampled type-r in-neighbours)`. Sampling uses per-edge-type fanouts
 (gr.DistNeighborLoader with a dict); evaluation takes every in-neighbour
@@ -36,7 +39,10 @@ from gpart.runtime.device import resolve_device
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_common beside this file, also under torchrun
 from train_common import add_common_arguments, all_max, fit, run, setup_distributed  # noqa: E402
 
-EDGE_TYPES = [("paper", "cites", "paper"), ("paper", "cited_by", "paper"), ("word", "in", "paper"), ("paper", "has", "word")]
+# --prepare keeps the graph's forward relations and lets gpart store their reverses (--add-reverse): cites,
+# within papers, takes them itself; has, from papers to words, gets word:rev_has:paper (as DGL and PyG name it)
+FORWARD = [("paper", "cites", "paper"), ("paper", "has", "word")]
+EDGE_TYPES = FORWARD + [("word", "rev_has", "paper")]
 SEED_TYPE = "paper"
 
 
@@ -130,11 +136,17 @@ def train(args: argparse.Namespace) -> dict:
 
 
 def prepare(graph_path: str, out: str, num_parts: int) -> None:
-    """Partition the typed graph with the default (balanced: every node type, in-edges, training papers)."""
-    from gpart.partition import partition_graph
+    """Partition the typed graph's FORWARD relations with their reverses added (gpart's --add-reverse), by the
+    default (balanced: every node type, in-edges, training papers). The graph's own reverse relations
+    (cited_by, in) are left out: --add-reverse stores the reverses."""
+    from gpart.formats.hetero_input import HeteroGraph, read_hetero_graph
+    from gpart.hetero import partition_hetero
 
-    m = partition_graph(graph_path, out, num_parts, force=True)
-    print(f"wrote {out}: {num_parts} partitions of {graph_path} ({m['params'].get('backend', m['method'])})")
+    hg = read_hetero_graph(graph_path)
+    forward = HeteroGraph(hg.num_nodes, {e: hg.edges[e] for e in FORWARD}, hg.node_data, {e: hg.edge_data.get(e, {}) for e in FORWARD})
+    m = partition_hetero(forward, out, num_parts, force=True, add_reverse=True)
+    print(f"wrote {out}: {num_parts} partitions of {graph_path}'s {', '.join(e[1] for e in FORWARD)} with reverse edges "
+          f"({m['params'].get('backend', m['method'])})")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> dict:

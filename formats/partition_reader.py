@@ -23,6 +23,7 @@ from gpart.formats.manifest import MANIFEST_NAME, read_manifest, require
 from gpart.formats.names import safe_name
 from gpart.formats.partition_writer import BOOK_DTYPES, FORMAT, HDF5_FILE, STORAGES, VERSION, data_key, expected_arrays, part_dir
 from gpart.formats.partition_store import refuse_outside_storage
+from gpart.formats.reverse_manifest import INPUT_EDGE_KEY, ReverseMeta
 from gpart.formats.shard import RangePolicy
 
 
@@ -71,6 +72,9 @@ class PartitionReader:
         self._validate_book(require(m, "book", dict, where), num_nodes, num_parts)
         data_specs = self._data_specs(node_data, edge_data)
         self.hetero = HeteroMeta.from_manifest(m, where)  # typed results (SPEC.md 8.4); None otherwise
+        reverse = ReverseMeta.from_manifest(m, where, self.hetero)  # results with reverse edges (SPEC.md 4.7)
+        self.reverse: Optional[ReverseMeta] = None if reverse is None else reverse[0]
+        self._reverse_entries = {} if reverse is None else {INPUT_EDGE_KEY: self._check_entry(reverse[1])}
         total_owned = total_edges = 0
         for p, part in enumerate(parts):
             if not isinstance(part, dict) or part.get("part") != p:
@@ -214,6 +218,10 @@ class PartitionReader:
     def book_entries(self) -> dict[str, ArrayEntry]:
         return dict(self._book_entries)
 
+    def reverse_input_edge(self, verify: bool = False) -> np.ndarray:
+        """`reverse/input_edge` of a result with reverse edges (SPEC.md 4.7): the input edge of every copy."""
+        return self.read_entry(self._reverse_entries[INPUT_EDGE_KEY], verify)
+
     def read_entry(self, entry: ArrayEntry, verify: bool = False, mode: str = "r") -> np.ndarray:
         """The array an entry names, memory-mapped: the binary file, or the bytes of a
         contiguous HDF5 dataset (gpart writes them so; others are read through h5py).
@@ -289,8 +297,8 @@ class PartitionReader:
     # -- checksums
 
     def all_entries(self) -> list[tuple[str, ArrayEntry]]:
-        """(label, entry) for every array in the result, book first."""
-        out = [(f"book/{k}", e) for k, e in self._book_entries.items()]
+        """(label, entry) for every array in the result, book (and reverse edges) first."""
+        out = [(f"book/{k}", e) for k, e in self._book_entries.items()] + list(self._reverse_entries.items())
         for p, entries in enumerate(self._entries):
             out += [(f"{part_dir(p)}/{k}", e) for k, e in entries.items()]
         return out

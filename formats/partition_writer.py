@@ -29,6 +29,7 @@ from gpart.bytes.crc import CHUNK_BYTES
 from gpart.formats.arrays import iter_row_chunks
 from gpart.formats.dtypes import dtype_name
 from gpart.formats.names import safe_relpath
+from gpart.formats.reverse_manifest import REVERSE_KEY
 from gpart.formats.partition_store import (
     HDF5_FILE,
     BinaryArrayWriter,
@@ -97,8 +98,10 @@ def build_manifest(
     edge_data: Mapping[str, np.ndarray],
     parts: list[dict[str, Any]],
     stats: dict[str, Any],
+    reverse: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:
-    """The manifest of a partition result (SPEC.md 4.1), keys in the order SPEC.md shows."""
+    """The manifest of a partition result (SPEC.md 4.1), keys in the order SPEC.md shows; `reverse`
+    (results with reverse edges, SPEC.md 4.7) follows the book."""
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -110,6 +113,7 @@ def build_manifest(
         "params": params,
         "halo": halo,
         "book": book,
+        **({} if reverse is None else {REVERSE_KEY: reverse}),
         "node_data": data_description(node_data),
         "edge_data": data_description(edge_data),
         "partitions": parts,

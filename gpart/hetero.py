@@ -33,12 +33,14 @@ from gpart.formats.hetero_partition import (EDGE_TYPE_DTYPE, EDGE_TYPE_KEY, HETE
 from gpart.formats.partition_writer import part_dir
 from gpart.formats.scratch import ScratchDir
 from gpart.base.graph import Graph
+from gpart.base.progress import or_null
 from gpart.hetero_edges import edge_types_of, write_typed_edges
 from gpart.write_arrays import gather_chunks
 from gpart.write_result import partition_with_book
 from gpart.formats.shard import RangePolicy
 from gpart.assign import assign
 from gpart.refine import part_loads, repair_balance
+from gpart.reverse_edges import hetero_with_reverse_edges
 from gpart.symmetric import symmetric_csr
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -57,8 +59,9 @@ def partition_hetero(
     """Partition a typed graph (a typed `.npz` path or a HeteroGraph); returns the manifest written.
 
     `options` are gpart.partition.partition_graph's keywords (storage, halo,
-    force, max_memory, progress, verbose_log) and the method's parameters.
+    force, max_memory, progress, verbose_log, add_reverse) and the method's parameters.
     """
+    add_reverse = options.pop("add_reverse", False)
     write = {key: options.pop(key) for key in ("storage", "halo", "force", "verbose_log") if key in options}
     progress, force, method_params = options.pop("progress", None), write.get("force", False), options
     hg = input if isinstance(input, HeteroGraph) else read_hetero_graph(input)
@@ -80,12 +83,18 @@ def partition_hetero(
         method_params.setdefault("scratch_dir", parent)  # spill next to the output, as for homogeneous input
     # the erased ids live in scratch files next to the output (mapped, pages released as the pass goes)
     with ScratchDir(parent) as scratch:
+        reverse = None
+        if add_reverse:  # the reverse relations become edge types of the typed graph (gpart.reverse_edges)
+            with or_null(progress).stage("add reverse edges"):
+                hg, reverse = hetero_with_reverse_edges(hg, scratch, limit)
+            if not given:
+                check_assign_memory(method, sum(hg.num_edges(e) for e in hg.edge_types), limit, where)
         erased = hg.erased(scratch)
         book, params = typed_book(hg, erased, num_parts, method, progress=progress, max_memory=limit, **method_params)
         ext = TypedArrays(hg, erased, book.owner_array, book.num_parts)
         # the writer chooses the in-memory or the bounded pass within `limit`, as for homogeneous input
         return partition_with_book(erased, book, out_dir, method="assignment" if given else method, params=params,
-                                   progress=progress, extension=ext, max_memory=limit, **write)
+                                   progress=progress, extension=ext, max_memory=limit, reverse=reverse, **write)
 
 
 # --------------------------------------------------------------------------- assignment

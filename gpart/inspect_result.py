@@ -22,6 +22,10 @@ from gpart.formats.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from gpart.formats.filelist import FORMAT as FILELIST_FORMAT
 from gpart.formats.partition_writer import FORMAT as PARTITION_FORMAT
 from gpart.formats.partition_reader import PartitionReader
+from gpart.formats.hetero_input import HeteroGraph, read_hetero_graph
+from gpart.formats.reverse_manifest import REVERSE_KEY
+from gpart.bounded import default_max_memory
+from gpart.reverse_edges import hetero_with_reverse_edges, reverse_scratch_dir
 from gpart.base.graph import Graph
 from gpart.verify_partition import PartitionVerifier
 from gpart.base.progress import Progress, or_null
@@ -161,7 +165,7 @@ def _partition_info(reader: PartitionReader) -> dict[str, Any]:
             }
             | ({"num_train": pi["num_train"]} if _is_count(pi.get("num_train")) else {})
         )
-    book_bytes = sum(e.nbytes for e in reader.book_entries().values())
+    outside_parts = sum(e.nbytes for label, e in reader.all_entries() if not label.startswith("part_"))  # book, reverse edges
     total_halo = sum(p["num_halo"] for p in parts)
     # descriptive fields are not needed to read the data: keep what has the right type, drop the rest
     stats = _numbers(m.get("stats"))
@@ -185,9 +189,9 @@ def _partition_info(reader: PartitionReader) -> dict[str, Any]:
         "edge_data": m["edge_data"],
         "topology_dtype": "int64",
         "partitions": parts,
-        "bytes": book_bytes + sum(p["bytes"] for p in parts),
+        "bytes": outside_parts + sum(p["bytes"] for p in parts),
         "stats": stats,
-    }
+    } | ({} if reader.reverse is None else {"reverse": {k: v for k, v in m[REVERSE_KEY].items() if k != "input_edge"}})
 
 
 # --------------------------------------------------------------------------- verify
@@ -231,9 +235,15 @@ def verify(
 
         if node_data or edge_data:
             raise InputError(directory, "is a typed result: --node-data/--edge-data do not apply (typed arrays come from the typed .npz)")
-        hg, erased = typed_input(graph)
-        report = PartitionVerifier(reader, or_null(progress)).run(erased, None, None)
-        return verify_typed(reader, report, hg)
+        with reverse_scratch_dir(graph is not None and reader.reverse is not None) as scratch:
+            if scratch is None:
+                (hg, erased), reverse = typed_input(graph), None
+            else:  # the typed input with its reverse relations (SPEC.md 4.7)
+                hg = graph if isinstance(graph, HeteroGraph) else read_hetero_graph(graph)
+                hg, reverse = hetero_with_reverse_edges(hg, scratch, default_max_memory())
+                erased = hg.erased(scratch)
+            report = PartitionVerifier(reader, or_null(progress)).run(erased, None, None, reverse)
+            return verify_typed(reader, report, hg)
 
 
 def report_exit_code(report: dict[str, Any]) -> int:

@@ -35,7 +35,8 @@ from gpart.assign import assign
 from gpart.formats.hetero_input import is_typed_npz
 from gpart.formats.readers import read_graph
 from gpart.hetero import partition_hetero
-from gpart.base.progress import Progress, StageTimer
+from gpart.reverse_edges import reverse_scratch_dir, with_reverse_edges
+from gpart.base.progress import Progress, StageTimer, or_null
 
 PathLike = Union[str, "os.PathLike[str]"]
 DataSpec = Optional[Mapping[str, PathLike]]
@@ -58,6 +59,7 @@ def partition_graph(
     edge_data: DataSpec = None,
     progress: Optional[Progress] = None,
     verbose_log: VerboseLog = None,
+    add_reverse: bool = False,
     **method_params: Any,
 ) -> dict[str, Any]:
     """Partition a graph (a path or a Graph) into `num_parts` partitions under `out_dir`.
@@ -68,31 +70,36 @@ def partition_graph(
     the available RAM, gpart.bounded): past it, edges are bucketed on disk
     instead of sorted in memory, and methods that need the whole adjacency
     stop up front. `node_data`/`edge_data` add NAME -> .npy arrays to an input
-    path. Returns the manifest that was written.
+    path. `add_reverse` stores every edge in both directions (gpart.reverse_edges,
+    SPEC.md 4.7). Returns the manifest that was written.
     """
     check_options(storage, halo)
     if not isinstance(input, Graph) and is_typed_npz(input):  # typed graphs: SPEC.md section 8, gpart.hetero
         return partition_hetero(input, out_dir, num_parts, method, storage=storage, halo=halo, force=force, progress=progress,
                                 verbose_log=verbose_log, node_data=node_data, edge_data=edge_data, max_memory=max_memory,
-                                **method_params)
+                                add_reverse=add_reverse, **method_params)
     limit = parse_memory_size(max_memory) or default_max_memory()
     timer = StageTimer(verbose_log)
     source = None if isinstance(input, Graph) else input
     inputs = _input_paths(source, node_data, edge_data, method_params.get("assignment"))
     if num_parts < 1:
         raise InputError(source, f"number of parts must be at least 1, got {num_parts}")
-    with staged_output(out_dir, force=force, inputs=inputs) as stage:
+    with staged_output(out_dir, force=force, inputs=inputs) as stage, reverse_scratch_dir(add_reverse, stage) as scratch:
         with timer("read graph"):
             graph = _load_graph(input, node_data, edge_data)
         check_graph(graph, num_parts, source)
         check_node_memory("assignment" if method_params.get("assignment") is not None else method, graph.num_nodes, limit,
                           graph.source)
+        reverse = None
+        if add_reverse:
+            with timer("add reverse edges"), or_null(progress).stage("add reverse edges"):
+                graph, reverse = with_reverse_edges(graph, scratch, limit)
         if method_params.get("assignment") is None:
             check_assign_memory(method, graph.num_edges, limit, graph.source)
         with timer("assign"):
             assignment = _assign(graph, num_parts, method, limit, stage.parent, progress, method_params)
         manifest = write_within(limit, graph, assignment.book, stage, assignment.method, assignment.params, storage,
-                                 halo, progress, timer, node_data, edge_data)
+                                 halo, progress, timer, node_data, edge_data, reverse=reverse)
     return manifest
 
 

@@ -27,6 +27,9 @@ from gpart.formats.partition_writer import data_key, part_dir
 from gpart.base.graph import Graph
 from gpart.base.progress import Progress
 from gpart.formats.readers import read_graph
+from gpart.formats.reverse_manifest import INPUT_EDGE_KEY
+from gpart.bounded import default_max_memory
+from gpart.reverse_edges import ReverseEdges, reverse_scratch_dir, with_reverse_edges
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -44,7 +47,10 @@ class PartitionVerifier:
     def problem(self, where: str, text: str) -> None:
         self.problems.append(f"{self.reader.directory / where}: {text}")
 
-    def run(self, graph: Union[PathLike, Graph, None], node_data, edge_data) -> dict[str, Any]:
+    def run(self, graph: Union[PathLike, Graph, None], node_data, edge_data, reverse: Optional[ReverseEdges] = None) -> dict[str, Any]:
+        """Checksums, invariants and, given the input `graph`, its reconstruction. A result with reverse
+        edges is checked against the input with its reverse copies added (gpart.reverse_edges), unless
+        `graph` holds them already and `reverse` says which (typed results, gpart.inspect_result)."""
         reader = self.reader
         entries = reader.all_entries()
         with self.progress.stage("checksums", total=len(entries)) as bar:
@@ -54,15 +60,19 @@ class PartitionVerifier:
                     self.damaged.add(label)
                     self.problems += problems
                 bar.advance(1)
-        structure_checked = self._invariants()
+        structure_checked = self._invariants() and self._reverse_invariants()
         source = None
         if graph is not None:
-            g = self._load_graph(graph, node_data, edge_data)
-            source = g.source if isinstance(g.source, str) else None
-            if structure_checked:
-                self._against_graph(g)
-            else:
-                self.notes.append("reconstruction of the input not checked: the result is damaged")
+            with reverse_scratch_dir(reader.reverse is not None) as scratch:
+                g = self._load_graph(graph, node_data, edge_data)
+                if reader.reverse is not None and reverse is None:
+                    g, reverse = with_reverse_edges(g, scratch, default_max_memory())
+                source = g.source if isinstance(g.source, str) else None
+                if structure_checked:
+                    self._against_graph(g)
+                    self._against_reverse(reverse)
+                else:
+                    self.notes.append("reconstruction of the input not checked: the result is damaged")
         return {
             "format": PARTITION_FORMAT,
             "directory": str(reader.directory),
@@ -168,6 +178,22 @@ class PartitionVerifier:
             seen[edge_ids] = True
         return int(remote.shape[0])
 
+    def _reverse_invariants(self) -> bool:
+        """SPEC.md 4.7: the copies of each stored edge type name strictly ascending input edges of the relation
+        they reverse. True when there is nothing to check or it holds."""
+        reader = self.reader
+        if reader.reverse is None:
+            return True
+        if INPUT_EDGE_KEY in self.damaged:
+            return False
+        input_edge = np.asarray(reader.reverse_input_edge())
+        for name, start, stop, bound in reader.reverse.blocks(reader.hetero):
+            block = input_edge[start:stop]
+            if block.size and (int(block.min()) < 0 or int(block.max()) >= bound or bool(np.any(np.diff(block) <= 0))):
+                self.problem(INPUT_EDGE_KEY, f"copies of {name}: input edges are not strictly ascending within 0..{bound - 1}")
+                return False
+        return True
+
     # -- against the input
 
     def _load_graph(self, graph, node_data, edge_data) -> Graph:
@@ -195,6 +221,16 @@ class PartitionVerifier:
             for p in range(reader.num_parts):
                 self._reconstruct_part(p, g)
                 bar.advance(1)
+
+    def _against_reverse(self, expected: Optional[ReverseEdges]) -> None:
+        """The stored reverse copies are those the input gives (SPEC.md 4.7): counts, and the input edge of each."""
+        stored = self.reader.reverse
+        if stored is None or expected is None:
+            return
+        if stored != expected.meta:
+            self.problem(MANIFEST_NAME, f"reverse edges recorded as {stored}, the input gives {expected.meta}")
+        elif not np.array_equal(np.asarray(self.reader.reverse_input_edge()), np.asarray(expected.input_edge)):
+            self.problem(INPUT_EDGE_KEY, "reverse copies name other input edges than the input gives")
 
     def _data_names(self, kind: str, stored: dict, given: dict) -> None:
         for name in given:

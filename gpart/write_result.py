@@ -28,8 +28,10 @@ from gpart.formats.scratch import ScratchDir
 from gpart.formats.dtypes import is_supported
 from gpart.formats.manifest import write_manifest
 from gpart.formats.partition_writer import STORAGES, PartitionWriter, build_manifest
+from gpart.formats.reverse_manifest import write_reverse
 from gpart.base.graph import Graph
 from gpart.layout import NodeOrder, node_order, order_edges
+from gpart.reverse_edges import ReverseEdges
 from gpart.write_arrays import write_all_topology, write_node_data
 from gpart.base.progress import Progress, StageTimer, or_null
 
@@ -55,6 +57,7 @@ def partition_with_book(
     verbose_log: VerboseLog = None,
     extension: Any = None,
     max_memory: Union[str, int, None] = None,
+    reverse: Optional[ReverseEdges] = None,
 ) -> dict[str, Any]:
     """Write the partition result of `graph` under an assignment already made (`book`).
 
@@ -66,7 +69,8 @@ def partition_with_book(
     in memory `topology` is its (node_ids, indices, num_owned) and `chunks()` yields
     (edge ids, None) once; on the bounded path `topology` is None and `chunks()`
     (callable again) yields (edge ids, their erased sources) block by block, in CSC order.
-    `manifest(m)` comes last.
+    `manifest(m)` comes last. `reverse`: `graph` holds reverse copies (gpart.reverse_edges), recorded
+    in the manifest's `reverse` object.
     """
     check_options(storage, halo)
     check_graph(graph, book.num_parts, graph.source)
@@ -77,7 +81,7 @@ def partition_with_book(
     with staged_output(out_dir, force=force, inputs=inputs) as stage:
         limit = parse_memory_size(max_memory) or default_max_memory()
         return write_within(limit, graph, book, stage, method, params or {}, storage, halo, progress, timer, None, None,
-                             extension=extension)
+                             extension=extension, reverse=reverse)
 
 
 def write_within(limit: int, graph: Graph, book: PartitionBook, stage: Path, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -126,6 +130,7 @@ def _write_result(
     block_edges: int = MAX_BLOCK_EDGES,
     extension: Any = None,
     layout_threads: int = 1,
+    reverse: Optional[ReverseEdges] = None,
 ) -> dict[str, Any]:
     """Write every partition and the manifest; with `scratch`, edges are ordered through buckets on disk."""
     progress = or_null(progress)
@@ -137,13 +142,14 @@ def _write_result(
         arrays_per_part = 4 + len(graph.node_data) + len(graph.edge_data)
         with progress.stage("write partitions", total=num_parts * arrays_per_part, unit="arrays") as bar:
             book_json = writer.write_book(book)
+            reverse_json = None if reverse is None else write_reverse(writer, reverse.meta, reverse.input_edge)
             parts, halos, node_entries = _write_partitions(writer, graph, nodes, halo, bar, timer, scratch, block_edges, extension,
                                                            layout_threads)
             for part, entries in zip(parts, node_entries):
                 part["arrays"].update(entries)
         _count_train(graph, nodes, parts)
         del nodes, halos
-        manifest = _manifest(graph, book_json, method, params, storage, halo, parts, node_data, edge_data)
+        manifest = _manifest(graph, book_json, method, params, storage, halo, parts, node_data, edge_data, reverse_json)
         if extension is not None:
             extension.manifest(manifest)
         assert sum(p["num_owned"] for p in parts) == graph.num_nodes and sum(p["num_edges"] for p in parts) == num_edges
@@ -201,6 +207,7 @@ def _manifest(
     parts: list[dict[str, Any]],
     node_data: DataSpec,
     edge_data: DataSpec,
+    reverse: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:
     num_cut = sum(p.pop("num_cut") for p in parts)
     graph_json: dict[str, Any] = {
@@ -217,7 +224,7 @@ def _manifest(
     return build_manifest(
         graph=graph_json, storage=storage, created_by=f"gpart {__version__}", method=method, params=params, halo=halo,
         book=book_json, node_data=graph.node_data, edge_data=graph.edge_data, parts=parts,
-        stats=partition_stats(parts, graph.num_nodes, graph.num_edges, num_cut),
+        stats=partition_stats(parts, graph.num_nodes, graph.num_edges, num_cut), reverse=reverse,
     )
 
 
