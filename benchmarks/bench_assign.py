@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+import harness  # first: puts the repository root on sys.path for tests.support
+
 WORK = Path("/tmp/gpart-bench-assign")
 
 
@@ -34,10 +36,10 @@ def peak_rss_mib() -> float:
 def make_graph(nodes: int, edges: int, seed: int = 0):
     """The repo's power-law generator when present, else a Chung-Lu style one (same idea)."""
     try:
-        from gpart.synthetic import powerlaw_graph
+        from tests.support.synthetic import powerlaw_graph
 
         graph = powerlaw_graph(nodes, edges, 0, seed)
-        return np.asarray(graph.src), np.asarray(graph.dst), "gpart.synthetic.powerlaw_graph"
+        return np.asarray(graph.src), np.asarray(graph.dst), "tests.support.synthetic.powerlaw_graph"
     except ImportError:
         rng = np.random.default_rng(seed)
         weight = (np.arange(1, nodes + 1, dtype=np.float64)) ** -0.8  # degree exponent ~2.25

@@ -5,7 +5,7 @@
 
 Every measurement is one child process (`gpart.partition.partition_graph`,
 the whole pipeline: read, assign, write) run inside a cgroup v1 memory
-group capped at --cap (default 10 GiB; gpart.memcap), so a method that
+group capped at --cap (default 10 GiB; tests/support/memcap.py), so a method that
 needs more memory is killed by the OOM killer and reported as `OOM at cap`
 (that is a result: it does not fit this machine). The child's --max-memory
 is set far above the cap so gpart's own up-front refusal does not hide the
@@ -13,7 +13,7 @@ out-of-memory. Baselines measured in the same run, printed beside the
 figures: `random` (cut of an exactly balanced random assignment; each
 method's cut is also shown as a ratio to it) and the numpy I/O floor for
 remainder (load src/dst, write the same bytes, fsync; from
-bench_partition.py). Graphs come from gpart.synthetic (Chung-Lu power law,
+bench_partition.py). Graphs come from tests/support/synthetic.py (Chung-Lu power law,
 exponent 2.5, with a 10% training mask, no features) and are generated
 into --workdir when missing. Without a cgroup (not root, cgroup v2) the
 children run uncapped and the table says so.
@@ -30,6 +30,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import harness  # first: puts the repository root on sys.path for tests.support
+from tests.support.memcap import available, run_capped
+from tests.support.synthetic import write_powerlaw_npz
 
 SIZES = {"1m": (1_000_000, 10_000_000), "4m": (4_000_000, 50_000_000), "5.6m": (5_600_000, 70_000_000)}
 # METHOD@SIZE runs METHOD with --max-memory SIZE (the bounded pipeline: edges bucketed on disk)
@@ -56,8 +60,6 @@ def child(args) -> None:
 
 
 def run_child(cmd: list[str], cap: int) -> tuple[dict | None, str]:
-    from gpart.memcap import available, run_capped
-
     if available() is None:
         run = run_capped(cmd, cap, timeout=3600)
         if run.oom_killed:
@@ -127,8 +129,6 @@ def ensure_graph(workdir: Path, size: str) -> Path:
     nodes, edges = SIZES[size]
     path = workdir / f"powerlaw-{size}.npz"
     if not path.exists():
-        from gpart.synthetic import write_powerlaw_npz
-
         print(f"generating {path} ({nodes:,} nodes, {edges:,} edges, train_mask, no features) ...", flush=True)
         write_powerlaw_npz(path, nodes, edges, 0, 0)
     return path
@@ -165,7 +165,6 @@ def main() -> None:
         args.parts = int(args.parts)
         return child(args)
     from gpart.bounded import parse_memory_size
-    from gpart.memcap import available
 
     cap = parse_memory_size(args.cap, "--cap")
     reason = available()

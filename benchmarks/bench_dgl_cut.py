@@ -10,7 +10,7 @@ graph, with DGL's default `balance_edges=False` and with `balance_edges=True`.
 gpart's side is the assignment of `gpart partition` (method `balanced`,
 gpart.assign.assign), also without writing. Each side is one child process,
 so peak RSS (ru_maxrss) is its own; with --cap each child runs in a cgroup
-v1 memory group of that size (gpart.memcap; root only). Cut = fraction of
+v1 memory group of that size (tests/support/memcap.py; root only). Cut = fraction of
 directed input edges whose endpoints have different owners; balances are
 max/mean of owned nodes, stored in-edges and training nodes.
 """
@@ -26,6 +26,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+import harness  # first: puts the repository root on sys.path for tests.support
+from tests.support.memcap import run_capped
 
 HERE = Path(__file__).resolve()
 
@@ -73,8 +76,6 @@ def run_side(args, side: str, python: str) -> dict:
     cmd = [python, str(HERE), "--child", side, "--graph", str(args.graph), "--parts", str(args.parts), "--threads", str(args.threads)]
     env = {**os.environ, "PYTHONPATH": str(HERE.parents[1])}
     if args.cap:
-        from gpart.memcap import run_capped
-
         run = run_capped(cmd, args.cap, timeout=3600, env=env)
         if run.oom_killed:
             return {"error": f"killed: out of memory at the {args.cap / 2**30:.0f} GiB cap"}

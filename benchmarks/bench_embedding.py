@@ -38,6 +38,9 @@ from pathlib import Path
 
 import torch
 
+import harness  # first: puts the repository root on sys.path for tests.support
+from tests.support.gloo_processes import run_distributed
+
 ROOT = Path("/tmp/gpart-bench-embedding")
 
 
@@ -212,8 +215,6 @@ def io_single(args, emb, opt) -> None:
 
 
 def two_ranks(args, single_s: float) -> None:
-    from gpart.runtime._testing import run_distributed
-
     import gpart.runtime as gr
 
     run = ROOT / "run2"

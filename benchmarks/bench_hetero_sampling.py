@@ -37,6 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
+import harness  # first: puts the repository root on sys.path for tests.support
+from tests.support.gloo_processes import run_distributed
+
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora_hetero.npz"
 WORKDIR = Path(f"/tmp/gpart-bench-hetero-sampling-{os.getpid()}")
@@ -143,7 +146,6 @@ def _fused_rank(rank: int, world_size: int, parts: str, seed_type: str, batches:
 
 def fused_vs_unfused(generated: int, batches: int) -> None:
     from gpart.partition import partition_graph
-    from gpart.runtime._testing import run_distributed
 
     WORKDIR.mkdir(parents=True)
     try:

@@ -34,6 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
+import harness  # first: puts the repository root on sys.path for tests.support
+from tests.support.synthetic import write_powerlaw_npz
+
 DEFAULT_INPUT = Path("/tmp/gpart-bench-inputs/powerlaw_1m_10m.npz")
 WORKDIR = Path("/tmp/gpart-bench-partition")
 CHUNK = 64 << 20
@@ -139,8 +142,6 @@ def ensure_input(path: Path) -> bool:
     """Generate the benchmark graph if missing; True when this run made it (and should delete it)."""
     if path.exists():
         return False
-    from gpart.synthetic import write_powerlaw_npz
-
     print(f"generating {path} (1M nodes, 10M edges, 128-dim float32 features) ...", flush=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_powerlaw_npz(path, 1_000_000, 10_000_000, 128, 0)

@@ -20,6 +20,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import harness  # first: puts the repository root on sys.path for tests.support
+from tests.support.gloo_processes import run_distributed
+
 ROOT = Path("/tmp/gpart-bench-runtime")
 
 
@@ -160,8 +163,6 @@ def _dist_worker(rank: int, world_size: int, directory: str, batch: int, steps: 
 
 
 def bench_distributed(directory: Path, world_size: int, batch: int, steps: int) -> None:
-    from gpart.runtime._testing import run_distributed
-
     results = run_distributed(_dist_worker, world_size, str(directory), batch, steps, timeout_s=600, threads=1)
     elapsed = max(r["elapsed"] for r in results)
     rows = sum(r["rows"] for r in results)

@@ -33,7 +33,9 @@ from pathlib import Path
 
 import torch
 
+import harness  # first: puts the repository root on sys.path for tests.support
 from gpart.base.progress import peak_rss_mb
+from tests.support.gloo_processes import run_distributed
 
 FANOUTS = [15, 10]
 
@@ -156,8 +158,6 @@ def _rank_run(rank: int, world_size: int, parts: str, batches: int) -> dict:
 
 
 def multi_process(parts: dict, world_sizes: list[int], methods: list[str], halos: list[int], batches: int) -> None:
-    from gpart.runtime._testing import run_distributed
-
     print(f"\ngloo processes (one thread each), one per partition; {batches} batches per rank after a warm-up batch;")
     print("  x = 128 float32 per node (+ the seeds' labels): 'gathered after' = sample, then LoadedPartition.gather;")
     print("  'fused' = rows carried in the sampling answers (gpart.runtime.fused); the three runs take turns batch by batch")

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_tradeoff.py --graph /tmp/pl/powerlaw-1m.npz --parts 4
 
-gpart.synthetic draws both endpoints of every edge independently from one
+tests/support/synthetic.py draws both endpoints of every edge independently from one
 power-law distribution (Chung-Lu): the graph has no community structure. If
 the parts of an assignment hold shares p_i of all edge destinations and q_i
 of all edge sources, then in expectation over that draw a fraction

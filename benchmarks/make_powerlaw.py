@@ -5,7 +5,7 @@
 Keys: src, dst (int64), num_nodes, feat (float32 [N, feat_dim]), label (int64),
 train_mask (bool, about 10%). The arrays are streamed in chunks, so the process
 holds about one chunk plus two N-entry arrays, not the graph. Same arguments,
-same bytes (see gpart.synthetic).
+same bytes (see tests/support/synthetic.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import argparse
 import time
 from pathlib import Path
 
+import harness  # first: puts the repository root on sys.path for tests.support
 from gpart.base.progress import peak_rss_mb
-from gpart.synthetic import DEFAULT_EXPONENT, write_powerlaw_npz
+from tests.support.synthetic import DEFAULT_EXPONENT, write_powerlaw_npz
 
 
 def main() -> None:
