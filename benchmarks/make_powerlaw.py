@@ -14,8 +14,7 @@ import argparse
 import time
 from pathlib import Path
 
-import harness  # first: puts the repository root on sys.path for tests.support
-from gpart.base.progress import peak_rss_mb
+from harness import peak_rss_mib  # first: puts the repository root on sys.path
 from tests.support.synthetic import DEFAULT_EXPONENT, write_powerlaw_npz
 
 
@@ -41,7 +40,7 @@ def main() -> None:
     print(
         f"wrote {args.out}: {args.nodes} nodes, {args.edges} edges, feat_dim {args.feat_dim}, seed {args.seed}\n"
         f"  size {size / 1e9:.3f} GB ({size} bytes), time {seconds:.2f} s "
-        f"({size / 1e6 / seconds:.0f} MB/s), peak RSS {peak_rss_mb():.0f} MiB"
+        f"({size / 1e6 / seconds:.0f} MB/s), peak RSS {peak_rss_mib():.0f} MiB"
     )
 
 
