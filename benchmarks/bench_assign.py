@@ -15,38 +15,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from harness import child_result, peak_rss_mib, script_child  # first: puts the repository root on sys.path
+from tests.support.synthetic import powerlaw_graph
+
 WORK = Path("/tmp/gpart-bench-assign")
 
 
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
 def make_graph(nodes: int, edges: int, seed: int = 0):
-    """The repo's power-law generator when present, else a Chung-Lu style one (same idea)."""
-    try:
-        from gpart.synthetic import powerlaw_graph
-
-        graph = powerlaw_graph(nodes, edges, 0, seed)
-        return np.asarray(graph.src), np.asarray(graph.dst), "gpart.synthetic.powerlaw_graph"
-    except ImportError:
-        rng = np.random.default_rng(seed)
-        weight = (np.arange(1, nodes + 1, dtype=np.float64)) ** -0.8  # degree exponent ~2.25
-        cdf = np.cumsum(weight)
-        cdf /= cdf[-1]
-        relabel = rng.permutation(nodes)
-        src = relabel[np.searchsorted(cdf, rng.random(edges))]
-        dst = relabel[np.searchsorted(cdf, rng.random(edges))]
-        return src.astype(np.int64), dst.astype(np.int64), "bench_assign Chung-Lu fallback"
+    """The power-law graph of tests/support/synthetic.py: src, dst and where it came from."""
+    graph = powerlaw_graph(nodes, edges, 0, seed)
+    return np.asarray(graph.src), np.asarray(graph.dst), "tests.support.synthetic.powerlaw_graph"
 
 
 def load_graph():
@@ -145,11 +129,6 @@ def child_assign(parts: int) -> dict:
             "cut": result.params["metis_objective_value"], "stages": timer.seconds}
 
 
-def run_child(*args: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", *args], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=1_000_000)
@@ -178,23 +157,23 @@ def main() -> None:
         del src, dst
         print(f"graph: {args.nodes:,} nodes, {args.edges:,} directed edges ({origin}); src+dst {input_mib:.0f} MiB")
 
-        sym = run_child("sym")
+        sym = child_result(script_child(__file__, "sym"))
         print(f"symmetric_csr: {sym['wall_s']:.2f} s, peak RSS {sym['peak_rss_mib']:.0f} MiB, "
               f"{sym['sym_edges']:,} undirected edges")
-        base = run_child("unique")
+        base = child_result(script_child(__file__, "unique"))
         print(f"keys of {base['edges']:,} edges: np.unique {base['unique_s']:.2f} s vs sort+mask {base['sort_mask_s']:.2f} s "
               f"({base['unique_s'] / base['sort_mask_s']:.1f}x)")
 
         raw4 = None
         for parts in [int(p) for p in args.parts.split(",")]:
             for algorithm in ("recursive", "kway"):
-                r = run_child("metis", str(parts), algorithm)
+                r = child_result(script_child(__file__, "metis", str(parts), algorithm))
                 if parts == 4 and algorithm == "recursive":
                     raw4 = r
                 print(f"raw pymetis {algorithm:9s} {parts} parts: {r['wall_s']:.1f} s, peak RSS {r['peak_rss_mib']:.0f} MiB, "
                       f"cut {r['cut_fraction']:.3f} of edges, max/avg part {r['balance']:.3f}")
         if raw4 is not None:
-            a = run_child("assign", "4")
+            a = child_result(script_child(__file__, "assign", "4"))
             metis_s = a["stages"]["metis"]
             print(f"assign(metis, 4 parts, {a['algorithm']}): {a['wall_s']:.1f} s, peak RSS {a['peak_rss_mib']:.0f} MiB; "
                   f"vs raw call: {a['wall_s'] / raw4['wall_s']:.2f}x wall, {a['peak_rss_mib'] / raw4['peak_rss_mib']:.2f}x peak RSS")

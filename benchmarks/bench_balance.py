@@ -5,7 +5,7 @@
 
 Every measurement is one child process (`gpart.partition.partition_graph`,
 the whole pipeline: read, assign, write) run inside a cgroup v1 memory
-group capped at --cap (default 10 GiB; gpart.memcap), so a method that
+group capped at --cap (default 10 GiB; tests/support/memcap.py), so a method that
 needs more memory is killed by the OOM killer and reported as `OOM at cap`
 (that is a result: it does not fit this machine). The child's --max-memory
 is set far above the cap so gpart's own up-front refusal does not hide the
@@ -13,7 +13,7 @@ out-of-memory. Baselines measured in the same run, printed beside the
 figures: `random` (cut of an exactly balanced random assignment; each
 method's cut is also shown as a ratio to it) and the numpy I/O floor for
 remainder (load src/dst, write the same bytes, fsync; from
-bench_partition.py). Graphs come from gpart.synthetic (Chung-Lu power law,
+bench_partition.py). Graphs come from tests/support/synthetic.py (Chung-Lu power law,
 exponent 2.5, with a 10% training mask, no features) and are generated
 into --workdir when missing. Without a cgroup (not root, cgroup v2) the
 children run uncapped and the table says so.
@@ -24,12 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from harness import child_result, dir_bytes, peak_rss_mib, run_child, script_child  # first: puts the repository root on sys.path
+from tests.support.memcap import available
+from tests.support.synthetic import write_powerlaw_npz
 
 SIZES = {"1m": (1_000_000, 10_000_000), "4m": (4_000_000, 50_000_000), "5.6m": (5_600_000, 70_000_000)}
 # METHOD@SIZE runs METHOD with --max-memory SIZE (the bounded pipeline: edges bucketed on disk)
@@ -49,41 +50,31 @@ def child(args) -> None:
     manifest = partition_graph(args.input, args.out, args.parts, args.method, force=True,
                                max_memory=args.max_memory, **extra)
     wall = time.perf_counter() - start
-    out_bytes = sum(f.stat().st_size for f in Path(args.out).rglob("*") if f.is_file())
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"wall": wall, "rss": rss, "stats": manifest["stats"], "bytes": out_bytes,
+    print(json.dumps({"wall": wall, "rss": peak_rss_mib() * 2**20, "stats": manifest["stats"], "bytes": dir_bytes(args.out),
                       "backend": manifest["params"].get("backend")}))
 
 
-def run_child(cmd: list[str], cap: int) -> tuple[dict | None, str]:
-    from gpart.memcap import available, run_capped
+def measure_method(graph: Path, parts: int, method: str, workdir: Path, cap: int, threads: int,
+                   source: Path | None = None) -> tuple[dict | None, str]:
+    """One child run, capped where this host allows; (result, "") or (None, what went wrong).
 
-    if available() is None:
-        run = run_capped(cmd, cap, timeout=3600)
-        if run.oom_killed:
-            return None, f"OOM at cap ({cap / 2**30:.0f} GiB) after {run.seconds:.0f} s"
-        code, out, err = run.returncode, run.stdout, run.stderr
-    else:
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        code, out, err = done.returncode, done.stdout, done.stderr
-    if code != 0:
-        return None, f"failed (exit {code}): {err.strip().splitlines()[-1] if err.strip() else ''}"
-    return json.loads(out.strip().splitlines()[-1]), ""
-
-
-def measure(graph: Path, parts: int, method: str, workdir: Path, cap: int, threads: int,
-            source: Path | None = None) -> tuple[dict | None, str]:
-    """One child run; `source`: a gpart checkout to import instead of this one (e.g. main, for a same-run baseline)."""
+    `source`: a gpart checkout to import instead of this one (e.g. main, for a same-run baseline).
+    """
     method, _, max_memory = method.partition("@")
     out = workdir / f"out-{method}"
-    cmd = [sys.executable, __file__, "--child", "--input", str(graph), "--parts", str(parts), "--method", method,
-           "--out", str(out), "--threads", str(threads), "--max-memory", max_memory or "1TB"]
+    cmd = script_child(__file__, "--input", str(graph), "--parts", str(parts), "--method", method,
+                       "--out", str(out), "--threads", str(threads), "--max-memory", max_memory or "1TB")
     if source is not None:
         cmd = ["env", f"PYTHONPATH={source}"] + cmd
     try:
-        return run_child(cmd, cap)
+        run = run_child(cmd, cap=cap if available() is None else None)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+    if run.oom_killed:
+        return None, f"OOM at cap ({cap / 2**30:.0f} GiB) after {run.seconds:.0f} s"
+    if run.returncode != 0:
+        return None, f"failed (exit {run.returncode}): {run.last_error_line()}"
+    return run.result(), ""
 
 
 def floor_ratio(graph: Path, parts: int, workdir: Path, cap: int, repeats: int, baseline: Path | None) -> None:
@@ -92,13 +83,13 @@ def floor_ratio(graph: Path, parts: int, workdir: Path, cap: int, repeats: int, 
     if baseline is not None:
         walls[f"remainder ({baseline})"] = []
     for _ in range(repeats):
-        result, note = measure(graph, parts, "remainder", workdir, cap, 1)
+        result, note = measure_method(graph, parts, "remainder", workdir, cap, 1)
         if result is None:
             print(f"    remainder failed: {note}")
             return
         walls["remainder"].append(result["wall"])
         if baseline is not None:
-            other, note = measure(graph, parts, "remainder", workdir, cap, 1, source=baseline)
+            other, note = measure_method(graph, parts, "remainder", workdir, cap, 1, source=baseline)
             walls[f"remainder ({baseline})"].append(other["wall"] if other else float("nan"))
         walls["floor"].append(measure_floor(graph, result["bytes"], workdir)["wall"])
     floor = sorted(walls["floor"])[repeats // 2]
@@ -109,16 +100,11 @@ def floor_ratio(graph: Path, parts: int, workdir: Path, cap: int, repeats: int, 
 
 
 def measure_floor(graph: Path, out_bytes: int, workdir: Path) -> dict:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from bench_partition import child_floor  # the numpy load + write floor, one definition
-
-    ns = argparse.Namespace(input=str(graph), out=str(workdir / "floor"), out_bytes=out_bytes)
-    cmd = [sys.executable, "-c", "import argparse, json, sys; sys.path.insert(0, %r); from bench_partition import "
-           "child_floor; print(json.dumps(child_floor(argparse.Namespace(**json.loads(sys.argv[1])))))"
-           % str(Path(__file__).parent), json.dumps(vars(ns))]
+    """The numpy load + write floor, in a child: bench_partition.py's, one definition."""
+    cmd = script_child(Path(__file__).with_name("bench_partition.py"), "floor", "--input", str(graph),
+                       "--out", str(workdir / "floor"), "--out-bytes", str(out_bytes))
     try:
-        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return child_result(cmd)
     finally:
         shutil.rmtree(workdir / "floor", ignore_errors=True)
 
@@ -127,8 +113,6 @@ def ensure_graph(workdir: Path, size: str) -> Path:
     nodes, edges = SIZES[size]
     path = workdir / f"powerlaw-{size}.npz"
     if not path.exists():
-        from gpart.synthetic import write_powerlaw_npz
-
         print(f"generating {path} ({nodes:,} nodes, {edges:,} edges, train_mask, no features) ...", flush=True)
         write_powerlaw_npz(path, nodes, edges, 0, 0)
     return path
@@ -165,7 +149,6 @@ def main() -> None:
         args.parts = int(args.parts)
         return child(args)
     from gpart.bounded import parse_memory_size
-    from gpart.memcap import available
 
     cap = parse_memory_size(args.cap, "--cap")
     reason = available()
@@ -188,7 +171,7 @@ def main() -> None:
                     print(f"    {method:<22}skipped: OOM at 4 parts already (needs ~{METIS_BYTES_PER_EDGE * edges / 2**30:.0f} GiB)",
                           flush=True)
                     continue
-                result, note = measure(graph, parts, method, args.workdir, cap, args.threads)
+                result, note = measure_method(graph, parts, method, args.workdir, cap, args.threads)
                 results[method] = result
                 random_cut = results["random"]["stats"]["edge_cut_ratio"] if results.get("random") else None
                 print(row(method, result, note, edges, random_cut), flush=True)

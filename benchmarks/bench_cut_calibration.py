@@ -2,7 +2,7 @@
 
     python benchmarks/bench_cut_calibration.py --nodes 1000000 --edges 10000000 --parts 2,4
 
-The synthetic power-law graphs (gpart.synthetic) have no community
+The synthetic power-law graphs (tests/support/synthetic.py) have no community
 structure, so the issue's cut target (0.75 x DGL's cut, 0.46 on 1M/10M at
 in-edge balance <= 1.10) cannot be checked against a known optimum there.
 An Erdos-Renyi graph with the same node and edge counts can: for G(n, d/n)

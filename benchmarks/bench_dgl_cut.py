@@ -10,7 +10,7 @@ graph, with DGL's default `balance_edges=False` and with `balance_edges=True`.
 gpart's side is the assignment of `gpart partition` (method `balanced`,
 gpart.assign.assign), also without writing. Each side is one child process,
 so peak RSS (ru_maxrss) is its own; with --cap each child runs in a cgroup
-v1 memory group of that size (gpart.memcap; root only). Cut = fraction of
+v1 memory group of that size (tests/support/memcap.py; root only). Cut = fraction of
 directed input edges whose endpoints have different owners; balances are
 max/mean of owned nodes, stored in-edges and training nodes.
 """
@@ -19,18 +19,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
+import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from harness import peak_rss_mib, run_child, script_child
+
 HERE = Path(__file__).resolve()
 
 
-def measure(owner: np.ndarray, src: np.ndarray, dst: np.ndarray, train, parts: int) -> dict:
+def cut_and_balances(owner: np.ndarray, src: np.ndarray, dst: np.ndarray, train, parts: int) -> dict:
     """Cut and balances, in numpy alone (the DGL child has no gpart)."""
     owner = np.asarray(owner, dtype=np.int64)
     in_degree = np.bincount(dst, minlength=owner.shape[0])
@@ -63,26 +64,19 @@ def child(args) -> dict:
         graph = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=n)
         owner = dgl.metis_partition_assignment(graph, args.parts, balance_edges=args.side == "dgl-edges", mode="k-way").numpy()
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            **measure(owner, src, dst, train, args.parts)}
+    return {"seconds": seconds, "rss_mib": peak_rss_mib(), **cut_and_balances(owner, src, dst, train, args.parts)}
 
 
 def run_side(args, side: str, python: str) -> dict:
-    import os
-
-    cmd = [python, str(HERE), "--child", side, "--graph", str(args.graph), "--parts", str(args.parts), "--threads", str(args.threads)]
-    env = {**os.environ, "PYTHONPATH": str(HERE.parents[1])}
-    if args.cap:
-        from gpart.memcap import run_capped
-
-        run = run_capped(cmd, args.cap, timeout=3600, env=env)
-        if run.oom_killed:
-            return {"error": f"killed: out of memory at the {args.cap / 2**30:.0f} GiB cap"}
-    else:
-        run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    """One side in a child of this script run by `python` (under --cap when given): its figures, or {"error": ...}."""
+    cmd = script_child(HERE, side, "--graph", str(args.graph), "--parts", str(args.parts), "--threads", str(args.threads),
+                       python=python)
+    run = run_child(cmd, cap=args.cap or None, env={**os.environ, "PYTHONPATH": str(HERE.parents[1])})
+    if run.oom_killed:
+        return {"error": f"killed: out of memory at the {args.cap / 2**30:.0f} GiB cap"}
     if run.returncode != 0:
-        return {"error": f"exit {run.returncode}: {' '.join((run.stderr or '').strip().splitlines()[-1:])}"}
-    return json.loads(run.stdout.strip().splitlines()[-1])
+        return {"error": f"exit {run.returncode}: {run.last_error_line()}"}
+    return run.result()
 
 
 def main() -> None:

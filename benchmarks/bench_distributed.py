@@ -14,24 +14,17 @@ file is byte-identical to the baseline's, and derives per-edge costs.
 from __future__ import annotations
 
 import argparse
-import filecmp
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from harness import same_files, torchrun_env, wait_peak_rss  # first: puts the repository root on sys.path
+from tests.support.gloo_processes import free_port
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def wait_rss(proc: subprocess.Popen) -> tuple[int, int]:
-    """(exit status, peak RSS in bytes) of a child, from wait4's rusage of that child alone."""
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss * 1024
 
 
 VERBOSE = False  # --verbose: every process prints its stage times and peak RSS (-v) to stderr
@@ -42,41 +35,28 @@ def run_one(args: list[str], env: dict | None = None) -> tuple[float, int, str]:
     proc = subprocess.Popen(args + (["-v"] if VERBOSE and "partition" in args else []), env=env, stdout=subprocess.PIPE,
                             stderr=None if VERBOSE else subprocess.DEVNULL, text=True)
     out = proc.stdout.read()
-    code, rss = wait_rss(proc)
+    code, rss = wait_peak_rss(proc)
     if code:
         sys.exit(f"failed ({code}): {' '.join(args)}")
     return time.perf_counter() - start, rss, out
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def run_distributed(world: int, chunks: Path, out: Path, parts: int, method: str, max_message: str) -> dict:
     port, procs = free_port(), []
     start = time.perf_counter()
     for rank in range(world):
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-               "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank)}
+        env = torchrun_env(rank, world, port, LOCAL_RANK=str(rank))
         procs.append(subprocess.Popen([sys.executable, "-m", "gpart.distributed", "partition", str(chunks), "--parts",
                                        str(parts), "-o", str(out), "--method", method, "--max-message", max_message,
                                        "--json"] + (["-v"] if VERBOSE else []), env=env, stdout=subprocess.PIPE,
                                       stderr=None if VERBOSE else subprocess.DEVNULL, text=True))
     summary = json.loads(procs[0].stdout.read())
-    results = [wait_rss(p) for p in procs]
+    results = [wait_peak_rss(p) for p in procs]
     seconds = time.perf_counter() - start
     if any(code for code, _ in results):
         sys.exit(f"distributed run on {world} ranks failed: exit codes {[c for c, _ in results]}")
     return {"seconds": seconds, "rss": [rss for _, rss in results], "largest_message": summary["largest_message"],
             "rounds": summary["rounds"]}
-
-
-def identical(a: Path, b: Path) -> bool:
-    files = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file())
-    _, mismatch, errors = filecmp.cmpfiles(a, b, files, shallow=False)
-    return not mismatch and not errors and len(files) == sum(1 for p in b.rglob("*") if p.is_file())
 
 
 def main() -> None:
@@ -120,7 +100,7 @@ def main() -> None:
         out = args.work / f"dist{world}"
         shutil.rmtree(out, ignore_errors=True)
         r = run_distributed(world, chunks, out, args.parts, args.method, args.max_message)
-        same = identical(base, out)
+        same = same_files(base, out)
         print(f"{world} processes{'':<17} {r['seconds']:8.1f} s   peak RSS per rank "
               f"{', '.join(f'{x / 2**20:.0f}' for x in r['rss'])} MiB (max {max(r['rss']) / E:.1f} B/edge)   "
               f"largest message {r['largest_message'] / 2**20:.1f} MiB   rounds {r['rounds']}   "

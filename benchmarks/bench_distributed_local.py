@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ import numpy as np
 from gpart.formats import checkpoint as ck
 from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
 from gpart.formats.shard import RemainderPolicy
+from harness import same_files, torchrun_env, wait_peak_rss  # first: puts the repository root on sys.path
+from tests.support.gloo_processes import free_port
 
 
 def make_run(directory: Path, rows: int, dim: int, world: int) -> None:
@@ -48,30 +49,17 @@ def make_run(directory: Path, rows: int, dim: int, world: int) -> None:
     write_checkpoint_manifest(directory, manifest)
 
 
-def wait_rss(proc: subprocess.Popen) -> tuple[int, int]:
-    _, status, usage = os.wait4(proc.pid, 0)
-    return os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024
-
-
 def run(world: int, cwds: list[Path], args: list[str]) -> tuple[float, list[int]]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     start, procs = time.perf_counter(), []
     for rank in range(world):
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-               "WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1"}
+        env = torchrun_env(rank, world, port, OMP_NUM_THREADS="1")
         cmd = [sys.executable, "-m", "gpart.distributed", *args] if world > 1 else [sys.executable, "-c", "from gpart.cli.main import run; run()", *args]
         procs.append(subprocess.Popen(cmd + ["-q"], cwd=cwds[rank], env=env if world > 1 else None))
-    results = [wait_rss(p) for p in procs]
+    results = [wait_peak_rss(p) for p in procs]
     if any(code for code, _ in results):
         sys.exit(f"failed: {args} {results}")
     return time.perf_counter() - start, [rss for _, rss in results]
-
-
-def same(a: Path, b: Path) -> bool:
-    files = sorted(p.name for p in a.iterdir())
-    return files == sorted(p.name for p in b.iterdir()) and all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
 
 
 def main() -> None:
@@ -90,7 +78,7 @@ def main() -> None:
     print(f"single process gpart gather-ckpt (baseline): {wall:6.1f} s, peak RSS {rss[0] / 2**20:.0f} MiB")
     wall, rss = run(2, [m0, m0], ["gather-ckpt", "run", "-o", "shared"])
     print(f"2 ranks, shared directories:                  {wall:6.1f} s, peak RSS {', '.join(f'{r / 2**20:.0f}' for r in rss)} MiB, "
-          f"identical: {same(m0 / 'single', m0 / 'shared')}")
+          f"identical: {same_files(m0 / 'single', m0 / 'shared')}")
     (m1 / "run").mkdir(parents=True)
     shutil.copyfile(m0 / "run" / "manifest.json", m1 / "run" / "manifest.json")
     moved = 0
@@ -100,7 +88,7 @@ def main() -> None:
             os.rename(p, m1 / "run" / p.name)
     wall, rss = run(2, [m0, m1], ["gather-ckpt", "run", "-o", "full", "--max-message", a.max_message])
     print(f"2 ranks, per-machine run and output:         {wall:6.1f} s, peak RSS {', '.join(f'{r / 2**20:.0f}' for r in rss)} MiB, "
-          f"{moved / 2**20:.0f} MiB sent to rank 0 in messages <= {a.max_message}, identical: {same(m0 / 'single', m0 / 'full')}")
+          f"{moved / 2**20:.0f} MiB sent to rank 0 in messages <= {a.max_message}, identical: {same_files(m0 / 'single', m0 / 'full')}")
     shutil.rmtree(a.work, ignore_errors=True)
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import resource
 import shutil
 import statistics
 import sys
@@ -38,12 +37,10 @@ from pathlib import Path
 
 import torch
 
+from harness import dir_bytes, peak_rss_mib  # first: puts the repository root on sys.path
+from tests.support.gloo_processes import run_distributed
+
 ROOT = Path("/tmp/gpart-bench-embedding")
-
-
-def rss_mib() -> float:
-    """Peak resident set size of this process so far."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def current_rss_mib() -> float:
@@ -119,7 +116,7 @@ def _two_rank_worker(rank: int, world: int, rows: int, dim: int, batch: int, war
         t0 = time.perf_counter()
         gr.save_checkpoint(save_to, [emb], opt)
         save_s = time.perf_counter() - t0
-    return {"step_s": statistics.median(times), "save_s": save_s, "rss_mib": rss_mib()}
+    return {"step_s": statistics.median(times), "save_s": save_s, "rss_mib": peak_rss_mib()}
 
 
 def copy_with_fsync(src: Path, dst: Path) -> None:
@@ -137,10 +134,6 @@ def read_files(src: Path) -> None:
         with open(f, "rb", buffering=0) as fh:
             while fh.readinto(buf):
                 pass
-
-
-def dir_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.iterdir())
 
 
 def main() -> int:
@@ -164,20 +157,20 @@ def main() -> int:
     try:
         gpart_s, emb, opt = bench_gpart(args, device)
         print(f"step  gpart ShardedEmbedding+SparseAdam, 1 process  : {gpart_s * 1e3:8.2f} ms  ({args.batch / gpart_s / 1e6:.2f} M ids/s)"
-              f"   [RSS now {current_rss_mib():.0f} MiB, peak {rss_mib():.0f} MiB]")
+              f"   [RSS now {current_rss_mib():.0f} MiB, peak {peak_rss_mib():.0f} MiB]")
         if not args.skip_io:
             io_single(args, emb, opt)
-        print(f"      [RSS now {current_rss_mib():.0f} MiB, peak {rss_mib():.0f} MiB]")
+        print(f"      [RSS now {current_rss_mib():.0f} MiB, peak {peak_rss_mib():.0f} MiB]")
         del emb, opt
         gc.collect()
         torch_s = bench_torch(args, device)
         print(f"step  torch Embedding(sparse)+optim.SparseAdam       : {torch_s * 1e3:8.2f} ms  ({args.batch / torch_s / 1e6:.2f} M ids/s)")
-        print(f"      gpart / torch step time                          : {gpart_s / torch_s:8.2f}x   [RSS now {current_rss_mib():.0f} MiB, peak {rss_mib():.0f} MiB]")
+        print(f"      gpart / torch step time                          : {gpart_s / torch_s:8.2f}x   [RSS now {current_rss_mib():.0f} MiB, peak {peak_rss_mib():.0f} MiB]")
         if device.type == "cpu":
             two_ranks(args, gpart_s)
         else:
             print("      (2-process figures: gloo runs on CPU tensors only; skipped on a GPU)")
-        print(f"peak RSS of this process                               : {rss_mib():8.0f} MiB")
+        print(f"peak RSS of this process                               : {peak_rss_mib():8.0f} MiB")
     finally:
         shutil.rmtree(ROOT, ignore_errors=True)
     return 0
@@ -212,8 +205,6 @@ def io_single(args, emb, opt) -> None:
 
 
 def two_ranks(args, single_s: float) -> None:
-    from gpart.runtime._testing import run_distributed
-
     import gpart.runtime as gr
 
     run = ROOT / "run2"

@@ -10,7 +10,7 @@ streamed writer (never in RAM), then times:
   fsyncs its files too; the copy time without the fsync is printed as well);
 - export: gpart.export.export_feat in a fresh subprocess (pass-through, then
   --dtype float16, then --dtype bfloat16), with that process's peak RSS
-  (ru_maxrss) and its RSS right after imports.
+  (VmHWM, its own image's) and its RSS right after imports.
 
 The source's page cache is dropped (posix_fadvise DONTNEED) before every timed
 run, so every run reads the source from the disk. Targets (issue 3):
@@ -21,59 +21,34 @@ The data is deleted at the end (unless --keep).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from harness import drop_cache, run_child
+
 BENCH_DIR = Path("/tmp/gpart-bench-export")
 COLS = 128  # float32 row of 512 bytes, a typical node feature width
 
-# The child reports VmHWM (peak RSS of its own address space, reset at exec) rather than
+# The child reports the peak RSS of its own process image (since_exec) rather than
 # ru_maxrss, which Linux carries over from the parent across fork+exec.
 CHILD = r"""
-import json, resource, sys, time
-
-def peak_kb():
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-def cpu():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+import json, sys, time
+sys.path.insert(0, %r)
+from harness import peak_rss_mib, timed
 
 t0 = time.perf_counter()
 from gpart.export import export_feat
-rss_after_import = peak_kb()
+import_seconds, rss_after_import = time.perf_counter() - t0, peak_rss_mib(since_exec=True)
 src, out, dtype, files = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-t1, c1 = time.perf_counter(), cpu()
-summary = export_feat(src, out, files=files, dtype=None if dtype == "none" else dtype)
-t2, c2 = time.perf_counter(), cpu()
-print(json.dumps({"seconds": t2 - t1, "cpu_seconds": c2 - c1, "import_seconds": t1 - t0, "bytes": summary["bytes"],
-                  "rss_import_kb": rss_after_import, "maxrss_kb": peak_kb()}))
-"""
-
-
-def drop_cache(path: Path) -> None:
-    """Evict a file's (clean) pages from the page cache so the next read comes from the disk."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+summary, seconds, cpu_seconds = timed(lambda: export_feat(src, out, files=files, dtype=None if dtype == "none" else dtype))
+print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "import_seconds": import_seconds, "bytes": summary["bytes"],
+                  "rss_import_mib": rss_after_import, "peak_rss_mib": peak_rss_mib(since_exec=True)}))
+""" % str(Path(__file__).resolve().parent)
 
 
 def make_source(path: Path, gib: float) -> tuple[int, int]:
@@ -93,21 +68,16 @@ def make_source(path: Path, gib: float) -> tuple[int, int]:
     return rows, rows * COLS * 4
 
 
-def cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
 def time_copy(src: Path, dst: Path) -> dict:
     """Seconds of copyfile, of copyfile + fsync of the copy, and CPU seconds (sendfile runs in this process)."""
     drop_cache(src)
-    c0, t0 = cpu_seconds(), time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     shutil.copyfile(src, dst)
     t1 = time.perf_counter()
     fd = os.open(dst, os.O_RDONLY)
     os.fsync(fd)
     os.close(fd)
-    t2, c2 = time.perf_counter(), cpu_seconds()
+    t2, c2 = time.perf_counter(), time.process_time()
     drop_cache(dst)
     dst.unlink()
     return {"plain": t1 - t0, "seconds": t2 - t0, "cpu_seconds": c2 - c0}
@@ -117,14 +87,11 @@ def time_export(src: Path, out: Path, dtype: str, files: int) -> dict:
     drop_cache(src)
     if out.exists():
         shutil.rmtree(out)
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(src), str(out), dtype, str(files)],
-                          capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"export failed:\n{proc.stderr}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    result["wall_seconds"] = wall
+    run = run_child([sys.executable, "-c", CHILD, str(src), str(out), dtype, str(files)])
+    if run.returncode != 0:
+        raise SystemExit(f"export failed:\n{run.stderr}")
+    result = run.result()
+    result["wall_seconds"] = run.seconds
     for part in out.iterdir():  # don't leave 2 GB of dirty/cached output pages for the next run
         drop_cache(part)
     shutil.rmtree(out)
@@ -194,9 +161,9 @@ def report(nbytes: int, copies: list[dict], results: dict, files: int) -> None:
               f"   CPU {median(r['cpu_seconds'] for r in rs):.2f} s")
         print(f"{'':<32}  throughput {ratio:4.2f}x copy+fsync (best run {copy_s / best:4.2f}x, "
               f"{copy_plain / seconds:4.2f}x copy without fsync){verdict}")
-        rss = max(r["maxrss_kb"] for r in rs) / 1024
+        rss = max(r["peak_rss_mib"] for r in rs)
         print(f"{'':<32}  peak RSS {rss:6.1f} MiB = {rss * 1.048576:6.1f} MB (after imports "
-              f"{rs[0]['rss_import_kb'] / 1024:.1f} MiB)  target <= 300 MB: {'PASS' if rss * 1.048576 <= 300 else 'FAIL'}"
+              f"{rs[0]['rss_import_mib']:.1f} MiB)  target <= 300 MB: {'PASS' if rss * 1.048576 <= 300 else 'FAIL'}"
               f"; wrote {rs[0]['bytes'] / 1e9:.2f} GB")
 
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -39,6 +38,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from harness import fastest, peak_rss_mib, run_child, script_child
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora_hetero.npz"
@@ -52,7 +53,7 @@ def child(args) -> dict:
     start = time.perf_counter()
     m = partition_graph(args.input, args.out, args.parts, args.method, force=True, max_memory=args.max_memory)
     wall = time.perf_counter() - start
-    out = {"wall": wall, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "cut": m["stats"]["edge_cut_ratio"],
+    out = {"wall": wall, "rss": peak_rss_mib(), "cut": m["stats"]["edge_cut_ratio"],
            "node_balance": m["stats"]["node_balance"], "edge_balance": m["stats"]["edge_balance"]}
     if "hetero" in m["stats"]:
         out["types"] = {t: round(v["node_balance"], 3) for t, v in m["stats"]["hetero"]["node_types"].items()}
@@ -87,21 +88,22 @@ def untyped_twin(typed: Path, path: Path, with_feat: bool) -> None:
     np.savez(path, **arrays)
 
 
-def run_child(input: Path, method: str, parts: int, max_memory: str | None = None) -> dict:
+def partition_child(input: Path, method: str, parts: int, max_memory: str | None = None) -> dict:
+    """One partition run in a child of this script: its figures, or {"error": what went wrong}."""
     out = WORKDIR / f"out_{input.stem}_{method}"
-    cmd = [sys.executable, __file__, "--child", "--input", str(input), "--out", str(out), "--method", method, "--parts", str(parts)]
-    cmd += ["--max-memory", max_memory] if max_memory else []
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    args = ["--input", str(input), "--out", str(out), "--method", method, "--parts", str(parts)]
+    args += ["--max-memory", max_memory] if max_memory else []
+    run = run_child(script_child(__file__, *args))
     shutil.rmtree(out, ignore_errors=True)
-    if proc.returncode:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    if run.returncode:
+        return {"error": run.last_error_line() or f"exit {run.returncode}"}
+    return run.result()
 
 
-def best_of(runs: list[dict]) -> dict:
-    """The fastest run (the machine is shared: the minimum is the least disturbed), or the first error."""
+def fastest_or_error(runs: list[dict]) -> dict:
+    """The fastest run, or the first error."""
     errors = [r for r in runs if "error" in r]
-    return errors[0] if errors else min(runs, key=lambda r: r["wall"])
+    return errors[0] if errors else fastest(runs)
 
 
 def compare(label: str, typed: Path, untyped: Path, methods: list[str], parts: int, repeat: int = 1) -> None:
@@ -113,8 +115,8 @@ def compare(label: str, typed: Path, untyped: Path, methods: list[str], parts: i
         results: dict[str, list[dict]] = {"typed": [], "untyped": []}
         for i in range(repeat):
             for kind, path in order if i % 2 == 0 else order[::-1]:
-                results[kind].append(run_child(path, method, parts))
-        results = {kind: best_of(runs) for kind, runs in results.items()}
+                results[kind].append(partition_child(path, method, parts))
+        results = {kind: fastest_or_error(runs) for kind, runs in results.items()}
         t, u = results["typed"], results["untyped"]
         if "error" in t or "error" in u:
             print(f"{label:6s} {method:9s} error: typed {t.get('error')} / untyped {u.get('error')}", flush=True)
@@ -139,10 +141,10 @@ def bounded(typed: Path, untyped: Path, parts: int, max_memory: str, repeat: int
     results: dict[str, list[dict]] = {label: [] for label, _, _ in sides}
     for i in range(repeat):
         for label, path, limit in sides if i % 2 == 0 else sides[::-1]:
-            results[label].append(run_child(path, "remainder", parts, limit))
+            results[label].append(partition_child(path, "remainder", parts, limit))
     print(f"typed graph: {num_edges:,} edges, typed edge id arrays {edge_bytes / 2**20:,.0f} MiB; remainder, {parts} parts", flush=True)
     for label, runs in results.items():
-        r = best_of(runs)
+        r = fastest_or_error(runs)
         text = f"error: {r['error']}" if "error" in r else f"{r['wall']:7.2f} s, peak RSS {r['rss']:8.0f} MiB"
         print(f"  {label:30s} {text}", flush=True)
 

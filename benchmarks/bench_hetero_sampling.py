@@ -37,12 +37,15 @@ from pathlib import Path
 
 import numpy as np
 
+from harness import child_result, script_child  # first: puts the repository root on sys.path
+from tests.support.gloo_processes import run_distributed
+
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora_hetero.npz"
 WORKDIR = Path(f"/tmp/gpart-bench-hetero-sampling-{os.getpid()}")
 
 
-def measure(work: Path, epochs: int = 3, repeat: int = 5) -> dict:
+def sampling_rates(work: Path, epochs: int = 3, repeat: int = 5) -> dict:
     """Typed and untyped sampled edges/s with whichever gpart this process imports."""
     import torch
 
@@ -143,7 +146,6 @@ def _fused_rank(rank: int, world_size: int, parts: str, seed_type: str, batches:
 
 def fused_vs_unfused(generated: int, batches: int) -> None:
     from gpart.partition import partition_graph
-    from gpart.runtime._testing import run_distributed
 
     WORKDIR.mkdir(parents=True)
     try:
@@ -170,11 +172,10 @@ def fused_vs_unfused(generated: int, batches: int) -> None:
         shutil.rmtree(WORKDIR, ignore_errors=True)
 
 
-def run_child(tree: Path, tag: str) -> dict:
+def tree_child(tree: Path, tag: str) -> dict:
+    """sampling_rates in a child of this script that imports gpart from `tree`."""
     env = dict(os.environ, PYTHONPATH=str(tree) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, __file__, "--child", "--work", str(WORKDIR / tag)], env=env, check=True,
-                         capture_output=True, text=True)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = child_result(script_child(__file__, "--work", str(WORKDIR / tag)), env=env)
     if not all(f.startswith(str(tree)) for f in result["gpart"]):  # the tree measured must be the tree meant
         raise SystemExit(f"{tag}: imported {result['gpart']}, not all from {tree}")
     return result
@@ -193,9 +194,9 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.child:
         # an editable install of this checkout maps gpart.formats / gpart.cli here whatever PYTHONPATH says:
-        # drop its finder so a baseline tree's own formats/ and cli/ are imported (checked in run_child)
+        # drop its finder so a baseline tree's own formats/ and cli/ are imported (checked in tree_child)
         sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
-        print(json.dumps(measure(args.work)))
+        print(json.dumps(sampling_rates(args.work)))
         return
     if args.fused:
         fused_vs_unfused(args.generated, args.batches)
@@ -214,7 +215,7 @@ def main(argv=None) -> None:
         best: dict[str, dict] = {}
         for i in range(args.repeat):  # alternating the order, so no tree always runs first
             for j, (tag, tree) in enumerate(trees if i % 2 == 0 else trees[::-1]):
-                r = run_child(tree, f"{i}_{j}")
+                r = tree_child(tree, f"{i}_{j}")
                 if tag not in best or r["typed"] > best[tag]["typed"]:
                     best[tag] = r
         after = best[trees[-1][0]]

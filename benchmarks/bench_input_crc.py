@@ -18,9 +18,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import time
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -32,6 +30,7 @@ from gpart.bytes.crc import OnTheWayCrc
 from gpart.base.graph import Graph
 from gpart.partition import partition_graph
 from gpart.formats.shard import RemainderPolicy
+from harness import timed
 
 ROOT = Path("/tmp/gpart-bench-input-crc")
 
@@ -54,12 +53,6 @@ def make_inputs(rows: int, dim: int) -> tuple[Path, Path]:
     graph = Graph.from_arrays(rng.integers(0, rows, edges), rng.integers(0, rows, edges), rows, feat=table)
     partition_graph(graph, ROOT / "parts", 4, method="random")
     return run, ROOT / "parts"
-
-
-def timed(fn: Callable[[], object]) -> tuple[float, float]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    fn()
-    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def main() -> None:
@@ -85,7 +78,8 @@ def main() -> None:
             # alternate which goes first: the first of a pair pays for removing the previous output
             for checked in ((True, False) if i % 2 == 0 else (False, True)):
                 OnTheWayCrc.feed = real_feed if checked else (lambda self, *a: None)
-                runs["checked" if checked else "baseline (no check)"].append(timed(fn))
+                _, wall, cpu = timed(fn)
+                runs["checked" if checked else "baseline (no check)"].append((wall, cpu))
         OnTheWayCrc.feed = real_feed
         cells = [f"{name} {statistics.median(w for w, _ in r):.2f} / {statistics.median(c for _, c in r):.2f}" for name, r in runs.items()]
         print(f"  {label:28s} " + "   ".join(cells), flush=True)

@@ -25,22 +25,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from harness import child_result, dir_bytes, fastest, peak_rss_mib, script_child  # first: puts the repository root on sys.path
+from tests.support.synthetic import write_powerlaw_npz
+
 DEFAULT_INPUT = Path("/tmp/gpart-bench-inputs/powerlaw_1m_10m.npz")
 WORKDIR = Path("/tmp/gpart-bench-partition")
 CHUNK = 64 << 20
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 # --------------------------------------------------------------------------- children (one measurement each)
@@ -54,8 +50,7 @@ def child_partition(args) -> dict:
     manifest = partition_graph(args.input, args.out, args.parts, args.method, force=True,
                                verbose_log=lambda *r: stages.append(r))
     wall = time.perf_counter() - start
-    out_bytes = sum(f.stat().st_size for f in Path(args.out).rglob("*") if f.is_file())
-    return {"wall": wall, "rss": peak_rss_mib(), "stats": manifest["stats"], "bytes": out_bytes,
+    return {"wall": wall, "rss": peak_rss_mib(), "stats": manifest["stats"], "bytes": dir_bytes(args.out),
             "params": manifest["params"], "stages": stages}
 
 
@@ -118,11 +113,9 @@ CHILDREN = {"partition": child_partition, "floor": child_floor, "csr": child_csr
 
 
 def spawn(kind: str, **kw) -> dict:
-    cmd = [sys.executable, __file__, "--child", kind]
-    for key, value in kw.items():
-        cmd += [f"--{key.replace('_', '-')}", str(value)]
-    done = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """One measurement in a child of this script: `--child KIND --KEY VALUE ...`."""
+    flags = [item for key, value in kw.items() for item in (f"--{key.replace('_', '-')}", str(value))]
+    return child_result(script_child(__file__, kind, *flags))
 
 
 # --------------------------------------------------------------------------- the run
@@ -139,16 +132,10 @@ def ensure_input(path: Path) -> bool:
     """Generate the benchmark graph if missing; True when this run made it (and should delete it)."""
     if path.exists():
         return False
-    from gpart.synthetic import write_powerlaw_npz
-
     print(f"generating {path} (1M nodes, 10M edges, 128-dim float32 features) ...", flush=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_powerlaw_npz(path, 1_000_000, 10_000_000, 128, 0)
     return True
-
-
-def best(runs: list[dict]) -> dict:
-    return min(runs, key=lambda r: r["wall"])
 
 
 def verdict(ok: bool) -> str:
@@ -201,7 +188,7 @@ def run(args) -> None:
         shutil.rmtree(out, ignore_errors=True)
         floor_runs.append(spawn("floor", input=args.input, out=WORKDIR / "floor", out_bytes=parts_runs[-1]["bytes"]))
         shutil.rmtree(WORKDIR / "floor", ignore_errors=True)
-    rem, floor = best(parts_runs), best(floor_runs)
+    rem, floor = fastest(parts_runs), fastest(floor_runs)
     in_memory_mib = floor["in_memory"] / (1 << 20)
     wall_ratio, rss_ratio = rem["wall"] / floor["wall"], rem["rss"] / in_memory_mib
     print("(a) --method remainder, binary")
@@ -231,7 +218,7 @@ def run(args) -> None:
             shutil.rmtree(out, ignore_errors=True)
         (WORKDIR / "xadj.npy").unlink()
         (WORKDIR / "adjncy.npy").unlink()
-        raw, metis = best(raw_runs), best(metis_runs)
+        raw, metis = fastest(raw_runs), fastest(metis_runs)
         results["metis"] = metis
         w, r = metis["wall"] / raw["wall"], metis["rss"] / raw["rss"]
         print(f"(b) --method metis ({raw['algorithm']})")

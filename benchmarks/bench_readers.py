@@ -13,7 +13,7 @@ Cases:
 - the uncompressed power-law .npz (1M nodes, 10M edges, 128-d float32 features):
   `read_graph` (memory-mapped, fully validated) against `np.load` of every array.
 
-Each case runs in its own Python process so its peak RSS (ru_maxrss) is its own.
+Each case runs in its own Python process so its peak RSS (VmHWM, not ru_maxrss: that survives exec) is its own.
 """
 
 from __future__ import annotations
@@ -23,27 +23,17 @@ import gzip
 import json
 import lzma
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+
+from harness import child_result, fastest, peak_rss_mib, timed
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 TMP = Path("/tmp/gpart-bench-A")
 DEFAULT_POWERLAW = Path("/tmp/gpart-bench-inputs/powerlaw_1m_10m.npz")
-
-
-def _peak_rss_mib() -> float:
-    # VmHWM is this process image's own high-water mark (ru_maxrss survives exec and
-    # would report the parent's peak when that was larger).
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _split_baseline(path: Path) -> int:
@@ -88,25 +78,15 @@ def run_case(method: str, path: Path) -> dict:
     }[method]
     import gpart.formats.readers  # noqa: F401  (module import is not part of the measured read)
 
-    start, cpu = time.perf_counter(), time.process_time()
-    edges = fn(path)
-    return {
-        "seconds": time.perf_counter() - start,
-        "cpu_seconds": time.process_time() - cpu,
-        "edges": edges,
-        "peak_rss_mib": _peak_rss_mib(),
-    }
+    edges, seconds, cpu_seconds = timed(lambda: fn(path))
+    # this process image's own peak: the parent's survives exec in ru_maxrss
+    return {"seconds": seconds, "cpu_seconds": cpu_seconds, "edges": edges, "peak_rss_mib": peak_rss_mib(since_exec=True)}
 
 
 def _in_subprocess(method: str, path: Path, repeats: int) -> dict:
     """Best of `repeats` fresh processes (the machine is shared: the minimum is the least disturbed run)."""
-    runs = []
-    for _ in range(repeats):
-        out = subprocess.run(
-            [sys.executable, __file__, "--case", method, str(path)], capture_output=True, text=True, check=True, cwd=REPO
-        )
-        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    best = min(runs, key=lambda r: r["seconds"])
+    runs = [child_result([sys.executable, __file__, "--case", method, str(path)], cwd=REPO) for _ in range(repeats)]
+    best = fastest(runs, "seconds")
     best["cpu_seconds"] = min(r["cpu_seconds"] for r in runs)
     return best
 

@@ -11,7 +11,6 @@ just written), which the load-time lines say.
 from __future__ import annotations
 
 import argparse
-import resource
 import shutil
 import sys
 import time
@@ -20,31 +19,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from harness import best_times, peak_rss_mib  # first: puts the repository root on sys.path
+from tests.support.gloo_processes import run_distributed
+
 ROOT = Path("/tmp/gpart-bench-runtime")
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def best_of(fn, repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
-def best_of_pair(fn_a, fn_b, repeat: int = 7) -> tuple[float, float]:
-    """Best times of two functions run alternately, so both see the same machine load."""
-    times_a, times_b = [], []
-    for _ in range(repeat):
-        for fn, times in ((fn_a, times_a), (fn_b, times_b)):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-    return min(times_a), min(times_b)
 
 
 def sync(device: torch.device) -> None:
@@ -97,7 +75,7 @@ def bench_local(directory: Path, num_ids: int, device: torch.device) -> None:
         sync(device)
 
     assert torch.equal(part.gather("feat", ids), torch.index_select(table, 0, ids))
-    t_gather, t_index = best_of_pair(run_gather, run_index_select)
+    t_gather, t_index = best_times(run_gather, run_index_select, repeat=7)
     print(f"local gather [{device.type}] {num_ids:,} random ids from {part.num_nodes:,} x {table.shape[1]} float32 "
           f"(1 partition, {part.book.kind} book):")
     print(f"  part.gather        {t_gather * 1e3:8.1f} ms  {out_bytes / t_gather / 1e9:6.2f} GB/s")
@@ -116,8 +94,8 @@ def bench_local_multi(directory: Path, num_parts: int, num_ids: int, device: tor
     ids = part.owned_ids[torch.randint(0, part.num_owned, (num_ids,), generator=gen).to(device)]
     rows = part.to_local(ids)
     out_bytes = num_ids * table.shape[1] * table.element_size()
-    t_gather, t_index = best_of_pair(lambda: (part.gather("feat", ids), sync(device)),
-                                     lambda: (torch.index_select(table, 0, rows), sync(device)))
+    t_gather, t_index = best_times(lambda: (part.gather("feat", ids), sync(device)),
+                                   lambda: (torch.index_select(table, 0, rows), sync(device)), repeat=7)
     print(f"local gather [{device.type}] of owned rows, partition 0 of {num_parts} ({part.book.kind} book, "
           f"{part.num_owned:,} rows): {out_bytes / t_gather / 1e9:.2f} GB/s vs index_select on precomputed "
           f"local rows {out_bytes / t_index / 1e9:.2f} GB/s ({t_index / t_gather:.2f}x)")
@@ -133,7 +111,7 @@ def _dist_worker(rank: int, world_size: int, directory: str, batch: int, steps: 
     comm = {"s": 0.0}
     originals = {name: getattr(gdist, name) for name in ("all_to_all_rows", "exchange_counts")}
 
-    def timed(fn):
+    def comm_timed(fn):
         def wrapper(*args, **kwargs):
             t0 = time.perf_counter()
             try:
@@ -143,7 +121,7 @@ def _dist_worker(rank: int, world_size: int, directory: str, batch: int, steps: 
         return wrapper
 
     for name, fn in originals.items():
-        setattr(gdist, name, timed(fn))
+        setattr(gdist, name, comm_timed(fn))
     part = gr.load_partition(directory, device="cpu")
     part.node_data["feat"].sum()
     gen = torch.Generator().manual_seed(rank)
@@ -160,8 +138,6 @@ def _dist_worker(rank: int, world_size: int, directory: str, batch: int, steps: 
 
 
 def bench_distributed(directory: Path, world_size: int, batch: int, steps: int) -> None:
-    from gpart.runtime._testing import run_distributed
-
     results = run_distributed(_dist_worker, world_size, str(directory), batch, steps, timeout_s=600, threads=1)
     elapsed = max(r["elapsed"] for r in results)
     rows = sum(r["rows"] for r in results)
@@ -214,10 +190,10 @@ def bench_load(directory: Path, label: str) -> None:
             t.view(-1)[::max(1, 4096 // t.element_size())].sum()
 
     nbytes = _read_bytes(directory)
-    t_read = best_of(lambda: _read_bytes(directory), 3)
-    t_load = best_of(lambda: gr.load_partition(directory, 0, device="cpu"), 3)
-    t_touch = best_of(lambda: touch(gr.load_partition(directory, 0, device="cpu")), 3)
-    t_verify = best_of(lambda: gr.load_partition(directory, 0, device="cpu", verify=True), 1)
+    t_read = best_times(lambda: _read_bytes(directory), repeat=3)[0]
+    t_load = best_times(lambda: gr.load_partition(directory, 0, device="cpu"), repeat=3)[0]
+    t_touch = best_times(lambda: touch(gr.load_partition(directory, 0, device="cpu")), repeat=3)[0]
+    t_verify = best_times(lambda: gr.load_partition(directory, 0, device="cpu", verify=True), repeat=1)[0]
     print(f"load partition 0 of {label} ({nbytes / 2**20:.0f} MiB, warm page cache):")
     print(f"  read its files' bytes     {t_read * 1e3:8.1f} ms  {nbytes / t_read / 1e9:6.2f} GB/s")
     print(f"  load_partition (mapped)   {t_load * 1e3:8.1f} ms")

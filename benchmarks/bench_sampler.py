@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
 import torch
 
-from gpart.base.progress import peak_rss_mb
+from harness import child_result, peak_rss_mib, timed  # first: puts the repository root on sys.path
+from tests.support.gloo_processes import run_distributed
 
 FANOUTS = [15, 10]
 
@@ -102,14 +104,13 @@ def single_process(parts: Path, batches: int, repeats: int) -> None:
     rates: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     per_batch = 0.0
     for rep in range(repeats):  # alternate loader and baseline so both see the same machine load
-        wall, cpu = time.perf_counter(), time.process_time()
-        edges = sum(next(it).num_edges for _ in range(batches))
-        rates[names[0]].append((edges / (time.perf_counter() - wall), edges / (time.process_time() - cpu)))
+        edges, wall, cpu = timed(lambda: sum(next(it).num_edges for _ in range(batches)))
+        rates[names[0]].append((edges / wall, edges / cpu))
         per_batch = edges / batches
         chunk = seeds[rep * batches * 1024:]
-        wall, cpu = time.perf_counter(), time.process_time()
-        edges = sum(naive_sample(part.indptr, part.indices, chunk[i * 1024 : (i + 1) * 1024], FANOUTS, gen) for i in range(batches))
-        rates[names[1]].append((edges / (time.perf_counter() - wall), edges / (time.process_time() - cpu)))
+        edges, wall, cpu = timed(lambda: sum(naive_sample(part.indptr, part.indices, chunk[i * 1024 : (i + 1) * 1024], FANOUTS, gen)
+                                             for i in range(batches)))
+        rates[names[1]].append((edges / wall, edges / cpu))
     print(f"\none process, one thread, fanouts {FANOUTS}, 1024 seeds/batch, {batches} batches x {repeats} repeats "
           f"({per_batch:.0f} edges/batch); median wall rate (min..max), and per CPU second (shared machine: wall "
           f"includes waiting for a core)")
@@ -125,7 +126,7 @@ def single_process(parts: Path, batches: int, repeats: int) -> None:
         pass
     seconds = time.perf_counter() - start
     print(f"  with x ({tuple(b.x.shape[1:])} {b.x.dtype}) gathered: {batches / seconds:.1f} batches/s "
-          f"({b.x.numel() * b.x.element_size() / 2**20:.0f} MiB of x per batch); peak RSS {peak_rss_mb():.0f} MiB")
+          f"({b.x.numel() * b.x.element_size() / 2**20:.0f} MiB of x per batch); peak RSS {peak_rss_mib():.0f} MiB")
 
 
 RUNS = (("topology", None, True), ("x, gathered after", ["feat"], False), ("x, fused", ["feat"], True))
@@ -151,13 +152,11 @@ def _rank_run(rank: int, world_size: int, parts: str, batches: int) -> dict:
             next(it)
             walls[label] += time.perf_counter() - start
     out = {label: dict(loader.stats, wall_s=walls[label]) for label, loader in loaders.items()}
-    out["rss_mb"] = peak_rss_mb()
+    out["rss_mb"] = peak_rss_mib()
     return out
 
 
 def multi_process(parts: dict, world_sizes: list[int], methods: list[str], halos: list[int], batches: int) -> None:
-    from gpart.runtime._testing import run_distributed
-
     print(f"\ngloo processes (one thread each), one per partition; {batches} batches per rank after a warm-up batch;")
     print("  x = 128 float32 per node (+ the seeds' labels): 'gathered after' = sample, then LoadedPartition.gather;")
     print("  'fused' = rows carried in the sampling answers (gpart.runtime.fused); the three runs take turns batch by batch")
@@ -192,26 +191,19 @@ def _loader_rate(parts: str, batches: int, skip: int) -> dict:
     it = iter(gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=1024, node_data=None, labels=None))
     for _ in range(skip + 2):
         next(it)
-    wall, cpu = time.perf_counter(), time.process_time()
-    edges = sum(next(it).num_edges for _ in range(batches))
-    return {"wall": edges / (time.perf_counter() - wall), "cpu": edges / (time.process_time() - cpu)}
+    edges, wall, cpu = timed(lambda: sum(next(it).num_edges for _ in range(batches)))
+    return {"wall": edges / wall, "cpu": edges / cpu}
 
 
 def against_checkout(parts: Path, batches: int, repeats: int, baseline: Path) -> None:
     """This checkout's loader and `baseline`'s (e.g. main), one child process each, alternating."""
-    import json
-    import subprocess
-    import sys
-
     code = ("import json, sys; sys.path.insert(0, %r); from bench_sampler import _loader_rate; "
             "print(json.dumps(_loader_rate(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))))") % str(Path(__file__).parent)
     rates: dict[str, list[dict]] = {"this checkout": [], f"baseline {baseline}": []}
     for rep in range(repeats):
         for name in (list(rates) if rep % 2 == 0 else list(rates)[::-1]):
             env = dict(os.environ, PYTHONPATH=str(baseline)) if name != "this checkout" else dict(os.environ)
-            done = subprocess.run([sys.executable, "-c", code, str(parts), str(batches), str(rep * batches)],
-                                  capture_output=True, text=True, env=env, check=True)
-            rates[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            rates[name].append(child_result([sys.executable, "-c", code, str(parts), str(batches), str(rep * batches)], env=env))
     print(f"\nloader against another checkout, one process each, {repeats} alternating runs of {batches} batches (median):")
     for name, runs in rates.items():
         wall = sorted(r["wall"] for r in runs)[repeats // 2]

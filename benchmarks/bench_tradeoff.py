@@ -2,7 +2,7 @@
 
     python benchmarks/bench_tradeoff.py --graph /tmp/pl/powerlaw-1m.npz --parts 4
 
-gpart.synthetic draws both endpoints of every edge independently from one
+tests/support/synthetic.py draws both endpoints of every edge independently from one
 power-law distribution (Chung-Lu): the graph has no community structure. If
 the parts of an assignment hold shares p_i of all edge destinations and q_i
 of all edge sources, then in expectation over that draw a fraction
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 
-def measure(owner, src, dst, degree, out_degree, train, parts) -> dict:
+def cut_model_and_balances(owner, src, dst, degree, out_degree, train, parts) -> dict:
     from gpart.balance import balances
     from gpart.refine import edge_cut
 
@@ -79,7 +79,7 @@ def main() -> None:
     print(f"  {'assignment':<34}{'cut':>7}{'model':>7}{'gain':>7}{'node':>8}{'in-edge':>8}{'train':>8}{'s':>8}")
     rng = np.random.default_rng(0)
     owner = rng.permutation(np.arange(n) % parts).astype(np.int32)
-    print(row("random (exactly balanced)", measure(owner, src, dst, degree, out_degree, train, parts), 0.0), flush=True)
+    print(row("random (exactly balanced)", cut_model_and_balances(owner, src, dst, degree, out_degree, train, parts), 0.0), flush=True)
     cut_of = lambda o: edge_cut(o, src, dst)  # noqa: E731 - the refinement keeps a round only if this drops
     tries = [("kaminpar nodes+in-degree", float(x), combined_weights(n, degree.astype(np.int64))) for x in args.imbalances.split(",")]
     tries.append(("kaminpar unit weights", 0.03, None))
@@ -87,15 +87,15 @@ def main() -> None:
     for name, imbalance, weights in tries:
         start = time.perf_counter()
         owner = kaminpar_partition(xadj, adjncy, weights, parts, seed=0, imbalance=imbalance, threads=args.threads)
-        raw = measure(owner, src, dst, degree, out_degree, train, parts)
+        raw = cut_model_and_balances(owner, src, dst, degree, out_degree, train, parts)
         print(row(f"{name} @{imbalance:g}", raw, time.perf_counter() - start), flush=True)
         start = time.perf_counter()
         repaired = repair_balance(owner, shares, parts, args.bound, xadj, adjncy)
-        m = measure(repaired, src, dst, degree, out_degree, train, parts)
+        m = cut_model_and_balances(repaired, src, dst, degree, out_degree, train, parts)
         print(row("  + repaired", m, time.perf_counter() - start), flush=True)
         start = time.perf_counter()
         refined = refine_cut(repaired, shares, parts, args.bound, xadj, adjncy, cut_of=cut_of)
-        m = measure(refined, src, dst, degree, out_degree, train, parts)
+        m = cut_model_and_balances(refined, src, dst, degree, out_degree, train, parts)
         print(row("  + refined", m, time.perf_counter() - start), flush=True)
         within = max(v for v in (m["node_balance"], m["edge_balance"], m["train_balance"]) if v is not None) <= args.bound
         if within and (best is None or m["cut"] < best[1]["cut"]):

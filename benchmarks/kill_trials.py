@@ -44,6 +44,8 @@ from typing import Optional
 
 import numpy as np
 
+import harness
+
 ROOT = Path(__file__).resolve().parents[1]
 CORA = ROOT / "sample_data" / "cora.npz"
 
@@ -115,8 +117,9 @@ class Scenario:
         return [f"{p}/{n}" for p in places for n in os.listdir(p) if ".gpart-" in n]
 
 
-def run_child(args: list[str], k: int = 0, mode: str = "before", timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", CHILD, str(k), mode, *args], capture_output=True, text=True, timeout=timeout)
+def run_child(args: list[str], k: int = 0, mode: str = "before", timeout: float = 300) -> harness.ChildRun:
+    """`gpart ARGS` in a child that kills itself at its k-th rename (`mode` before or after it); k = 0: counts them."""
+    return harness.run_child([sys.executable, "-c", CHILD, str(k), mode, *args], timeout=timeout)
 
 
 def start_child(args: list[str]) -> subprocess.Popen:

@@ -5,7 +5,7 @@
 Keys: src, dst (int64), num_nodes, feat (float32 [N, feat_dim]), label (int64),
 train_mask (bool, about 10%). The arrays are streamed in chunks, so the process
 holds about one chunk plus two N-entry arrays, not the graph. Same arguments,
-same bytes (see gpart.synthetic).
+same bytes (see tests/support/synthetic.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import argparse
 import time
 from pathlib import Path
 
-from gpart.base.progress import peak_rss_mb
-from gpart.synthetic import DEFAULT_EXPONENT, write_powerlaw_npz
+from harness import peak_rss_mib  # first: puts the repository root on sys.path
+from tests.support.synthetic import DEFAULT_EXPONENT, write_powerlaw_npz
 
 
 def main() -> None:
@@ -40,7 +40,7 @@ def main() -> None:
     print(
         f"wrote {args.out}: {args.nodes} nodes, {args.edges} edges, feat_dim {args.feat_dim}, seed {args.seed}\n"
         f"  size {size / 1e9:.3f} GB ({size} bytes), time {seconds:.2f} s "
-        f"({size / 1e6 / seconds:.0f} MB/s), peak RSS {peak_rss_mb():.0f} MiB"
+        f"({size / 1e6 / seconds:.0f} MB/s), peak RSS {peak_rss_mib():.0f} MiB"
     )
 
 

@@ -24,7 +24,7 @@ import ctypes
 # cut fraction of undirected edges, recursive vs k-way:
 #   2 parts 0.236 vs 0.381, 4 parts 0.420 vs 0.572, 8 parts 0.556 vs 0.684
 #   (Chung-Lu exponent ~2.25), 16 parts 0.713 vs 0.752, 32 parts 0.776 vs
-#   0.797 (gpart.synthetic, exponent 2.5); recursive was also 1.5-2.5x faster
+#   0.797 (tests/support/synthetic.py, exponent 2.5); recursive was also 1.5-2.5x faster
 #   at every count. So no part count measured favours k-way on power-law graphs.
 # On the Walshaw meshes (2 parts, 5%) k-way is ~5% better (geomean 1.17x vs
 # 1.23x the best-known cut over 10 seeds), but GNN graphs are power-law-like.

@@ -1,4 +1,8 @@
-"""Fixtures shared by several test files."""
+"""Fixtures shared by several test files.
+
+What the tests share with the benchmarks lives in tests/support/, imported as `support`: tests/
+has no __init__.py, so pytest puts it on sys.path for the test files and this conftest.py.
+"""
 
 from __future__ import annotations
 

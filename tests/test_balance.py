@@ -26,6 +26,8 @@ from gpart.formats.readers import read_graph
 from gpart.formats.scratch import ScratchDir
 from gpart.inspect_result import info, verify
 from gpart.partition import partition_graph
+from support.memcap import available, run_capped
+from support.synthetic import write_powerlaw_npz
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -256,8 +258,6 @@ CAPPED_EDGES = 40_000_000
 
 def test_partition_under_a_memory_cap_smaller_than_the_edges(tmp_path_factory):
     """The edge arrays are over twice the cap; the capped run finishes and verifies against the input."""
-    from gpart.memcap import available, run_capped
-
     reason = available()
     if reason:
         pytest.skip(f"memory cap not possible here: {reason}")
@@ -278,8 +278,6 @@ def test_partition_under_a_memory_cap_smaller_than_the_edges(tmp_path_factory):
 def capped_graph(tmp_path_factory) -> Path:
     path = tmp_path_factory.getbasetemp() / "capped.npz"
     if not path.exists():
-        from gpart.synthetic import write_powerlaw_npz
-
         write_powerlaw_npz(path, 300_000, CAPPED_EDGES, 0, 0)
     return path
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpart.ckpt import gather_checkpoint, scatter_checkpoint
-from gpart.runtime._testing import free_port, run_distributed
+from support.gloo_processes import free_port, run_distributed
 from gpart.formats.shard import RangePolicy
 from test_ckpt import make_run
 

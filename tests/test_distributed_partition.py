@@ -17,7 +17,7 @@ import pytest
 from gpart.formats.chunked import write_chunked
 from gpart.formats.readers import read_graph
 from gpart.partition import partition_graph
-from gpart.runtime._testing import free_port, run_distributed
+from support.gloo_processes import free_port, run_distributed
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"

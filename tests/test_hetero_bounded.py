@@ -15,6 +15,7 @@ from gpart import hetero as hetero_module
 from gpart import write_result as partition_module
 from gpart.inspect_result import verify
 from gpart.partition import partition_graph
+from support.memcap import available, run_capped
 
 REPO = Path(__file__).resolve().parents[1]
 CORA_HETERO = REPO / "sample_data" / "cora_hetero.npz"
@@ -131,8 +132,6 @@ def test_typed_node_arrays_past_max_memory_stop_up_front(tmp_path, graphs):
 
 def test_typed_partition_under_a_memory_cap_smaller_than_the_edges(tmp_path_factory):
     """The typed edge arrays are twice the cap; the capped run takes the bounded pass, finishes and verifies."""
-    from gpart.memcap import available, run_capped
-
     reason = available()
     if reason:
         pytest.skip(f"memory cap not possible here: {reason}")

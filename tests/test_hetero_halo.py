@@ -14,7 +14,7 @@ import gpart.runtime as gr
 from gpart.cli.main import main
 from gpart.formats.hetero_input import read_hetero_graph
 from gpart.formats.partition_reader import PartitionReader
-from gpart.runtime._testing import run_distributed
+from support.gloo_processes import run_distributed
 from gpart.base.errors import NotLocalError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,7 +22,8 @@ from gpart.formats.input_checks import scan_range
 from gpart.formats.npz import read_npz_arrays
 from gpart.formats.npz import open_array_input
 from gpart.formats.readers import read_graph
-from gpart.synthetic import powerlaw_graph
+from support import synthetic
+from support.synthetic import powerlaw_graph
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -702,8 +703,6 @@ def test_powerlaw_graph_properties() -> None:
 
 
 def test_powerlaw_npz_streams_the_same_graph(tmp_path: Path, monkeypatch) -> None:
-    import gpart.synthetic as synthetic
-
     monkeypatch.setattr(synthetic, "CHUNK_ROWS", 4096)  # several chunks per array
     monkeypatch.setattr(synthetic, "FEAT_CHUNK_BYTES", 8192)
     g = synthetic.powerlaw_graph(10_000, 30_000, feat_dim=4, seed=7)

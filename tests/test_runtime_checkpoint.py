@@ -20,7 +20,7 @@ from hypothesis import given, settings, strategies as st
 import gpart.runtime as gr
 from gpart.base.errors import InputError, OutputError
 from gpart.formats.checkpoint_reader import read_checkpoint
-from gpart.runtime._testing import DistributedTestError, run_distributed
+from support.gloo_processes import DistributedTestError, run_distributed
 from gpart.formats.shard import RangePolicy, make_policy
 from test_runtime_embedding import (
     SPECS,

@@ -1,6 +1,6 @@
 """gpart.collectives: all_to_all of variable blocks, grouping by owner, rank agreement checks.
 
-Multi-process tests run on gloo over 127.0.0.1 through gpart.runtime._testing;
+Multi-process tests run on gloo over 127.0.0.1 through tests/support/gloo_processes.py;
 one spawn per world size carries many checks, since spawning is the slow part.
 """
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from gpart import collectives as gdist
-from gpart.runtime._testing import DistributedTestError, run_distributed
+from support.gloo_processes import DistributedTestError, run_distributed
 
 
 # ---------------------------------------------------------------- single process

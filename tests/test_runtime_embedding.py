@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import gpart.runtime as gr
-from gpart.runtime._testing import run_distributed
+from support.gloo_processes import run_distributed
 from gpart.base.errors import RankMismatchError
 from gpart.formats.shard import RangePolicy
 from gpart.runtime.initializers import INIT_CHUNK_ROWS, iter_init_chunks

@@ -17,7 +17,7 @@ import torch
 
 import gpart.runtime as gr
 from gpart.cli.main import main
-from gpart.runtime._testing import run_distributed
+from support.gloo_processes import run_distributed
 
 REPO = Path(__file__).resolve().parents[1]
 HETERO = REPO / "sample_data" / "cora_hetero.npz"

@@ -23,7 +23,7 @@ import torch
 import gpart.runtime as gr
 from gpart.base.errors import InputError, IntegrityError, NotLocalError, RankMismatchError
 from gpart.formats.partition_reader import PartitionReader
-from gpart.runtime._testing import run_distributed
+from support.gloo_processes import run_distributed
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"

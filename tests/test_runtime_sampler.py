@@ -21,8 +21,8 @@ import torch
 
 import gpart.runtime as gr
 from gpart.base.errors import InputError
-from example_scripts import load_example
-from gpart.runtime._testing import run_distributed
+from support.example_scripts import load_example
+from support.gloo_processes import run_distributed
 from gpart.runtime.sampling import Relabeller, floyd_offsets, sample_columns
 
 REPO = Path(__file__).resolve().parents[1]

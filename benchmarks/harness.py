@@ -1,0 +1,174 @@
+"""The benchmark harness: child processes (under a memory cap where asked), timing, peak RSS.
+
+Benchmarks run as scripts (`python benchmarks/X.py`), so they import this module as
+`harness`, from their own folder. Importing it puts the repository root on sys.path (at the
+end, so that the gpart a script measures is still the one PYTHONPATH or the installation
+gives): what the benchmarks share with the tests, `tests.support` (synthetic graphs, memory
+caps, gloo process groups), is not installed with gpart. Nothing but the standard library is
+imported here (tests.support.memcap needs no more): a child running in another interpreter
+(DGL's, in bench_dgl_cut.py) imports this module too.
+
+Children report their figures as one JSON object on the last line of stdout
+(`ChildRun.result`, `child_result`); a child's peak RSS is its own (`peak_rss_mib`, or
+`wait_peak_rss` from the parent).
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence, TypeVar
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.append(str(REPO))
+
+from tests.support.memcap import run_capped  # noqa: E402 (needs the repository root on sys.path, above)
+
+CAPPED_TIMEOUT_S = 3600.0  # a capped child still running after an hour is killed (and reported as failed)
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- child processes
+
+
+@dataclass
+class ChildRun:
+    """What a child process did: exit status, output, wall seconds (start-up included)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    oom_killed: bool = False  # killed by the kernel at its memory cap
+
+    def result(self) -> dict:
+        """The JSON object the child printed on the last line of its stdout."""
+        return json.loads(self.stdout.strip().splitlines()[-1])
+
+    def last_error_line(self) -> str:
+        """The last line of the child's stderr ('' when it wrote none): usually what went wrong."""
+        lines = self.stderr.strip().splitlines()
+        return lines[-1] if lines else ""
+
+
+def run_child(cmd: Sequence[str], *, cap: int | None = None, timeout: float | None = None,
+              env: dict[str, str] | None = None, cwd: str | Path | None = None) -> ChildRun:
+    """Run `cmd` with its output captured.
+
+    cap: bytes; the child runs in a cgroup v1 memory group of that size (tests.support.memcap,
+    root only), so going past it is an OOM kill (`oom_killed`), whatever the child thinks of the
+    machine. timeout: seconds; an uncapped child past it raises subprocess.TimeoutExpired, a
+    capped one is killed and comes back failed (CAPPED_TIMEOUT_S when not given).
+    """
+    if cap is not None:
+        run = run_capped(cmd, cap, timeout=CAPPED_TIMEOUT_S if timeout is None else timeout, env=env, cwd=cwd)
+        return ChildRun(run.returncode, run.stdout, run.stderr, run.seconds, run.oom_killed)
+    start = time.perf_counter()
+    done = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+    return ChildRun(done.returncode, done.stdout, done.stderr, time.perf_counter() - start)
+
+
+def child_result(cmd: Sequence[str], **kwargs) -> dict:
+    """`run_child(cmd, **kwargs)`'s JSON result; subprocess.CalledProcessError (stderr attached) when the child fails."""
+    run = run_child(cmd, **kwargs)
+    if run.returncode != 0:
+        raise subprocess.CalledProcessError(run.returncode, list(cmd), run.stdout, run.stderr)
+    return run.result()
+
+
+def script_child(script: str | Path, *args: str, python: str = sys.executable) -> list[str]:
+    """The command that runs a benchmark script (its `__file__`) in its child mode: `python SCRIPT --child ARGS`."""
+    return [python, str(script), "--child", *args]
+
+
+def wait_peak_rss(proc: subprocess.Popen) -> tuple[int, int]:
+    """(exit status, peak RSS in bytes) of a started child, from wait4's rusage of that child alone."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_maxrss * 1024
+
+
+def torchrun_env(rank: int, world_size: int, port: int, **extra: str) -> dict[str, str]:
+    """This process's environment plus what torchrun gives rank `rank` of `world_size` on 127.0.0.1:`port`."""
+    return {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+            "WORLD_SIZE": str(world_size), **extra}
+
+
+# --------------------------------------------------------------------------- peak RSS
+
+
+def peak_rss_mib(since_exec: bool = False) -> float:
+    """This process's peak resident set size so far, in MiB.
+
+    since_exec: the peak of this process image alone (/proc's VmHWM). Linux carries ru_maxrss
+    over fork and exec, so a child of a larger parent would otherwise report the parent's peak.
+    """
+    if since_exec:
+        try:
+            with open("/proc/self/status") as fh:
+                for line in fh:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def timed(fn: Callable[[], T]) -> tuple[T, float, float]:
+    """fn's value, its wall seconds and the CPU seconds this process spent meanwhile (all threads)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = fn()
+    return value, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def best_times(*fns: Callable[[], object], repeat: int) -> list[float]:
+    """The best wall seconds of each function over `repeat` rounds; the functions take turns, so all see the same machine load."""
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, runs in zip(fns, times, strict=True):
+            start = time.perf_counter()
+            fn()
+            runs.append(time.perf_counter() - start)
+    return [min(runs) for runs in times]
+
+
+def fastest(runs: list[dict], key: str = "wall") -> dict:
+    """The run with the least `key` (seconds): on a shared machine the least disturbed one."""
+    return min(runs, key=lambda r: r[key])
+
+
+# --------------------------------------------------------------------------- files
+
+
+def drop_cache(path: Path) -> None:
+    """Evict a file's pages from the page cache (written out first: only clean pages go), so the next read comes from the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def dir_bytes(path: Path) -> int:
+    """Bytes of every file under `path`."""
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def same_files(a: Path, b: Path) -> bool:
+    """Whether directories `a` and `b` hold the same files (at every depth) with the same bytes."""
+    files = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file())
+    _, mismatch, errors = filecmp.cmpfiles(a, b, files, shallow=False)
+    return not mismatch and not errors and len(files) == sum(1 for p in b.rglob("*") if p.is_file())
