@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpart.assign import Assignment, assign, symmetric_csr
+from gpart.assign import assign
+from gpart.partition_methods.method import Assignment
+from gpart.symmetric import symmetric_csr
 from gpart.metis import resolve_algorithm, vertex_weights
 from gpart.formats.book import ArrayBook, RuleBook
 from gpart.base.errors import InputError
