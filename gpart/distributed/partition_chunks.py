@@ -70,16 +70,17 @@ class MethodRun:
     context: MethodContext
 
 
-def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method: Optional[str] = "remainder", *,
+def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method: Optional[str] = None, *,
                      storage: str = "binary", halo: int = 0, force: bool = False,
                      max_message: int = DEFAULT_MAX_MESSAGE, timeout_s: float = 600.0, comm: Optional[Comm] = None,
                      log: Log = None, **method_params: Any) -> RunInfo:
     """Partition the chunked graph `chunks` into `num_parts` partitions under `out_dir` on every rank of the job.
 
     Call on every rank (torch.distributed initialised, or a world of one).
-    `method` (a registered method; None: gpart.partition.partition_graph's default) and
-    `method_params` are those of partition_graph (seed, assignment, imbalance, balance, ...,
-    max_memory and scratch_dir for the methods that gather the graph on rank 0).
+    `method` (a registered method; None: gpart.partition.partition_graph's default, so the
+    result is byte-identical to it) and `method_params` are those of partition_graph (seed,
+    assignment, imbalance, balance, ..., max_memory and scratch_dir for the methods that
+    gather the graph on rank 0).
     Raises on every rank, within `timeout_s` of a peer's failure, when any rank
     fails; the manifest is then not written.
     """
