@@ -43,7 +43,7 @@ def load_graph():
 
 
 def child_symmetrise() -> dict:
-    from gpart.assign import symmetric_csr
+    from gpart.symmetric import symmetric_csr
 
     graph = load_graph()
     start = time.perf_counter()

@@ -83,7 +83,7 @@ def child_floor(args) -> dict:
 
 def child_csr(args) -> dict:
     """Build the symmetric CSR METIS gets (gpart.assign.symmetric_csr) and save it, untimed."""
-    from gpart.assign import symmetric_csr
+    from gpart.symmetric import symmetric_csr
     from gpart.formats.readers import read_graph
 
     xadj, adjncy = symmetric_csr(read_graph(args.input))

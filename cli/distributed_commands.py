@@ -15,6 +15,7 @@ import sys
 import click
 
 from gpart.cli.exit_codes import REPORTED, exit_code
+from gpart.cli.method_option import DescribedOption, MethodChoice, distributed_method_help, given_method_options
 from gpart.cli.ui import json_option, parse_boundaries, print_json, quiet_option, stdout
 
 EPILOG = "Launch with torchrun (torchrun --nproc-per-node W -m gpart.distributed ...) or plain python for one process."
@@ -43,9 +44,7 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
 @click.argument("chunks", metavar="CHUNKS")
 @click.option("-p", "--parts", "num_parts", type=int, required=True, help="Number of partitions P.")
 @click.option("-o", "--out", "out_dir", metavar="DIR", required=True, help="Output directory: shared by every rank, or one per machine (detected; SPEC.md 10.4).")
-@click.option("--method", type=click.Choice(["remainder", "range", "random", "stream", "metis", "kaminpar", "balanced"]),
-              default="remainder", help="remainder/range/random: computed on every rank; stream/metis/kaminpar/balanced: "
-                                        "the graph is gathered on rank 0 (it must fit there).")
+@click.option("--method", type=MethodChoice(), default=None, cls=DescribedOption, describe=distributed_method_help)
 @click.option("--assignment", metavar="FILE", default=None, help="Owner of every node from a file (.npy or text); replaces --method.")
 @click.option("--seed", type=int, default=0, help="Seed of random, metis, kaminpar.")
 @click.option("--imbalance", type=float, default=0.03, help="Imbalance tolerance of metis, kaminpar, stream.")
@@ -58,9 +57,8 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
 @click.option("-v", "--verbose", is_flag=True, help="Each rank prints its stages' wall time and peak RSS.")
 @quiet_option
 @json_option
-def partition(chunks: str, num_parts: int, out_dir: str, method: str, assignment: str | None, seed: int, imbalance: float,
-              halo: int, max_message: str, add_reverse: bool, force: bool, timeout_s: float, verbose: bool, quiet: bool,
-              as_json: bool) -> None:
+def partition(chunks: str, num_parts: int, out_dir: str, method: str | None, assignment: str | None, seed: int, imbalance: float,
+              halo: int, max_message: str, add_reverse: bool, force: bool, timeout_s: float, verbose: bool, quiet: bool, as_json: bool) -> None:
     """Partition the chunked graph CHUNKS (gpart chunk) into P partitions under DIR, on every rank.
 
     Byte-identical to `gpart partition CHUNKS` with the same options (binary storage).
@@ -80,14 +78,9 @@ def partition(chunks: str, num_parts: int, out_dir: str, method: str, assignment
         raise click.UsageError("--add-reverse is not supported by the distributed runner yet; "
                                "run `gpart partition CHUNKS --add-reverse` on one machine")
     comm = init_from_env(timeout_s)
-    params = {"seed": seed, "imbalance": imbalance} if method in ("metis", "kaminpar", "stream", "balanced") else {"seed": seed}
-    if method in ("remainder", "range"):
-        params = {}
-    if assignment is not None:
-        params = {"assignment": assignment}
     log = (lambda line: click.echo(line, err=True)) if verbose else None
     info = partition_chunks(chunks, out_dir, num_parts, method, halo=halo, force=force, max_message=_size(max_message),
-                            timeout_s=timeout_s, comm=comm, log=log, **params)
+                            timeout_s=timeout_s, comm=comm, log=log, **given_method_options(click.get_current_context()))
     if comm.rank != 0 or quiet:
         return
     m = info.manifest

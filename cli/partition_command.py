@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
+from gpart.cli.method_option import DescribedOption, MethodChoice, given_method_options, method_help
 from gpart.cli.ui import (data_options, force_option, human_bytes, json_option, print_json, progress_for, quiet_option, stderr, stdout,
                           train_balance_text)
 from gpart.cli.params import parse_name_paths
 from gpart.partition import partition_graph
+from gpart.partition_methods.registry import DEFAULT_METHOD
 from rich.table import Table
 
 
@@ -18,14 +21,7 @@ from rich.table import Table
 @click.option("-p", "--parts", "num_parts", type=int, required=True, help="Number of partitions P (1 <= P <= number of nodes).")
 @click.option("-o", "--out", "out_dir", metavar="DIR", required=True,
               help="Output directory; must not exist or be empty unless --force.")
-@click.option("--method", type=click.Choice(["balanced", "metis", "kaminpar", "stream", "remainder", "range", "random"]),
-              default="balanced",
-              help="balanced: node, in-edge and train_mask balance each <= 1.10 (max/mean), minimum cut under that "
-                   "(KaMinPar; METIS multi-constraint if KaMinPar misses a bound). metis: METIS min-cut on the "
-                   "symmetrised graph, node balance (chosen when a METIS-only option is given without --method). "
-                   "kaminpar: KaMinPar (--balance/--balance-edges fold into one vertex weight). stream: Fennel "
-                   "with restreaming, memory O(nodes), edges spilled to disk. remainder: owner = id % P. range: "
-                   "contiguous blocks. random: seeded, exactly balanced. --assignment replaces the method.")
+@click.option("--method", type=MethodChoice(), default=DEFAULT_METHOD, cls=DescribedOption, describe=method_help)
 @click.option("--assignment", metavar="FILE", default=None,
               help="Owner of every node from a file computed elsewhere (ParMETIS, KaHIP): .npy with N integers "
                    "in 0..P-1, or text with one per line. Replaces --method.")
@@ -91,21 +87,16 @@ def partition(input: str, num_parts: int, out_dir: str, method: str, assignment:
       gpart partition sample_data/cora_hetero.npz --parts 4 -o hparts/
       gpart partition sample_data/cora.npz --parts 4 --add-reverse -o parts/
     """
-    if click.get_current_context().get_parameter_source("method") is click.core.ParameterSource.DEFAULT:
-        metis_only = (objective != "cut", algorithm != "auto", trials != 1, iterations is not None, bool(balance), balance_edges)
-        method = "metis" if any(metis_only) else "balanced"
-    if passes is not None and method != "stream":
-        raise click.UsageError(f"--passes applies to --method stream only (got --method {method})")
+    ctx = click.get_current_context()
+    named = None if ctx.get_parameter_source("method") is ParameterSource.DEFAULT else method  # None: the library's choice
     node_specs = parse_name_paths(node_data, "--node-data")
     edge_specs = parse_name_paths(edge_data, "--edge-data")
     log = _verbose_printer() if verbose else None
     with progress_for(quiet or as_json) as progress:
         manifest = partition_graph(
-            input, out_dir, num_parts, method,
+            input, out_dir, num_parts, named,
             storage=storage, halo=halo, force=force, node_data=node_specs or None, edge_data=edge_specs or None, add_reverse=add_reverse,
-            progress=progress, verbose_log=log, seed=seed, imbalance=imbalance, objective=objective,
-            algorithm=algorithm, trials=trials, iterations=iterations, balance=tuple(balance),
-            balance_edges=balance_edges, assignment=assignment, threads=threads, max_memory=max_memory, passes=passes,
+            progress=progress, verbose_log=log, max_memory=max_memory, **given_method_options(ctx),
         )
     if as_json:
         print_json(_summary(manifest, out_dir))

@@ -13,32 +13,32 @@ bucket ascend, so a stable sort by local destination gives exactly the
 output is byte-identical. Memory then grows with the nodes and the largest
 partition, not with the input's edges.
 
-Methods that hold the whole symmetric adjacency (balanced, metis, kaminpar)
-cannot run in bounded memory; their need is estimated from measured bytes
-per input edge and a run that would not fit stops before it starts.
+Methods that hold the whole symmetric adjacency (needs_adjacency, gpart.partition_methods)
+cannot run in bounded memory; their need is estimated from the bytes per
+input edge each method states and a run that would not fit stops before it starts.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.bytes.reader import drop_pages
 from gpart.formats.scratch import ScratchDir
+from gpart.partition_methods.method import PartitionMethod
 from gpart.spill import bucket_rows
 
 DEFAULT_FRACTION = 0.75  # of the available memory, when --max-memory is not given
 
-# Peak RSS per input edge of the assignment step, measured with
-# benchmarks/bench_balance.py on the 1M/10M power-law graph (4 parts):
+# A method's peak RSS per input edge of the assignment step is its bytes_per_edge,
+# measured with benchmarks/bench_balance.py on the 1M/10M power-law graph (4 parts):
 # METIS multi-constraint 2.78 GB, pymetis 2.7 GB, KaMinPar 0.90 GB (incl. the symmetric CSR).
-# `balanced` is checked against KaMinPar's figure; its METIS fallback is skipped
-# when METIS's would not fit (gpart.assign, the balanced default).
-ASSIGN_BYTES_PER_EDGE = {"metis": 300, "balanced": 100, "kaminpar": 100}
+# `balanced` states KaMinPar's figure; its METIS fallback is skipped when METIS's
+# would not fit (gpart.partition_methods.balanced_method).
 NODE_BYTES = 64  # N-sized arrays of the pass: node order, positions, owner, halo marks and lookups
 LAYOUT_BYTES_PER_EDGE = 56  # one partition's edge ids, local ids, sort order and source gather
 SORT_BYTES_PER_EDGE = 8  # the in-memory pass's packed key per edge
@@ -111,22 +111,21 @@ def symmetric_bytes(num_edges: int) -> int:
     return FIXED_BYTES + SYMMETRIC_BYTES_PER_EDGE * num_edges
 
 
-def assign_bytes(method: str, num_edges: int) -> int:
+def assign_bytes(method: PartitionMethod, num_edges: int) -> int:
     """Estimated peak of an assignment method that holds the whole adjacency (0 for the others)."""
-    per_edge = ASSIGN_BYTES_PER_EDGE.get(method)
-    return 0 if per_edge is None else FIXED_BYTES + per_edge * num_edges
+    return FIXED_BYTES + method.bytes_per_edge * num_edges if method.needs_adjacency else 0
 
 
-def check_assign_memory(method: str, num_edges: int, max_memory: int, where: Optional[str]) -> None:
-    """Stop before an assignment that holds the whole adjacency and would not fit `max_memory`."""
-    per_edge = ASSIGN_BYTES_PER_EDGE.get(method)
-    if per_edge is None:
-        return
+def check_assign_memory(method: PartitionMethod, num_edges: int, max_memory: int, where: Optional[str],
+                        instead: Sequence[str]) -> None:
+    """Stop before an assignment that holds the whole adjacency and would not fit `max_memory`;
+    the message suggests the methods `instead` (gpart.partition_methods.registry.bounded_method_names)."""
     need = assign_bytes(method, num_edges)
     if need > max_memory:
-        raise InputError(where, f"method {method!r} needs about {need / 2**30:.1f} GiB for {num_edges:,} edges "
-                                f"({per_edge} bytes per edge), more than the {max_memory / 2**30:.1f} GiB allowed "
-                                f"(--max-memory); use --method stream, remainder, range or random")
+        names = ", ".join(instead[:-1]) + " or " + instead[-1] if len(instead) > 1 else "".join(instead)
+        raise InputError(where, f"method {method.name!r} needs about {need / 2**30:.1f} GiB for {num_edges:,} edges "
+                                f"({method.bytes_per_edge} bytes per edge), more than the {max_memory / 2**30:.1f} GiB allowed "
+                                f"(--max-memory); use --method {names}")
 
 
 def check_node_memory(method: str, num_nodes: int, max_memory: int, where: Optional[str]) -> None:

@@ -3,9 +3,9 @@
     partition_hetero("hetero.npz", "parts/", 4)        # what `gpart partition` does for a typed .npz
 
 The typed graph is erased into one homogeneous graph (node ids offset per
-type, edges concatenated per type), assigned with a per-type rule or by a
-partitioner with one balance constraint per node type (`typed_book`), and
-written by gpart.partition's one pass; `TypedArrays` adds, per partition,
+type, edges concatenated per type), assigned by the method's run_typed
+(gpart.partition_methods: a per-type rule, or a partitioner with one balance
+constraint per node type), and written by gpart.partition's one pass; `TypedArrays` adds, per partition,
 the edge type of every stored edge, the typed node and edge data rows and
 the per-type counts, and the manifest's `hetero` object.
 """
@@ -15,15 +15,14 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
-from gpart.balance import BALANCE_BOUND, in_degrees, share_balance
-from gpart.formats.book import ArrayBook
+from gpart.balance import share_balance
 from gpart.bytes.reader import release_rows
-from gpart.bounded import check_assign_memory, check_node_memory, default_max_memory, parse_memory_size, symmetric_bytes
-from gpart.base.errors import GpartError, InputError
+from gpart.bounded import check_assign_memory, check_node_memory, default_max_memory, parse_memory_size
+from gpart.base.errors import InputError
 from gpart.bytes.crc import CHUNK_BYTES
 from gpart.formats.commit import check_output_dir
 from gpart.formats.dtypes import dtype_name
@@ -35,25 +34,21 @@ from gpart.formats.scratch import ScratchDir
 from gpart.base.graph import Graph
 from gpart.base.progress import or_null
 from gpart.hetero_edges import edge_types_of, write_typed_edges
+from gpart.partition_methods.method import MethodContext
+from gpart.partition_methods.registry import bounded_method_names, method_options, resolve_method
+from gpart.partition_methods.typed_input import TypedInput
 from gpart.write_arrays import gather_chunks
 from gpart.write_result import partition_with_book
-from gpart.formats.shard import RangePolicy
-from gpart.assign import assign
-from gpart.refine import part_loads, repair_balance
 from gpart.reverse_edges import hetero_with_reverse_edges
-from gpart.symmetric import symmetric_csr
 
 PathLike = Union[str, "os.PathLike[str]"]
-PER_TYPE_METHODS = ("remainder", "range", "random")
-TRAIN_MASK = "train_mask"
-DEFAULT_IMBALANCE = 0.03
 
 
 def partition_hetero(
     input: Union[PathLike, HeteroGraph],
     out_dir: PathLike,
     num_parts: int,
-    method: str = "balanced",
+    method: Optional[str] = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Partition a typed graph (a typed `.npz` path or a HeteroGraph); returns the manifest written.
@@ -70,195 +65,32 @@ def partition_hetero(
         if method_params.pop(key, None):
             raise InputError(where, f"--{key.replace('_', '-')} adds arrays to homogeneous inputs; put typed arrays into the typed .npz")
     limit = parse_memory_size(method_params.pop("max_memory", None)) or default_max_memory()
-    given = method_params.get("assignment") is not None
+    scratch_dir = method_params.pop("scratch_dir", None)
+    chosen = resolve_method(method, method_params, where)
+    run_options = method_options(chosen, method_params, where)
     total = sum(hg.num_nodes.values())
-    check_node_memory("assignment" if given else method, total, limit, where)
-    if not given:  # methods holding the whole adjacency stop up front (SPEC.md 4.6)
-        check_assign_memory(method, sum(hg.num_edges(e) for e in hg.edge_types), limit, where)
+    check_node_memory(chosen.name, total, limit, where)
+    # methods holding the whole adjacency stop up front (SPEC.md 4.6)
+    check_assign_memory(chosen, sum(hg.num_edges(e) for e in hg.edge_types), limit, where, bounded_method_names())
     if num_parts < 1 or num_parts > total:
         raise InputError(where, f"cannot split {total} nodes into {num_parts} parts")
     check_output_dir(out_dir, force, [where] if where else [])  # before any work: an existing result without --force
     parent = Path(os.path.abspath(out_dir)).parent
-    if method == "stream" and not given:
-        method_params.setdefault("scratch_dir", parent)  # spill next to the output, as for homogeneous input
+    # spill next to the output, as for homogeneous input; the repair after `stream` is skipped past `limit`
+    context = MethodContext(or_null(progress), limit, parent if scratch_dir is None else scratch_dir)
     # the erased ids live in scratch files next to the output (mapped, pages released as the pass goes)
     with ScratchDir(parent) as scratch:
         reverse = None
         if add_reverse:  # the reverse relations become edge types of the typed graph (gpart.reverse_edges)
             with or_null(progress).stage("add reverse edges"):
                 hg, reverse = hetero_with_reverse_edges(hg, scratch, limit)
-            if not given:
-                check_assign_memory(method, sum(hg.num_edges(e) for e in hg.edge_types), limit, where)
+            check_assign_memory(chosen, sum(hg.num_edges(e) for e in hg.edge_types), limit, where, bounded_method_names())
         erased = hg.erased(scratch)
-        book, params = typed_book(hg, erased, num_parts, method, progress=progress, max_memory=limit, **method_params)
+        book, params = chosen.run_typed(TypedInput(hg, erased), num_parts, run_options, context)
         ext = TypedArrays(hg, erased, book.owner_array, book.num_parts)
         # the writer chooses the in-memory or the bounded pass within `limit`, as for homogeneous input
-        return partition_with_book(erased, book, out_dir, method="assignment" if given else method, params=params,
+        return partition_with_book(erased, book, out_dir, method=chosen.name, params=params,
                                    progress=progress, extension=ext, max_memory=limit, reverse=reverse, **write)
-
-
-# --------------------------------------------------------------------------- assignment
-
-
-def typed_book(hg: HeteroGraph, erased: Graph, num_parts: int, method: str, *, seed: int = 0, balance: Sequence[str] = (),
-               progress: Any = None, max_memory: Optional[int] = None, **params: Any) -> tuple[ArrayBook, dict[str, Any]]:
-    """The book over erased ids: per-type rules, or a partitioner with one constraint per node type
-    (`max_memory`: the repair after `stream` is skipped where it would not fit, repair_types)."""
-    if params.get("assignment") is not None:
-        method = "assignment"
-    if method in PER_TYPE_METHODS:
-        rng = np.random.default_rng(seed)  # one generator, drawn type after type (SPEC.md 8.3)
-        owner = np.concatenate([_per_type_owner(method, hg.num_nodes[t], num_parts, rng) for t in hg.node_types])
-        out: dict[str, Any] = {"num_parts": num_parts, "per_type": True}
-        if method == "random":
-            out.update(seed=int(seed), rng="default_rng(seed).permutation(arange(N_t) % P), type after type")
-        return ArrayBook(owner, num_parts), out
-
-    masks = hg.type_masks()
-    g = Graph(erased.num_nodes, erased.src, erased.dst, dict(masks), source=erased.source, input_format=erased.input_format)
-    train = _erased_mask(hg, TRAIN_MASK)
-    if train is not None:
-        g.node_data[TRAIN_MASK] = train
-    names = list(masks) + [b for b in ([balance] if isinstance(balance, str) else balance)]
-    for name in names[len(masks):]:
-        if name not in g.node_data:
-            g.node_data[name] = _erased_mask(hg, name, required=True)
-    if method == "balanced":
-        return repair_types(g, *_balanced(g, num_parts, list(masks), seed, params.get("threads"), progress), masks)
-    if method == "metis" and params.get("algorithm", "auto") == "auto":
-        return repair_types(g, *_metis_recursive_first(g, num_parts, names, {m: masks[m] for m in masks}, seed, progress, params), masks)
-    if method in ("metis", "kaminpar", "stream"):
-        a = assign(g, num_parts, method, seed=seed, balance=names, progress=progress, **params)
-        return repair_types(g, a.book, dict(a.params, type_constraints=list(masks)), masks, max_memory)
-    a = assign(g, num_parts, method, seed=seed, progress=progress, **params)  # an assignment given by the user
-    return a.book, dict(a.params)
-
-
-def repair_types(g: Graph, book: ArrayBook, params: dict[str, Any], masks: dict[str, np.ndarray],
-                 max_memory: Optional[int] = None) -> tuple[ArrayBook, dict[str, Any]]:
-    """The partitioner's book, or, when a node type's balance exceeds the bound, the book after moving the
-    cheapest nodes of over-full types to parts with room (gpart.refine.repair_balance with one share column
-    per node type, as the homogeneous default repairs its shares; recorded in params.repair). The repair
-    holds the symmetric adjacency: past `max_memory` it is skipped (params.repair.skipped) and the book kept."""
-    shares = np.column_stack([masks[m] for m in masks]).astype(np.float64)
-    before = type_balance(book.owner_array, shares, book.num_parts)
-    if max(before, default=1.0) <= BALANCE_BOUND:
-        return book, params
-    need = symmetric_bytes(g.num_edges)
-    if max_memory is not None and need > max_memory:  # `stream` runs in bounded memory; the repair would not
-        return book, dict(params, repair={"bound": BALANCE_BOUND, "skipped": f"needs about {need} bytes, more than --max-memory",
-                                          "before": dict(zip(masks, before))})
-    xadj, adjncy = symmetric_csr(g)
-    owner = repair_balance(book.owner_array, shares, book.num_parts, BALANCE_BOUND, xadj, adjncy)
-    del xadj, adjncy
-    after = type_balance(owner, shares, book.num_parts)
-    params = dict(params, repair={"bound": BALANCE_BOUND, "moved": int(np.count_nonzero(owner != book.owner_array)),
-                                  "before": dict(zip(masks, before)), "after": dict(zip(masks, after))})
-    return ArrayBook(owner, book.num_parts), params
-
-
-def type_balance(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> list[float]:
-    """max/mean over parts of every column of `shares` (one per node type)."""
-    return [share_balance(column) for column in part_loads(owner, shares, num_parts).T]
-
-
-def _metis_recursive_first(g: Graph, num_parts: int, names: list[str], masks: dict[str, np.ndarray], seed: int, progress: Any,
-                           params: dict[str, Any]) -> tuple[ArrayBook, dict[str, Any]]:
-    """METIS with one constraint per node type: recursive bisection first, k-way if a type's balance exceeds the bound.
-
-    Recursive bisection does not hold multi-constraint tolerances exactly (a few percent over), but it is
-    2-4x faster than k-way with constraints on power-law graphs (benchmarks/bench_hetero.py); k-way holds them."""
-    params = {k: v for k, v in params.items() if k != "algorithm"}
-    tried = []
-    for algorithm in ("recursive", "kway"):
-        a = assign(g, num_parts, "metis", seed=seed, balance=names, algorithm=algorithm, progress=progress, **params)
-        measured = {m: share_balance(np.bincount(a.book.owner_array[mask], minlength=num_parts)) for m, mask in masks.items()}
-        tried.append({"algorithm": algorithm, **measured})
-        if max(measured.values(), default=1.0) <= BALANCE_BOUND:
-            break
-    return a.book, dict(a.params, type_constraints=list(masks), bound=BALANCE_BOUND, tried=tried)
-
-
-def _per_type_owner(method: str, n: int, num_parts: int, rng: np.random.Generator) -> np.ndarray:
-    ids = np.arange(n, dtype=np.int64)
-    if method == "remainder":
-        return (ids % num_parts).astype(np.int32)
-    if method == "range":
-        return RangePolicy.even(n, num_parts).owner(ids).astype(np.int32)
-    return rng.permutation(ids % num_parts).astype(np.int32)
-
-
-def _erased_mask(hg: HeteroGraph, name: str, required: bool = False) -> Optional[np.ndarray]:
-    """Node array `name` of every type that has it, as one bool [N] over erased ids (False elsewhere)."""
-    noff = hg.node_offsets()
-    out = np.zeros(int(noff[-1]), dtype=bool)
-    found = False
-    for t, ntype in enumerate(hg.node_types):
-        arr = hg.node_data.get(ntype, {}).get(name)
-        if arr is not None:
-            if arr.ndim != 1 or (arr.dtype != np.bool_ and arr.dtype.kind not in "iu"):
-                raise InputError(hg.source, f"node array '{ntype}/{name}' must be 1-D boolean or 0/1 to balance on")
-            out[noff[t]:noff[t + 1]] = np.asarray(arr) != 0
-            found = True
-    if not found and required:
-        raise InputError(hg.source, f"balance array {name!r} is no node array of any type")
-    return out if found else None
-
-
-def typed_balances(owner: np.ndarray, num_parts: int, masks: dict[str, np.ndarray], degree: np.ndarray,
-                   train: Optional[np.ndarray]) -> dict[str, Optional[float]]:
-    """Balance (max/mean) of every node type, of in-edges and of training nodes."""
-    out: dict[str, Optional[float]] = {name: share_balance(np.bincount(owner[mask], minlength=num_parts)) for name, mask in masks.items()}
-    out["in_edges"] = share_balance(np.bincount(owner, weights=degree, minlength=num_parts))
-    out[TRAIN_MASK] = None if train is None else share_balance(np.bincount(owner[train], minlength=num_parts))
-    return out
-
-
-def _balanced(g: Graph, num_parts: int, masks: list[str], seed: int, threads: Any, progress: Any) -> tuple[ArrayBook, dict[str, Any]]:
-    """KaMinPar with one combined weight (nodes, in-edges, every type, training nodes), repaired share by share
-    when a measured balance exceeds the bound; METIS k-way with them as separate constraints when the repair
-    does not reach it (as the homogeneous default, SPEC 4.5)."""
-    train = g.node_data.get(TRAIN_MASK)
-    weighted = masks + ([TRAIN_MASK] if train is not None else [])
-    degree = in_degrees(g)
-    type_masks = {m: g.node_data[m] for m in masks}
-    tried: list[dict[str, Any]] = []
-    params: dict[str, Any] = {"bound": BALANCE_BOUND, "constraints": ["nodes", "in_edges"] + weighted, "type_constraints": masks}
-    try:
-        a = assign(g, num_parts, "kaminpar", seed=seed, imbalance=DEFAULT_IMBALANCE, balance=weighted, balance_edges=True,
-                   threads=threads or 1, progress=progress)
-        owner, backend = a.book.owner_array, a.params
-        measured = typed_balances(owner, num_parts, type_masks, degree, train)
-        tried.append({"backend": "kaminpar", **measured})
-        if not _within_bound(measured):  # a share past the bound: move the cheapest nodes share by share first
-            owner = _repair_shares(g, owner, num_parts, type_masks, degree, train)
-            measured = typed_balances(owner, num_parts, type_masks, degree, train)
-            tried.append({"backend": "kaminpar", "repaired": "gpart.refine.repair_balance", **measured})
-            backend = dict(backend, repaired=True)
-        if _within_bound(measured):
-            params.update(backend="kaminpar", backend_params=backend, tried=tried)
-            return ArrayBook(owner, num_parts), params
-    except GpartError as exc:
-        tried.append({"backend": "kaminpar", "error": exc.problem})
-    a = assign(g, num_parts, "metis", seed=seed, imbalance=DEFAULT_IMBALANCE, algorithm="kway", balance=weighted,
-               balance_edges=True, progress=progress)
-    tried.append({"backend": "metis", **typed_balances(a.book.owner_array, num_parts, type_masks, degree, train)})
-    params.update(backend="metis", backend_params=a.params, tried=tried)
-    return a.book, params
-
-
-def _within_bound(measured: dict[str, Optional[float]]) -> bool:
-    return all(v is None or v <= BALANCE_BOUND for v in measured.values())
-
-
-def _repair_shares(g: Graph, owner: np.ndarray, num_parts: int, type_masks: dict[str, np.ndarray], degree: np.ndarray,
-                   train: Optional[np.ndarray]) -> np.ndarray:
-    """gpart.refine.repair_balance over one share per node type, in-edges and (when given) training nodes."""
-    columns = [np.asarray(m, dtype=np.float64) for m in type_masks.values()] + [np.asarray(degree, dtype=np.float64)]
-    if train is not None:
-        columns.append(np.asarray(train, dtype=np.float64))
-    xadj, adjncy = symmetric_csr(g)
-    return repair_balance(owner, np.column_stack(columns), num_parts, BALANCE_BOUND, xadj, adjncy)
 
 
 # --------------------------------------------------------------------------- typed arrays of the result

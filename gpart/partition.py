@@ -1,6 +1,6 @@
 """From a graph to per-partition files, in one readable pass (SPEC.md section 4).
 
-    read (formats.readers) -> assign (gpart.assign) -> order edges by destination
+    read (formats.readers) -> assign (the method, gpart.partition_methods) -> order edges by destination
     -> per partition: owned nodes, in-edges as CSC, halo, edge data rows
     -> node data of all partitions in one sequential pass over each input array
     -> stats -> manifest last
@@ -21,7 +21,6 @@ checksums, writes and fsyncs of binary files run on a background thread
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Union
 
 
@@ -31,11 +30,12 @@ from gpart.base.errors import InputError
 from gpart.formats.commit import staged_output
 from gpart.base.graph import Graph
 from gpart.write_result import check_graph, check_options, write_within
-from gpart.assign import assign
 from gpart.formats.hetero_input import is_typed_npz
 from gpart.formats.readers import read_graph
 from gpart.hetero import partition_hetero
 from gpart.reverse_edges import reverse_scratch_dir, with_reverse_edges
+from gpart.partition_methods.method import MethodContext
+from gpart.partition_methods.registry import bounded_method_names, method_options, resolve_method
 from gpart.base.progress import Progress, StageTimer, or_null
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -49,7 +49,7 @@ def partition_graph(
     input: Union[PathLike, Graph],
     out_dir: PathLike,
     num_parts: int,
-    method: str = "balanced",
+    method: Optional[str] = None,
     *,
     storage: str = "binary",
     halo: int = 0,
@@ -64,9 +64,11 @@ def partition_graph(
 ) -> dict[str, Any]:
     """Partition a graph (a path or a Graph) into `num_parts` partitions under `out_dir`.
 
-    `method` and `method_params` go to gpart.assign.assign (balanced, metis,
-    kaminpar, stream, remainder, range, random; `assignment=` a file or array
-    computed elsewhere). `max_memory` (bytes or '2GB'; default: a fraction of
+    `method` is a registered method (gpart.partition_methods.registry:
+    balanced, metis, kaminpar, stream, remainder, range, random) or None for
+    the default (balanced, or metis when a METIS-only option is given, as for
+    `gpart partition`: registry.resolve_method); `method_params` are its
+    options (`assignment=` a file or array computed elsewhere replaces it). `max_memory` (bytes or '2GB'; default: a fraction of
     the available RAM, gpart.bounded): past it, edges are bucketed on disk
     instead of sorted in memory, and methods that need the whole adjacency
     stop up front. `node_data`/`edge_data` add NAME -> .npy arrays to an input
@@ -84,32 +86,27 @@ def partition_graph(
     inputs = _input_paths(source, node_data, edge_data, method_params.get("assignment"))
     if num_parts < 1:
         raise InputError(source, f"number of parts must be at least 1, got {num_parts}")
+    where = input.source if isinstance(input, Graph) else os.fspath(input)
+    scratch_dir = method_params.pop("scratch_dir", None)
+    chosen = resolve_method(method, method_params, where)
+    options = method_options(chosen, method_params, where)  # before any work: a bad option stops here
     with staged_output(out_dir, force=force, inputs=inputs) as stage, reverse_scratch_dir(add_reverse, stage) as scratch:
         with timer("read graph"):
             graph = _load_graph(input, node_data, edge_data)
         check_graph(graph, num_parts, source)
-        check_node_memory("assignment" if method_params.get("assignment") is not None else method, graph.num_nodes, limit,
-                          graph.source)
+        check_node_memory(chosen.name, graph.num_nodes, limit, graph.source)
         reverse = None
         if add_reverse:
             with timer("add reverse edges"), or_null(progress).stage("add reverse edges"):
                 graph, reverse = with_reverse_edges(graph, scratch, limit)
-        if method_params.get("assignment") is None:
-            check_assign_memory(method, graph.num_edges, limit, graph.source)
+        check_assign_memory(chosen, graph.num_edges, limit, graph.source, bounded_method_names())
+        # the method may use `limit` (balanced skips a METIS fallback that cannot fit) and spills next to the output, not to /tmp
+        context = MethodContext(or_null(progress), limit, stage.parent if scratch_dir is None else scratch_dir)
         with timer("assign"):
-            assignment = _assign(graph, num_parts, method, limit, stage.parent, progress, method_params)
+            assignment = chosen.assign(graph, num_parts, options, context)
         manifest = write_within(limit, graph, assignment.book, stage, assignment.method, assignment.params, storage,
                                  halo, progress, timer, node_data, edge_data, reverse=reverse)
     return manifest
-
-
-def _assign(graph: Graph, num_parts: int, method: str, limit: int, scratch_parent: Path, progress: Optional[Progress],
-            method_params: dict[str, Any]) -> Any:
-    if method == "balanced":
-        method_params.setdefault("max_memory", limit)  # lets it skip a METIS fallback that cannot fit
-    if method == "stream":
-        method_params.setdefault("scratch_dir", scratch_parent)  # spill next to the output, not to /tmp
-    return assign(graph, num_parts, method, progress=progress, **method_params)
 
 
 def _input_paths(source, node_data: DataSpec, edge_data: DataSpec, assignment: Any) -> list[PathLike]:

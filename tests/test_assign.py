@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpart.assign import Assignment, assign, symmetric_csr
+from gpart.assign import assign
+from gpart.partition_methods.method import Assignment
+from gpart.symmetric import symmetric_csr
 from gpart.metis import resolve_algorithm, vertex_weights
 from gpart.formats.book import ArrayBook, RuleBook
 from gpart.base.errors import InputError
@@ -125,6 +127,34 @@ def test_bad_parameters_name_the_input(kwargs, message):
     assert message in str(info.value)
     assert str(info.value).startswith("g.npz: ")
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("requested,options,chosen", [
+    (None, {}, "balanced"),  # the default of gpart partition, partition_graph and the distributed runner
+    (None, {"objective": "cut", "trials": 1, "balance": ()}, "balanced"),  # options at their defaults choose nothing
+    (None, {"trials": 2}, "metis"),  # a METIS-only option given without a method
+    (None, {"balance": ["train_mask"]}, "metis"),
+    (None, {"trials": 2, "assignment": np.zeros(10, dtype=np.int64)}, "assignment"),  # an assignment replaces METIS
+    ("balanced", {"assignment": "owner.npy"}, "assignment"),
+    ("metis", {"assignment": "owner.npy"}, "assignment"),
+    ("range", {"seed": 3}, "range"),
+])
+def test_the_registry_chooses_the_method(requested, options, chosen):
+    from gpart.partition_methods.registry import resolve_method
+
+    assert resolve_method(requested, options, "g.npz").name == chosen
+
+
+def test_options_of_another_method_must_hold_their_defaults():
+    graph = small_graph(10)
+    assert assign(graph, 2, "random", imbalance=0.03, balance=(), passes=None, threads=None).params["seed"] == 0
+    with pytest.raises(InputError, match=r"^g\.npz: --imbalance applies to --method metis, kaminpar, stream only; "
+                                         r"it conflicts with method 'random'$"):
+        assign(graph, 2, "random", imbalance=0.05)
+    with pytest.raises(InputError, match="--threads applies to --method balanced, kaminpar only"):
+        assign(graph, 2, "metis", threads=4)
+    with pytest.raises(TypeError, match="unknown partition option 'colour'"):
+        assign(graph, 2, "random", colour=1)
 
 
 def test_balance_array_must_be_boolean():

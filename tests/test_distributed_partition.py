@@ -4,6 +4,7 @@ messages, and every rank failing in bounded time when one rank fails or is kille
 from __future__ import annotations
 
 import filecmp
+import json
 import os
 import signal
 import subprocess
@@ -121,6 +122,24 @@ def test_cli_runs_on_two_ranks(tmp_path, chunks):
     assert [rc for rc, _ in results] == [0, 0], results
     partition_graph(chunks, tmp_path / "single", 4, "random")
     same_files(tmp_path / "single", tmp_path / "out")
+
+
+def test_default_method_is_the_single_machine_default(tmp_path, chunks):
+    """No --method on either side: the distributed runner runs gpart partition's default (balanced, gathered on
+    rank 0) and writes the same bytes."""
+    from gpart.cli.main import main
+    from gpart.kaminpar_backend import KaminparUnavailable, kaminpar_version
+
+    try:
+        kaminpar_version()
+    except KaminparUnavailable as exc:
+        pytest.skip(str(exc))
+    assert main(["partition", str(chunks), "--parts", "4", "-o", str(tmp_path / "single"), "-q"]) == 0
+    results = finish(launch(2, chunks, "--parts", 4, "-o", tmp_path / "dist"))
+    assert [rc for rc, _ in results] == [0, 0], results
+    same_files(tmp_path / "single", tmp_path / "dist")
+    manifest = json.loads((tmp_path / "dist" / "manifest.json").read_text())
+    assert manifest["method"] == "balanced" and manifest["params"]["backend"] in ("kaminpar", "metis")
 
 
 def test_bad_chunk_fails_every_rank_and_writes_nothing(tmp_path, chunks):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpart.base.graph import Graph
-from gpart.hetero import type_balance as column_balance
+from gpart.partition_methods.typed_runs import type_balance as column_balance
 from gpart.refine import repair_balance
 from gpart.symmetric import symmetric_csr
 

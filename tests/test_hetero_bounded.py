@@ -158,7 +158,7 @@ def test_type_repair_is_skipped_past_max_memory():
     --max-memory it keeps the book and says so (params.repair.skipped) instead of running out of memory."""
     from gpart.formats.book import ArrayBook
     from gpart.base.graph import Graph
-    from gpart.hetero import repair_types
+    from gpart.partition_methods.typed_runs import repair_types
 
     n = 40
     src = np.arange(n, dtype=np.int64)

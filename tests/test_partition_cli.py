@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
-from gpart.cli.main import main
+from gpart.cli.distributed_commands import cli as distributed_cli
+from gpart.cli.main import cli, main
+from gpart.formats.book import ArrayBook
+from gpart.partition import partition_graph
+from gpart.partition_methods.method import PartitionMethod
+from gpart.partition_methods.options import MethodOptions, OptionError
+from gpart.partition_methods.registry import METHODS, method_names, register
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -287,3 +296,81 @@ def test_balance_options_reach_metis(tmp_path, capsys, cora):
     assert run(capsys, "verify", out, "--graph", cora)[0] == 0
     rc, _, err = run(capsys, "partition", cora, "--parts", 4, "-o", tmp_path / "x", "--balance", "nosuch")
     assert rc == 2 and "nosuch" in err and not (tmp_path / "x").exists() and leftovers(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- the method registry
+
+
+@dataclass
+class ModuloOptions(MethodOptions):
+    """The seed is an offset into the modulus: owner = (id + seed) % 3 % P."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.seed >= 3:
+            raise OptionError(f"modulo-3 takes a seed below 3, got {self.seed}")
+
+
+class ModuloMethod(PartitionMethod):
+    """A method defined here, in one class and one register() call, and nowhere else."""
+
+    name = "modulo-3"
+    summary = "owner = (id + seed) % 3 % P."
+    options_type = ModuloOptions
+    needs_adjacency = True  # a made-up memory model, for the planner to read
+    bytes_per_edge = 10**6
+    needs_edges = False
+
+    def run(self, graph, num_parts, options, context):
+        owner = ((np.arange(graph.num_nodes) + options.seed) % 3 % num_parts).astype(np.int32)
+        return ArrayBook(owner, num_parts), {"seed": int(options.seed), "modulus": 3}
+
+
+@pytest.fixture
+def modulo():
+    register(ModuloMethod())
+    yield "modulo-3"
+    METHODS.pop("modulo-3")
+
+
+def method_choices(command, args) -> list[str]:
+    result = CliRunner().invoke(command, args)
+    assert result.exit_code == 0, result.output
+    return re.search(r"--method \[([^\]]+)\]", result.output).group(1).split("|")
+
+
+def test_every_listed_method_comes_from_the_registry(modulo):
+    listed = method_names()
+    assert listed == [name for name, method in METHODS.items() if method.listed] and listed[-1] == "modulo-3"
+    assert method_choices(cli, ["partition", "--help"]) == listed
+    assert method_choices(distributed_cli, ["partition", "--help"]) == listed
+    assert "modulo-3: owner = (id + seed) % 3 % P." in " ".join(CliRunner().invoke(cli, ["partition", "--help"]).output.split())
+
+
+def test_a_method_registered_in_a_test_runs_from_the_cli(tmp_path, cora, modulo):
+    runner = CliRunner()
+    out = tmp_path / "cli"
+    result = runner.invoke(cli, ["partition", str(cora), "-p", "2", "--method", "modulo-3", "--seed", "1", "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["method"] == "modulo-3"
+    assert manifest["params"] == {"num_parts": 2, "seed": 1, "modulus": 3, "empty_parts": []}
+    assert [p["num_owned"] for p in manifest["partitions"]] == np.bincount((np.arange(2708) + 1) % 3 % 2).tolist()
+    assert runner.invoke(cli, ["verify", str(out), "--graph", str(cora)]).exit_code == 0
+    # the library, given the same arguments, writes the same bytes
+    partition_graph(cora, tmp_path / "library", 2, "modulo-3", seed=1)
+    files = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(tmp_path / "library") for p in (tmp_path / "library").rglob("*") if p.is_file())
+    assert all((out / f).read_bytes() == (tmp_path / "library" / f).read_bytes() for f in files)
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--seed", "5"], "modulo-3 takes a seed below 3, got 5"),  # its options dataclass validates
+    (["--seed", "-1"], "seed must be an integer in [0, 2**31 - 1), got -1"),  # the common options too
+    (["--passes", "2"], "--passes applies to --method stream only; it conflicts with method 'modulo-3'"),
+    (["--max-memory", "100MB"], "method 'modulo-3' needs about 5.3 GiB for 5,429 edges (1000000 bytes per edge)"),
+])
+def test_a_registered_method_is_checked_as_the_others(tmp_path, cora, modulo, extra, message):
+    result = CliRunner().invoke(cli, ["partition", str(cora), "-p", "2", "--method", "modulo-3", *extra, "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert result.output.count("\n") == 1 and not (tmp_path / "out").exists() and leftovers(tmp_path) == []

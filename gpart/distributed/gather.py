@@ -1,8 +1,8 @@
-"""Books that need the whole graph (balanced, metis, kaminpar, stream) in a distributed run.
+"""Books of the methods that read the edges (needs_edges: balanced, metis, kaminpar, stream) in a distributed run.
 
 The graph must fit one rank: every rank sends its edges (and the node arrays
-the method reads: train_mask and --balance arrays) to rank 0 in bounded
-rounds, rank 0 runs the single-machine method (gpart.assign.assign) on the
+the method reads: its options' node_arrays, train_mask and --balance arrays)
+to rank 0 in bounded rounds, rank 0 runs the single-machine method on the
 graph exactly as a single-machine run would read it, and broadcasts the owner
 array in bounded pieces and the parameters as JSON. Every rank then builds
 the same ArrayBook.
@@ -12,21 +12,27 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from gpart.assign import assign
 from gpart.base.errors import GpartError
 from gpart.base.graph import Graph
-from gpart.bounded import check_assign_memory, default_max_memory, parse_memory_size
+from gpart.bounded import check_assign_memory, default_max_memory
 from gpart.distributed.partition_job import PartitionJob, edge_blocks, node_blocks
 from gpart.distributed.shuffle import column, shuffle
 from gpart.formats.book import ArrayBook, PartitionBook
+from gpart.partition_methods.method import MethodContext, PartitionMethod
+from gpart.partition_methods.options import MethodOptions
+from gpart.partition_methods.registry import bounded_method_names
 
 
-def gathered_book(job: PartitionJob, method: str, method_params: dict, stage: Path) -> tuple[PartitionBook, dict]:
-    """Gather the structure on rank 0, assign there, broadcast the assignment; (book, params) on every rank."""
+def gathered_book(job: PartitionJob, method: PartitionMethod, options: MethodOptions, context: MethodContext,
+                  stage: Path) -> tuple[PartitionBook, dict]:
+    """Gather the structure on rank 0, assign there, broadcast the assignment; (book, params) on every rank.
+
+    `context.max_memory` None: rank 0's default; `context.scratch_dir` None: beside the output."""
     comm, cg = job.comm, job.cg
     root = comm.rank == 0
     src = np.empty(cg.num_edges if root else 0, dtype=np.int64)
@@ -38,7 +44,7 @@ def gathered_book(job: PartitionJob, method: str, method_params: dict, stage: Pa
         src[eid], dst[eid] = column(rows, 0, np.int64), column(rows, 8, np.int64)
 
     job.rounds["gather edges"] = shuffle(comm, blocks, rounds, row_bytes, place_edges, "gathering edges on rank 0")
-    names = [n for n in job.node_layout if n == "train_mask" or n in set(method_params.get("balance") or ())]
+    names = [n for n in job.node_layout if n in options.node_arrays()]
     node_data = {n: np.empty((cg.num_nodes if root else 0, *job.node_layout[n][1]), dtype=job.node_layout[n][0]) for n in names}
     at = {}
     offset = 8
@@ -56,24 +62,21 @@ def gathered_book(job: PartitionJob, method: str, method_params: dict, stage: Pa
     error, owner, params = None, None, b""
     if root:
         try:
-            owner, params = _assign_on_root(cg, src, dst, node_data, job.num_parts, method, method_params, stage)
+            owner, params = _assign_on_root(cg, src, dst, node_data, job.num_parts, method, options, context, stage)
         except GpartError as exc:
             error = exc
         del src, dst, node_data
-    comm.agree(error, f"method {method!r} on rank 0")
+    comm.agree(error, f"method {method.name!r} on rank 0")
     owner = comm.broadcast_array(owner, cg.num_nodes, np.int32, job.max_message)
     params_json = json.loads(comm.broadcast_bytes(params if root else None))
     return ArrayBook(owner, job.num_parts), params_json
 
 
-def _assign_on_root(cg, src, dst, node_data, num_parts, method, method_params, stage) -> tuple[np.ndarray, bytes]:
+def _assign_on_root(cg, src, dst, node_data, num_parts, method: PartitionMethod, options: MethodOptions, context: MethodContext,
+                    stage: Path) -> tuple[np.ndarray, bytes]:
     graph = Graph(cg.num_nodes, src, dst, node_data, source=os.fspath(cg.directory), input_format="chunked")
-    params = dict(method_params)
-    limit = parse_memory_size(params.pop("max_memory", None)) or default_max_memory()
-    check_assign_memory(method, graph.num_edges, limit, graph.source)
-    if method == "balanced":
-        params.setdefault("max_memory", limit)
-    if method == "stream":
-        params.setdefault("scratch_dir", stage.parent)
-    result = assign(graph, num_parts, method, **params)
+    limit = context.max_memory or default_max_memory()
+    check_assign_memory(method, graph.num_edges, limit, graph.source, bounded_method_names())
+    context = replace(context, max_memory=limit, scratch_dir=stage.parent if context.scratch_dir is None else context.scratch_dir)
+    result = method.assign(graph, num_parts, options, context)
     return np.ascontiguousarray(result.book.owner_array, dtype=np.int32), json.dumps(result.params).encode()

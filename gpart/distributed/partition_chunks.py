@@ -25,11 +25,10 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from gpart.assign import assign
 from gpart.base.errors import GpartError, InputError
 from gpart.base.graph import Graph
 from gpart.base.version import __version__
-from gpart.bounded import key_shift
+from gpart.bounded import key_shift, parse_memory_size
 from gpart.collectives.comm import Comm
 from gpart.distributed.gather import gathered_book
 from gpart.distributed.halo import fetch_halo_rows
@@ -41,13 +40,14 @@ from gpart.formats.chunked import ChunkedGraph, check_same_layout
 from gpart.formats.partition_writer import PartitionWriter, build_manifest, data_key, part_entry
 from gpart.formats.scratch import ScratchDir
 from gpart.layout import NodeOrder, Scratch, node_order, part_layout
+from gpart.partition_methods.method import MethodContext, PartitionMethod
+from gpart.partition_methods.options import MethodOptions
+from gpart.partition_methods.registry import method_options, resolve_method
 from gpart.write_result import partition_stats
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 DEFAULT_MAX_MESSAGE = 256 << 20
-LOCAL_METHODS = ("remainder", "range", "random", "assignment")  # computed on every rank from N alone
-GATHER_METHODS = ("balanced", "metis", "kaminpar", "stream")  # need the whole graph on rank 0
 
 
 @dataclass
@@ -61,48 +61,66 @@ class RunInfo:
     peak_rss: list[int] = field(default_factory=list)  # bytes, per rank
 
 
-def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method: str = "remainder", *,
+@dataclass(frozen=True)
+class MethodRun:
+    """The method of a distributed run, its options and its context (max_memory None: rank 0's default)."""
+
+    method: PartitionMethod
+    options: MethodOptions
+    context: MethodContext
+
+
+def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method: Optional[str] = None, *,
                      storage: str = "binary", halo: int = 0, force: bool = False,
                      max_message: int = DEFAULT_MAX_MESSAGE, timeout_s: float = 600.0, comm: Optional[Comm] = None,
                      log: Log = None, **method_params: Any) -> RunInfo:
     """Partition the chunked graph `chunks` into `num_parts` partitions under `out_dir` on every rank of the job.
 
     Call on every rank (torch.distributed initialised, or a world of one).
-    `method_params` go to gpart.assign.assign (seed, assignment, imbalance,
-    balance, ...). Raises on every rank, within `timeout_s` of a peer's
-    failure, when any rank fails; the manifest is then not written.
+    `method` (a registered method; None: gpart.partition.partition_graph's default, so the
+    result is byte-identical to it) and `method_params` are those of partition_graph (seed,
+    assignment, imbalance, balance, ..., max_memory and scratch_dir for the methods that
+    gather the graph on rank 0).
+    Raises on every rank, within `timeout_s` of a peer's failure, when any rank
+    fails; the manifest is then not written.
     """
     comm = comm or Comm(timeout_s)
-    if method_params.get("assignment") is not None:
-        method = "assignment"
-    job = _open_input(comm, chunks, num_parts, method, storage, halo, max_message, log)
+    job, run = _open_input(comm, chunks, num_parts, method, method_params, storage, halo, max_message, log)
     with ExitStack() as stack:
         inputs = [chunks] + ([method_params["assignment"]] if isinstance(method_params.get("assignment"), (str, os.PathLike)) else [])
         out = stage_output(comm, stack, out_dir, force, inputs)
-        reports, book_json, params = _run(job, out, method, method_params)
-        manifest = commit_output(comm, out, stack, lambda: _manifest(job, chunks, book_json, method, params, reports))
+        reports, book_json, params = _run(job, out, run)
+        manifest = commit_output(comm, out, stack, lambda: _manifest(job, chunks, book_json, run.method.name, params, reports))
     largest = max(r["largest_message"] for r in reports)
     return RunInfo(manifest, comm.world, largest, dict(job.rounds), [r["peak_rss"] for r in reports])
 
 
-def _check_options(storage: str, halo: int, num_parts: int, method: str, max_message: int) -> None:
+def _check_options(storage: str, halo: int, max_message: int) -> None:
     if storage != "binary":
         raise InputError(None, f"the distributed partitioner writes binary storage only, not {storage!r}")
     if halo not in (0, 1):
         raise InputError(None, f"halo must be 0 or 1, got {halo!r}")
-    if method not in LOCAL_METHODS + GATHER_METHODS:
-        raise InputError(None, f"unknown partition method {method!r}")
     if not isinstance(max_message, int) or max_message < 1:
         raise InputError(None, f"--max-message must be a positive number of bytes, got {max_message!r}")
 
 
-def _open_input(comm: Comm, chunks: PathLike, num_parts: int, method: str, storage: str, halo: int, max_message: int,
-                log: Log) -> PartitionJob:
+def _method_run(chunks: PathLike, method: Optional[str], method_params: dict) -> MethodRun:
+    """The method (from the registry, as partition_graph picks it), its validated options and its context."""
+    where = os.fspath(chunks)
+    params = dict(method_params)
+    context = MethodContext(max_memory=parse_memory_size(params.pop("max_memory", None)), scratch_dir=params.pop("scratch_dir", None))
+    chosen = resolve_method(method, params, where)
+    return MethodRun(chosen, method_options(chosen, params, where), context)
+
+
+def _open_input(comm: Comm, chunks: PathLike, num_parts: int, method: Optional[str], method_params: dict, storage: str, halo: int,
+                max_message: int, log: Log) -> tuple[PartitionJob, MethodRun]:
     """Metadata, part count and this rank's chunk files (the only ones its machine must hold); the
-    arrays' dtypes and row shapes from rank 0 (which reads chunk 0); every rank agrees or raises."""
-    job, error, layouts = None, None, None
+    arrays' dtypes and row shapes from rank 0 (which reads chunk 0); the method; every rank agrees or raises."""
+    job, error, layouts, run = None, None, None, None
     try:
-        _check_options(storage, halo, num_parts, method, max_message)
+        _check_options(storage, halo, max_message)
+        run = _method_run(chunks, method, method_params)
         job = PartitionJob(comm, ChunkedGraph(chunks), int(num_parts), int(max_message), log, int(halo))
         _check_files(job)
         if comm.rank == 0:
@@ -118,7 +136,8 @@ def _open_input(comm: Comm, chunks: PathLike, num_parts: int, method: str, stora
     except GpartError as exc:
         error = exc
     comm.agree(error, "checking the chunked input")
-    return job
+    assert run is not None
+    return job, run
 
 
 def _check_files(job: PartitionJob) -> None:
@@ -147,11 +166,11 @@ def _check_input(job: PartitionJob) -> None:
         raise InputError(cg.directory, f"training mask 'train_mask' must be 1-D boolean or 0/1, got {mask[0]} rows {list(mask[1])}")
 
 
-def _run(job: PartitionJob, out: Output, method: str, method_params: dict) -> tuple[list[dict], dict, dict]:
+def _run(job: PartitionJob, out: Output, run: MethodRun) -> tuple[list[dict], dict, dict]:
     """Book, shuffles and this rank's partitions; returns every rank's report (in rank order)."""
     comm, stage = job.comm, out.stage
     start = time.perf_counter()
-    book, params = _book(job, method, method_params, stage)
+    book, params = _book(job, run, stage)
     nodes = node_order(book)
     job.say("assign", start)
     error, parts, book_json = None, [], {}
@@ -217,19 +236,19 @@ def _like(layout: dict) -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------- book
 
 
-def _book(job: PartitionJob, method: str, method_params: dict, stage: Path) -> tuple[PartitionBook, dict]:
+def _book(job: PartitionJob, run: MethodRun, stage: Path) -> tuple[PartitionBook, dict]:
     comm, cg = job.comm, job.cg
-    if method in LOCAL_METHODS:
+    if not run.method.needs_edges:
         error, result = None, None
         try:  # every rank computes the same book from N (and the same seed or file)
             empty = np.zeros(0, dtype=np.int64)
-            result = assign(Graph(cg.num_nodes, empty, empty, source=os.fspath(cg.directory), input_format="chunked"),
-                            job.num_parts, method, **method_params)
+            graph = Graph(cg.num_nodes, empty, empty, source=os.fspath(cg.directory), input_format="chunked")
+            result = run.method.assign(graph, job.num_parts, run.options, run.context)
         except GpartError as exc:
             error = exc
         comm.agree(error, "assigning nodes")
         return result.book, result.params
-    return gathered_book(job, method, method_params, stage)
+    return gathered_book(job, run.method, run.options, run.context, stage)
 
 
 # --------------------------------------------------------------------------- shuffles

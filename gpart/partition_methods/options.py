@@ -1,0 +1,101 @@
+"""The options of partition methods: one dataclass per method, validated when made.
+
+Every method takes `seed` (MethodOptions); the partitioners that balance
+chosen node arrays (metis, kaminpar, stream) share BalanceOptions. A bad value
+raises OptionError with a one-line message; the registry
+(gpart.partition_methods.registry.method_options) names the input in front of it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional, TypeVar
+
+import numpy as np
+
+from gpart.balance import TRAIN_MASK
+from gpart.base.errors import InputError
+
+DEFAULT_TOLERANCE = 0.03  # parts may be 3% above the average
+Options = TypeVar("Options", bound="MethodOptions")
+
+
+class OptionError(ValueError):
+    """A method option with a value the method cannot run with (the message is one line)."""
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_count(name: str, value: Any, optional: bool = False) -> None:
+    """An integer >= 1 (or None where `optional`)."""
+    if optional and value is None:
+        return
+    if not is_int(value) or value < 1:
+        raise OptionError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def threads_of(threads: Any) -> int:
+    """KaMinPar's thread count; None is 1: only then is a seed's result reproducible (measured: 2 threads vary run to run)."""
+    if threads is None:
+        return 1
+    check_count("threads", threads)
+    return int(threads)
+
+
+@dataclass
+class MethodOptions:
+    """What every method takes: the seed (used by the methods that draw at random)."""
+
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not is_int(self.seed) or not 0 <= self.seed < 2**31 - 1:
+            raise OptionError(f"seed must be an integer in [0, 2**31 - 1), got {self.seed!r}")
+
+    def node_arrays(self) -> set[str]:
+        """Names of the node arrays the method may read besides the edges (a distributed run gathers them)."""
+        return {TRAIN_MASK}
+
+
+@dataclass
+class BalanceOptions(MethodOptions):
+    """A tolerance and the quantities balanced besides the node count: 0/1 node arrays (DGL's
+    balance_ntypes) and the in-degree (DGL's balance_edges)."""
+
+    imbalance: float = DEFAULT_TOLERANCE
+    balance: list[str] = field(default_factory=list)
+    balance_edges: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        imbalance = self.imbalance
+        if isinstance(imbalance, bool) or not isinstance(imbalance, (int, float, np.floating, np.integer)) \
+                or not math.isfinite(imbalance) or imbalance <= 0:
+            raise OptionError(f"imbalance tolerance must be a positive number (0.03 = 3%), got {imbalance!r}")
+        self.balance = [self.balance] if isinstance(self.balance, str) else list(self.balance)
+
+    def names(self) -> list[str]:
+        """The balanced node arrays' names."""
+        return [str(name) for name in self.balance]
+
+    def node_arrays(self) -> set[str]:
+        return super().node_arrays() | set(self.names())
+
+
+def made(options_type: type[Options], where: Optional[str], values: dict[str, Any]) -> Options:
+    """`options_type(**values)`; a bad value is an InputError naming `where` (the input)."""
+    try:
+        return options_type(**values)
+    except OptionError as exc:
+        raise InputError(where, str(exc)) from None
+
+
+def replaced(options: Options, where: Optional[str], **changes: Any) -> Options:
+    """`options` with `changes`, validated as when made (a bad value is an InputError naming `where`)."""
+    try:
+        return replace(options, **changes)
+    except OptionError as exc:
+        raise InputError(where, str(exc)) from None

@@ -1,0 +1,40 @@
+"""`--method stream`: Fennel with restreaming (gpart.stream), memory O(nodes), edges spilled to scratch files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from gpart.base.graph import Graph
+from gpart.formats.book import PartitionBook
+from gpart.partition_methods.method import MethodContext, PartitionMethod
+from gpart.partition_methods.options import BalanceOptions, check_count
+from gpart.partition_methods.typed_input import TypedInput
+from gpart.partition_methods.typed_runs import constrained_book
+from gpart.stream import stream_book
+
+
+@dataclass
+class StreamOptions(BalanceOptions):
+    """The balance options and the number of streaming passes (None: gpart.stream.PASSES)."""
+
+    passes: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_count("passes", self.passes, optional=True)
+
+
+class StreamMethod(PartitionMethod):
+    name = "stream"
+    summary = "Fennel with restreaming, memory O(nodes), edges spilled to disk."
+    options_type = StreamOptions
+
+    def run(self, graph: Graph, num_parts: int, options: StreamOptions, context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
+        more = {} if options.passes is None else {"passes": int(options.passes)}
+        return stream_book(graph, num_parts, imbalance=options.imbalance, balance=options.names(), balance_edges=options.balance_edges,
+                           scratch_dir=context.scratch_dir, progress=context.progress, **more)
+
+    def run_typed(self, typed: TypedInput, num_parts: int, options: StreamOptions,
+                  context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
+        return constrained_book(self, typed, num_parts, options, context)
