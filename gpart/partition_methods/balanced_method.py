@@ -36,7 +36,7 @@ METIS, KAMINPAR = MetisMethod(), KaminparMethod()  # the backends the default tr
 class BalancedOptions(MethodOptions):
     """The seed and KaMinPar's thread count (the tolerance and the balanced shares are the method's own)."""
 
-    threads: Optional[int] = None
+    threads: int = 1  # None is 1 too (threads_of)
 
     def __post_init__(self) -> None:
         super().__post_init__()

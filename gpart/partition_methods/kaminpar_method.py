@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from gpart.symmetric import symmetric_csr
 class KaminparOptions(BalanceOptions):
     """The balance options and KaMinPar's thread count."""
 
-    threads: Optional[int] = None
+    threads: int = 1  # None is 1 too (threads_of)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -113,9 +113,11 @@ def method_options(method: PartitionMethod, options: Mapping[str, Any], where: O
 
 
 def _at_default(value: Any, default: Any) -> bool:
-    """Whether an option holds its default (an empty list where the default is an empty list)."""
+    """Whether an option holds its default (None always does; an empty list where the default is one)."""
+    if value is None:
+        return True
     if default is None or isinstance(value, np.ndarray):
-        return value is None
+        return False
     if isinstance(default, (list, tuple)):
         return isinstance(value, (list, tuple)) and len(value) == 0
     try:
