@@ -30,6 +30,7 @@ from gpart.base.graph import Graph
 from gpart.verify_partition import PartitionVerifier
 from gpart.base.progress import Progress, or_null
 from gpart.hetero_inspect import hetero_info, typed_input, verify_typed
+from gpart.ckpt import checkpoint_info, verify_checkpoint
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -82,8 +83,6 @@ def info(directory: PathLike) -> dict[str, Any]:
     if fmt == FILELIST_FORMAT:
         return _exports_info(directory)
     if fmt == CHECKPOINT_FORMAT:
-        from gpart.ckpt import checkpoint_info
-
         return checkpoint_info(directory)
     if fmt != PARTITION_FORMAT:
         raise InputError(Path(directory) / MANIFEST_NAME, f"format {fmt!r} is not a partition result or checkpoint")
@@ -219,7 +218,6 @@ def verify(
     if fmt == CHECKPOINT_FORMAT:
         if graph is not None or node_data or edge_data:
             raise InputError(directory, "is a checkpoint: --graph, --node-data and --edge-data apply to partition results")
-        from gpart.ckpt import verify_checkpoint
 
         return verify_checkpoint(directory)
     if fmt != PARTITION_FORMAT:
