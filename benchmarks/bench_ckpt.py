@@ -29,12 +29,14 @@ import json
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import child_result, drop_cache  # noqa: E402  (beside this script)
 
 ROOT = Path("/tmp/gpart-bench-ckpt")
 
@@ -98,16 +100,10 @@ def data_files(directory: Path) -> list[Path]:
 
 def evict(directory: Path) -> None:
     """Drop this benchmark's files in `directory` from the page cache (fsync first: only clean pages go)."""
-    if not directory.exists():
-        return
-    for p in directory.iterdir():
-        if p.is_file():
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
+    if directory.exists():
+        for p in directory.iterdir():
+            if p.is_file():
+                drop_cache(p)
 
 
 def cpu_seconds() -> float:
@@ -131,8 +127,7 @@ def plain_copy(directory: Path, dest: Path) -> tuple[float, float]:
 
 
 def run_child(*args: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, *args], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_result([sys.executable, "-c", CHILD, *args])
 
 
 def same_rows(src: Path, out: Path, samples: int = 20000) -> bool:
