@@ -8,12 +8,12 @@ mount, directory or process.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from gpart.formats.chunked import write_chunked
-from gpart.formats.readers import read_graph
 from jobs import undirected_cora
 from netns_hosts import Cluster, unavailable
 
@@ -46,8 +46,21 @@ def cora_graph(tmp_path_factory) -> Path:
     return undirected_cora(tmp_path_factory.mktemp("graph") / "cora_undirected.npz")
 
 
+def _chunk(graph: Path, out: Path) -> Path:
+    subprocess.run(["gpart", "chunk", str(graph), "--chunks", "4", "-o", str(out), "-q"], check=True)
+    return out
+
+
 @pytest.fixture(scope="session")
 def cora_chunks(tmp_path_factory, cora_graph) -> Path:
-    out = tmp_path_factory.mktemp("chunked") / "chunks"
-    write_chunked(read_graph(cora_graph), out, 4)
-    return out
+    """`gpart chunk` of the undirected Cora: the input every host gets a copy of."""
+    return _chunk(cora_graph, tmp_path_factory.mktemp("chunked") / "chunks")
+
+
+@pytest.fixture(scope="session")
+def cora_edge_chunks(tmp_path_factory, cora_graph) -> Path:
+    """The same edges without node data: 0.2 MiB to shuffle instead of 16 MiB, for the slow-link test."""
+    graph = tmp_path_factory.mktemp("edges") / "cora_edges.npz"
+    data = np.load(cora_graph)
+    np.savez(graph, src=data["src"], dst=data["dst"], num_nodes=data["num_nodes"])
+    return _chunk(graph, graph.parent / "chunks")

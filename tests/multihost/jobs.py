@@ -11,6 +11,8 @@ serving the rendezvous, `--rdzv-conf is_host=1`.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Sequence
 
@@ -61,6 +63,14 @@ def undirected_cora(path: Path) -> Path:
     data["src"], data["dst"] = np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
     np.savez(path, **data)
     return path
+
+
+def one_machine_partition(chunks: Path, workdir: Path, *args: str) -> Path:
+    """`gpart partition chunks ARGS -o single` in `workdir` on a copy of `chunks`: the same command line as on
+    the hosts, so the manifest (which records the input as given) can be compared byte for byte."""
+    shutil.copytree(chunks, workdir / "chunks")
+    subprocess.run(["gpart", "partition", "chunks", *args, "-o", "single", "-q"], cwd=workdir, check=True)
+    return workdir / "single"
 
 
 def same_tree(a: Path, b: Sequence[Path]) -> list[str]:

@@ -17,7 +17,8 @@ Layout (root only; `unavailable()` says why a machine cannot run it):
   bind-mounted at `LOCAL` (the same path on every host, as /local on real
   machines), and the other hosts' directories hidden under an empty tmpfs. A
   host's directory may be a small tmpfs of its own (a disk that fills up).
-- faults: `netem` (delay, loss, rate) on both directions of one host's link,
+- faults: `shape` (delay, loss, rate: link_relay.py, as netem would) on both
+  directions of one host's link,
   `cut` (the bridge port down), `signal` (every process of a host: SIGKILL,
   SIGSTOP).
 
@@ -40,6 +41,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +50,8 @@ from typing import Optional, Sequence
 PREFIX = "gpmh"  # namespaces gpmh<pid>-sw, gpmh<pid>-h<i>
 BASE = Path("/tmp/gpart-multihost")  # BASE/<pid>-<n>/: local (mount point), disks/<host>/, etc-hosts
 SUBNET = "10.251.7"  # private, exists only on the cluster's own bridge
+MTU = 65535  # the stack's large segments cross whole (also through link_relay.py)
+RELAY = Path(__file__).with_name("link_relay.py")
 _NAME = re.compile(rf"^{PREFIX}(\d+)-")
 
 
@@ -195,6 +199,7 @@ class Cluster:
                            self.root / "disks" / f"host{chr(65 + i)}") for i in range(n)]
         self.disk_bytes = dict(disk_bytes or {})
         self._netns_inodes: set[int] = set()
+        self._relays: dict[str, subprocess.Popen] = {}
         self._procs: list[tuple[Host, subprocess.Popen, float, Path]] = []
         self.closed = True
 
@@ -234,11 +239,13 @@ class Cluster:
                 subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.disk_bytes[h.name]}", "tmpfs", str(h.disk)], check=True)
             _ip("netns", "add", h.netns)
             self._remember(h.netns)
-            _ip("-n", self.switch, "link", "add", f"p{h.index}", "type", "veth", "peer", "name", "eth0", "netns", h.netns)
+            _ip("-n", self.switch, "link", "add", f"p{h.index}", "mtu", str(MTU), "type", "veth", "peer", "name", "eth0",
+                "netns", h.netns, "mtu", str(MTU))
             _ip("-n", self.switch, "link", "set", f"p{h.index}", "master", "br0", "up")
             _ip("-n", h.netns, "addr", "add", f"{h.addr}/24", "dev", "eth0")
             _ip("-n", h.netns, "link", "set", "eth0", "up")
             _ip("-n", h.netns, "link", "set", "lo", "up")
+            subprocess.run(["ip", "netns", "exec", h.netns, sys.executable, str(RELAY), "eth0", "--software-checksums"], check=True)
 
     def _remember(self, ns: str) -> None:
         self._netns_inodes.add(os.stat(f"/run/netns/{ns}").st_ino)
@@ -296,13 +303,29 @@ class Cluster:
 
     # ------------------------------------------------------------------ faults and counters
 
-    def netem(self, host: Host, spec: str) -> None:
-        """`tc netem` (e.g. "delay 50ms loss 1%") on both directions of `host`'s link; "" removes it."""
-        for ns, dev in ((host.netns, "eth0"), (self.switch, f"p{host.index}")):
-            subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root"], capture_output=True)
-            if spec:
-                subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "netem", *spec.split()],
-                               check=True, capture_output=True)
+    def shape(self, host: Host, delay_ms: float = 0.0, loss: float = 0.0, rate_mbit: float = 0.0) -> None:
+        """Delay, loss (a fraction) and rate on both directions of `host`'s link; all zero: a plain cable.
+
+        link_relay.py, in the switch namespace between the host's cable end and
+        the bridge, does it (kernels without sch_netem have no `tc netem`).
+        """
+        i, sw = host.index, self.switch
+        relay = self._relays.pop(host.name, None)
+        if relay is not None:
+            relay.kill()
+            relay.wait()
+            _ip("-n", sw, "link", "del", f"q{i}")
+            _ip("-n", sw, "link", "set", f"p{i}", "master", "br0")
+        if not (delay_ms or loss or rate_mbit):
+            return
+        _ip("-n", sw, "link", "set", f"p{i}", "nomaster")
+        _ip("-n", sw, "link", "add", f"q{i}", "mtu", str(MTU), "type", "veth", "peer", "name", f"r{i}", "mtu", str(MTU))
+        _ip("-n", sw, "link", "set", f"r{i}", "master", "br0", "up")
+        _ip("-n", sw, "link", "set", f"q{i}", "up")
+        self._relays[host.name] = subprocess.Popen(
+            ["ip", "netns", "exec", sw, sys.executable, str(RELAY), f"p{i}", f"q{i}",
+             "--delay-ms", str(delay_ms), "--loss", str(loss), "--rate-mbit", str(rate_mbit)],
+            stdin=subprocess.DEVNULL, start_new_session=True)
 
     def cut(self, host: Host, up: bool = False) -> None:
         """Unplug `host`'s cable at the bridge (up=True plugs it back)."""
@@ -334,7 +357,7 @@ class Cluster:
         if self.closed:
             return
         self.closed = True
-        for _, proc, _, _ in self._procs:
+        for proc in [p for _, p, _, _ in self._procs] + list(self._relays.values()):
             if proc.poll() is None:
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -343,7 +366,7 @@ class Cluster:
         for ns in [h.netns for h in self.hosts] + [self.switch]:
             if ns in _netns_names():
                 _kill_namespace(ns)
-        for _, proc, _, _ in self._procs:
+        for proc in [p for _, p, _, _ in self._procs] + list(self._relays.values()):
             proc.wait()
         _remove_tree(self.root)
         if self in _open_clusters:
