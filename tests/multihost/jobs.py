@@ -21,7 +21,8 @@ import numpy as np
 from netns_hosts import Cluster, Host
 
 RDZV_PORT = 29500
-REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
 # one intra-op thread per rank: the hosts share this machine's cores
 ENV = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}

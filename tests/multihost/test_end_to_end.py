@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import os
 
-from jobs import ENV, REPO, one_machine_partition, same_tree, torchrun
+from jobs import ENV, HERE, REPO, one_machine_partition, same_tree, torchrun
 
 TRAIN = ["--epochs", "5", "--batch-size", "64", "--quiet", "--seed", "3"]
 
@@ -46,3 +46,36 @@ def test_partition_and_train_across_hosts(cluster2, cora_chunks, tmp_path):
     assert one_host.returncode == 0, one_host.stderr[-3000:]
     assert abs(across - _test_acc(one_host.stdout)) <= 0.02, (across, one_host.stdout)
     assert across > 0.6
+    _checkpoint_round_trip(cluster2)
+
+
+def _checkpoint_round_trip(cluster) -> None:
+    """Train with a sharded embedding on both hosts and save (to the one directory both hosts share, as
+    save_checkpoint needs), gather-ckpt across the hosts (FULL on hostA), copy FULL to hostB, scatter-ckpt
+    to a world of one across the hosts, resume on hostA alone: the restored model predicts as saved."""
+    a, b = cluster.hosts
+    shared = cluster.root / "shared"  # outside the hosts' own directories: every host sees it (NFS-like)
+    shared.mkdir()
+    train = [str(HERE / "train_ckpt.py"), "--timeout", "30"]
+    results = cluster.run({h.name: torchrun(cluster, h, *train, "--parts", "parts", "--epochs", "3",
+                                            "--save", str(shared / "run")) for h in cluster.hosts}, 180, ENV)
+    assert [r.returncode for r in results] == [0, 0], [r.log[-3000:] for r in results]
+    saved = _test_acc(results[0].log)
+    ckpt = ["-m", "gpart.distributed"]
+    results = cluster.run({h.name: torchrun(cluster, h, *ckpt, "gather-ckpt", str(shared / "run"), "-o", "full")
+                           for h in cluster.hosts}, 120, ENV)
+    assert [r.returncode for r in results] == [0, 0], [r.log[-3000:] for r in results]
+    assert (a.disk / "full" / "manifest.json").exists() and not (b.disk / "full").exists()
+    shutil.copytree(a.disk / "full", b.disk / "full")  # scatter-ckpt reads FULL on every machine (scp)
+    results = cluster.run({h.name: torchrun(cluster, h, *ckpt, "scatter-ckpt", "full", "--world-size", "1", "-o", "run1")
+                           for h in cluster.hosts}, 120, ENV)
+    assert [r.returncode for r in results] == [0, 0], [r.log[-3000:] for r in results]
+    [made] = cluster.run({"hostA": ["gpart", "partition", "chunks", "--parts", "1", "--method", "random", "-o", "parts1", "-q"]},
+                         60, ENV)
+    assert made.returncode == 0, made.log
+    [resumed] = cluster.run({"hostA": ["python", *train, "--parts", "parts1", "--epochs", "1", "--resume", "run1",
+                                       "--model", str(shared / "run.model.pt")]}, 120, ENV)
+    assert resumed.returncode == 0, resumed.log[-3000:]
+    loaded = float(re.search(r"loaded: test acc (\d\.\d+)", resumed.log).group(1))
+    assert abs(loaded - saved) <= 0.005, (loaded, saved)  # same weights; only summation order differs
+    assert _test_acc(resumed.log) > 0.5

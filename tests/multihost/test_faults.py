@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from jobs import ENV, one_machine_partition, rank_pids, same_tree, torchrun
+from jobs import ENV, HERE, one_machine_partition, rank_pids, same_tree, torchrun
 from netns_hosts import Cluster
 
 TIMEOUT_S = 5  # --timeout of the collectives
@@ -92,6 +92,9 @@ def test_host_lost_mid_shuffle(hosts, fault):
     [result_b] = hosts.wait(procs[1:], BOUND_S + 40)
     if fault == "kill":
         assert result_b.returncode == -signal.SIGKILL or result_b.returncode == 128 + signal.SIGKILL
+    elif fault == "stop":
+        # woken up, hostB's torchrun finds the rendezvous store gone, stops its rank and ends non-zero
+        assert result_b.returncode not in (0, None) and "RendezvousConnectionError" in result_b.log, result_b.log[-3000:]
     else:
         assert result_b.returncode not in (0, None), result_b.log[-3000:]
         error = _error_line(result_b.log)
@@ -110,3 +113,29 @@ def test_full_disk_on_one_host(cora_chunks, tmp_path):
         assert "No space left on device" in error_b and "No space left on device" in error_a, (error_a, error_b)
         _nothing_committed(cluster)
     assert cluster.leftovers() == []
+
+
+def test_link_cut_mid_epoch(hosts, tmp_path):
+    """Training (tests/multihost/train_ckpt.py: sampler, feature exchange, gradient sums, all bounded) loses
+    hostB's link after its first epoch: both ranks end non-zero in bounded time naming the other host, and
+    no checkpoint is committed."""
+    a, b = hosts.hosts
+    for host in hosts.hosts:
+        shutil.copytree(hosts.chunks, host.disk / "chunks")
+    args = ["-m", "gpart.distributed", "partition", "chunks", "--parts", "2", "--method", "random", "-o", "parts"]
+    assert [r.returncode for r in hosts.run({h.name: torchrun(hosts, h, *args) for h in hosts.hosts}, 120, ENV)] == [0, 0]
+    shared = hosts.root / "shared"
+    shared.mkdir()
+    train = [str(HERE / "train_ckpt.py"), "--parts", "parts", "--epochs", "1000", "--timeout", str(TIMEOUT_S),
+             "--save", str(shared / "run")]
+    procs = [hosts.spawn(h, torchrun(hosts, h, *train), ENV, log_name=f"train-{h.name}") for h in hosts.hosts]
+    hosts.wait_for_log(procs[1], "epoch 0 done", 120)
+    hosts.cut(b)
+    _until_ranks_gone(hosts, [a, b], BOUND_S)
+    hosts.cut(b, up=True)  # lets hostB's torchrun agent finish (see test_host_lost_mid_shuffle)
+    result_a, result_b = hosts.wait(procs, 60)
+    assert result_a.returncode not in (0, None) and result_b.returncode not in (0, None)
+    error_a, error_b = _error_line(result_a.log), _error_line(result_b.log)
+    assert "rank 0 on hostA" in error_a and "no answer from rank 1 on hostB" in error_a, error_a
+    assert "rank 1 on hostB" in error_b and "hostA" in error_b.split(";")[-1], error_b
+    assert list(shared.iterdir()) == []
