@@ -51,10 +51,10 @@ def wait(work, timeout_s: Optional[float], what: str) -> None:
     except RuntimeError as exc:
         raise RankMismatchError(None, f"rank {rank} on {socket.gethostname()}: {what} with the other {world_size - 1} "
                                       f"ranks failed or did not complete within {timeout_s:g} s ({first_line(exc)})"
-                                      f"{lost_hosts(rank, world_size)}") from None
+                                      f"{lost_hosts(rank, world_size, timeout_s)}") from None
     if ok is False:
         raise RankMismatchError(None, f"rank {rank} on {socket.gethostname()}: {what} did not complete within "
-                                      f"{timeout_s:g} s{lost_hosts(rank, world_size)}")
+                                      f"{timeout_s:g} s{lost_hosts(rank, world_size, timeout_s)}")
 
 
 def barrier(timeout_s: Optional[float] = None, group=None) -> None:

@@ -24,6 +24,7 @@ def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "multihost: runs hosts as network namespaces (root, iproute2)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m selects by marker
 def pytest_collection_modifyitems(config, items) -> None:
     here = Path(__file__).parent
     for item in items:

@@ -345,9 +345,9 @@ class Cluster:
         """Every process in `host`'s namespace."""
         return [int(p) for p in _ip("netns", "pids", host.netns, check=False).stdout.split()]
 
-    def bytes_sent(self, host: Host) -> int:
-        """Bytes `host` has sent on its link (eth0's tx counter)."""
-        info = json.loads(_ip("-n", host.netns, "-s", "-j", "link", "show", "eth0").stdout)
+    def bytes_sent(self, host: Host, device: str = "eth0") -> int:
+        """Bytes `host` has sent on its link (eth0's tx counter; "lo": between its own processes)."""
+        info = json.loads(_ip("-n", host.netns, "-s", "-j", "link", "show", device).stdout)
         return int(info[0]["stats64"]["tx"]["bytes"])
 
     # ------------------------------------------------------------------ teardown

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
+import time
 import sys
 from pathlib import Path
 
@@ -46,6 +48,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--save", help="checkpoint directory written after the last epoch")
     parser.add_argument("--resume", help="checkpoint directory to start from")
     parser.add_argument("--model", help="dense weights to start from (a --save's <save>.model.pt)")
+    parser.add_argument("--fanouts", default="10,10")
+    parser.add_argument("--batch-size", type=int, default=64, help="seeds per step over all ranks")
+    parser.add_argument("--timing", action="store_true",
+                        help="no evaluation; each rank prints one JSON line per epoch: seconds, loader collectives' seconds")
     return parser.parse_args()
 
 
@@ -104,17 +110,22 @@ def main() -> None:
         model.load_state_dict(torch.load(args.model, weights_only=True))
     if args.resume or args.model:
         print(f"rank {rank}: loaded: test acc {accuracy(model, emb, part, args.timeout):.4f}", flush=True)
-    loader = gr.DistNeighborLoader(part, gr.node_split(part, "train_mask"), fanouts=[10, 10], batch_size=64 // world_size,
-                                   timeout_s=args.timeout)
+    loader = gr.DistNeighborLoader(part, gr.node_split(part, "train_mask"), fanouts=[int(f) for f in args.fanouts.split(",")],
+                                   batch_size=-(-args.batch_size // world_size), timeout_s=args.timeout)
     for epoch in range(args.epochs):
+        start, before = time.perf_counter(), dict(loader.stats)
         train_epoch(model, emb, opts, loader, args.timeout)
+        if args.timing:
+            print(json.dumps({"rank": rank, "epoch": epoch, "seconds": time.perf_counter() - start, "seeds": loader.stats["seeds"] - before["seeds"],
+                              "loader_collective_s": loader.stats["collective_s"] - before["collective_s"]}), flush=True)
         print(f"rank {rank}: epoch {epoch} done", flush=True)
-    acc = accuracy(model, emb, part, args.timeout)
-    if args.save:
-        gr.save_checkpoint(args.save, [emb], opts[1])
-        if rank == 0:
-            torch.save(model.state_dict(), f"{args.save}.model.pt")
-    print(f"rank {rank} of {world_size}: test acc {acc:.4f}", flush=True)
+    if not args.timing:
+        acc = accuracy(model, emb, part, args.timeout)
+        if args.save:
+            gr.save_checkpoint(args.save, [emb], opts[1])
+            if rank == 0:
+                torch.save(model.state_dict(), f"{args.save}.model.pt")
+        print(f"rank {rank} of {world_size}: test acc {acc:.4f}", flush=True)
     if world_size > 1:
         dist.destroy_process_group()
 
