@@ -3,12 +3,13 @@ training across the hosts (sampler and feature exchange over the bridge), agains
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
-import os
+import sys
 
-from jobs import ENV, HERE, REPO, one_machine_partition, same_tree, torchrun
+from jobs import ENV, HERE, REPO, one_machine_partition, rank_env, same_tree, torchrun
 
 TRAIN = ["--epochs", "5", "--batch-size", "64", "--quiet", "--seed", "3"]
 
@@ -51,31 +52,33 @@ def test_partition_and_train_across_hosts(cluster2, cora_chunks, tmp_path):
     _checkpoint_round_trip(cluster2)
 
 
+def _each_rank(cluster, *argv: str) -> list:
+    return cluster.wait([cluster.spawn(h, argv, rank_env(cluster, h)) for h in cluster.hosts], 180)
+
+
 def _checkpoint_round_trip(cluster) -> None:
     """Train with a sharded embedding on both hosts and save (to the one directory both hosts share, as
     save_checkpoint needs), gather-ckpt across the hosts (FULL on hostA), copy FULL to hostB, scatter-ckpt
-    to a world of one across the hosts, resume on hostA alone: the restored model predicts as saved."""
+    to a world of one across the hosts, resume on hostA alone: the restored model predicts as saved.
+    The ranks start as torchrun would start them (its environment), without the launcher's start-up."""
     a, b = cluster.hosts
     shared = cluster.root / "shared"  # outside the hosts' own directories: every host sees it (NFS-like)
     shared.mkdir()
-    train = [str(HERE / "train_ckpt.py"), "--timeout", "30"]
-    results = cluster.run({h.name: torchrun(cluster, h, *train, "--parts", "parts", "--epochs", "3",
-                                            "--save", str(shared / "run")) for h in cluster.hosts}, 180, ENV)
+    train = [sys.executable, str(HERE / "train_ckpt.py"), "--timeout", "30"]
+    results = _each_rank(cluster, *train, "--parts", "parts", "--epochs", "3", "--save", str(shared / "run"))
     assert [r.returncode for r in results] == [0, 0], [r.log[-3000:] for r in results]
     saved = _test_acc(results[0].log)
-    ckpt = ["-m", "gpart.distributed"]
-    results = cluster.run({h.name: torchrun(cluster, h, *ckpt, "gather-ckpt", str(shared / "run"), "-o", "full")
-                           for h in cluster.hosts}, 120, ENV)
+    ckpt = [sys.executable, "-m", "gpart.distributed"]
+    results = _each_rank(cluster, *ckpt, "gather-ckpt", str(shared / "run"), "-o", "full")
     assert [r.returncode for r in results] == [0, 0], [r.log[-3000:] for r in results]
     assert (a.disk / "full" / "manifest.json").exists() and not (b.disk / "full").exists()
     shutil.copytree(a.disk / "full", b.disk / "full")  # scatter-ckpt reads FULL on every machine (scp)
-    results = cluster.run({h.name: torchrun(cluster, h, *ckpt, "scatter-ckpt", "full", "--world-size", "1", "-o", "run1")
-                           for h in cluster.hosts}, 120, ENV)
+    results = _each_rank(cluster, *ckpt, "scatter-ckpt", "full", "--world-size", "1", "-o", "run1")
     assert [r.returncode for r in results] == [0, 0], [r.log[-3000:] for r in results]
     [made] = cluster.run({"hostA": ["gpart", "partition", "chunks", "--parts", "1", "--method", "random", "-o", "parts1", "-q"]},
                          60, ENV)
     assert made.returncode == 0, made.log
-    [resumed] = cluster.run({"hostA": ["python", *train, "--parts", "parts1", "--epochs", "1", "--resume", "run1",
+    [resumed] = cluster.run({"hostA": [*train, "--parts", "parts1", "--epochs", "1", "--resume", "run1",
                                        "--model", str(shared / "run.model.pt")]}, 120, ENV)
     assert resumed.returncode == 0, resumed.log[-3000:]
     loaded = float(re.search(r"loaded: test acc (\d\.\d+)", resumed.log).group(1))
