@@ -78,11 +78,11 @@ def measure_link(cluster: Cluster) -> dict:
     return json.loads(results[1].log.strip().splitlines()[-1])
 
 
-def run_job(cluster: Cluster, commands: dict[str, list[str]], counters: list, timeout_s: float) -> dict:
+def run_job(cluster: Cluster, commands: dict[str, list[str]], counters: list, timeout_s: float, step: str) -> dict:
     """Run one command per host at once: wall seconds, bytes each counter's host sent, the logs."""
     before = [cluster.bytes_sent(host, dev) for host, dev in counters]
     start = time.perf_counter()
-    results = cluster.run(commands, timeout_s, ENV)
+    results = cluster.run(commands, timeout_s, ENV, step)
     wall = time.perf_counter() - start
     failed = [r for r in results if r.returncode != 0]
     if failed:
@@ -91,13 +91,16 @@ def run_job(cluster: Cluster, commands: dict[str, list[str]], counters: list, ti
     return {"wall": wall, "sent": sent, "logs": [r.log for r in results]}
 
 
-def shuffle_share(logs: list[str], wall: float) -> float:
-    """Largest share of a rank's run spent in its shuffle stages (-v lines 'rank r: shuffle ... S s')."""
-    shares = []
+def stage_figures(logs: list[str]) -> tuple[float, float]:
+    """(work, shuffle) seconds of the slowest rank, from the -v lines 'rank r: STAGE  S s' (assign, shuffle
+    edges, shuffle nodes, write): the run without the launcher's start-up, and its exchanges (with the
+    packing around them)."""
+    ranks: dict[str, dict[str, float]] = {}
     for log in logs:
-        stages = {m.group(2): float(m.group(3)) for m in re.finditer(r"rank (\d+): (shuffle \w+)\s+([\d.]+) s", log)}
-        shares.append(sum(stages.values()) / wall if wall else 0.0)
-    return max(shares) if shares else 0.0
+        for m in re.finditer(r"rank (\d+): (assign|shuffle edges|shuffle nodes|write)\s+([\d.]+) s", log):
+            ranks.setdefault(m.group(1), {})[m.group(2)] = float(m.group(3))
+    slowest = max(ranks.values(), key=lambda stages: sum(stages.values()))
+    return sum(slowest.values()), slowest.get("shuffle edges", 0.0) + slowest.get("shuffle nodes", 0.0)
 
 
 def epoch_figures(logs: list[str]) -> tuple[float, float]:
@@ -111,12 +114,13 @@ def partition_and_epoch(cluster: Cluster, commands, counters, args) -> dict:
     """The partition, then one training epoch on its result, with the same launcher (`commands(host, argv)`)."""
     parts = ["-m", "gpart.distributed", "partition", "chunks", "--parts", str(args.ranks), "--method", "random",
              "-o", "parts", "-v", "--max-message", args.max_message, "--timeout", "600"]
-    part = run_job(cluster, commands(parts), counters, 3600)
+    part = run_job(cluster, commands(parts), counters, 3600, "partition")
     train = [str(TRAIN), "--parts", "parts", "--epochs", "1", "--timing", "--timeout", "600", "--fanouts", args.fanouts,
              "--batch-size", str(args.batch_size)]
-    epoch = run_job(cluster, commands(train), counters, 3600)
+    epoch = run_job(cluster, commands(train), counters, 3600, "train")
     epoch_s, loader_share = epoch_figures(epoch["logs"])
-    return {"partition_s": part["wall"], "partition_sent": part["sent"], "shuffle_share": shuffle_share(part["logs"], part["wall"]),
+    work_s, shuffle_s = stage_figures(part["logs"])
+    return {"partition_job_s": part["wall"], "partition_s": work_s, "shuffle_s": shuffle_s, "partition_sent": part["sent"],
             "epoch_job_s": epoch["wall"], "epoch_s": epoch_s, "epoch_sent": epoch["sent"], "loader_share": loader_share}
 
 
@@ -144,18 +148,20 @@ def report(ranks: int, across: dict, one: dict, link: dict, args) -> None:
     mib = 1 << 20
     print(f"\n{ranks} ranks: link measured {link['mb_per_s']:.0f} MB/s, TCP connect {link['connect_ms']:.2f} ms "
           f"(shaped: {args.rate_mbit:g} Mbit/s, {args.delay_ms:g} ms one way)")
-    print(f"  {'':26}{'wall s':>9}{'MiB sent/host':>26}{'network share':>15}")
+    print(f"  {'':24}{'job s':>8}{'run s':>8}{'network s':>10}{'share':>7}   MiB sent per host")
     for name, fig in ((f"partition, {ranks} hosts", across), ("partition, one host", one)):
         sent = " ".join(f"{b / mib:.1f}" for b in fig["partition_sent"])
-        print(f"  {name:26}{fig['partition_s']:9.2f}{sent:>26}{fig['shuffle_share']:15.2f}")
+        print(f"  {name:24}{fig['partition_job_s']:8.2f}{fig['partition_s']:8.2f}{fig['shuffle_s']:10.2f}"
+              f"{fig['shuffle_s'] / max(fig['partition_s'], 1e-9):7.2f}   {sent}")
     for name, fig in ((f"epoch, {ranks} hosts", across), ("epoch, one host", one)):
         sent = " ".join(f"{b / mib:.1f}" for b in fig["epoch_sent"])
-        print(f"  {name:26}{fig['epoch_s']:9.2f}{sent:>26}{fig['loader_share']:15.2f}")
-    edges = args.edges
-    sent = sum(across["partition_sent"])
-    print(f"  partition across hosts: {across['partition_s'] / edges * 1e6 * ranks:.3f} rank-s per M edges, "
-          f"{sent / edges:.1f} bytes sent per edge, {across['partition_s'] / max(sent / 1e9, 1e-9):.1f} s per GB sent "
-          f"(one host: {one['partition_s'] / edges * 1e6 * ranks:.3f} rank-s per M edges)")
+        print(f"  {name:24}{fig['epoch_job_s']:8.2f}{fig['epoch_s']:8.2f}{fig['epoch_s'] * fig['loader_share']:10.2f}"
+              f"{fig['loader_share']:7.2f}   {sent}")
+    busiest = max(across["partition_sent"])
+    print(f"  partition across hosts: {across['partition_s'] * ranks / args.edges * 1e6:.3f} rank-s per M edges "
+          f"(one host: {one['partition_s'] * ranks / args.edges * 1e6:.3f}), {sum(across['partition_sent']) / args.edges:.1f} "
+          f"bytes sent per edge, shuffle {across['shuffle_s'] / max(busiest / 1e9, 1e-9):.1f} s per GB the busiest host sent; "
+          f"epoch: {max(across['epoch_sent']) / max(across['epoch_s'], 1e-9) / 1e6:.0f} MB/s per host")
     print("  JSON " + json.dumps({"ranks": ranks, "across": across, "one_host": one, "link": link}))
 
 

@@ -297,9 +297,11 @@ class Cluster:
             time.sleep(0.05)
         return time.monotonic() - start
 
-    def run(self, commands: dict[str, Sequence[str]], timeout_s: float, env: Optional[dict[str, str]] = None) -> list[Result]:
-        """Run one command per host name at once; their results in the order given."""
-        return self.wait([self.spawn(self.host(name), argv, env) for name, argv in commands.items()], timeout_s)
+    def run(self, commands: dict[str, Sequence[str]], timeout_s: float, env: Optional[dict[str, str]] = None,
+            step: str = "") -> list[Result]:
+        """Run one command per host name at once; their results in the order given (logs `<step>-<host>.log`)."""
+        return self.wait([self.spawn(self.host(name), argv, env, f"{step}-{name}" if step else "")
+                          for name, argv in commands.items()], timeout_s)
 
     # ------------------------------------------------------------------ faults and counters
 
