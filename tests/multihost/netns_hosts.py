@@ -13,18 +13,18 @@ Layout (root only; `unavailable()` says why a machine cannot run it):
   interface, no address and no route, so nothing can leave the machine, and two
   clusters (two test runs at once) never see each other.
 - every command runs as `ip netns exec HOST unshare --mount --uts`: its own
-  hostname (hostA ...), an /etc/hosts naming the hosts, its own directory
-  bind-mounted at `LOCAL` (the same path on every host, as /local on real
-  machines), and the other hosts' directories hidden under an empty tmpfs. A
-  host's directory may be a small tmpfs of its own (a disk that fills up).
+  hostname (hostA ...), an /etc/hosts naming the hosts (and no name server),
+  its own directory bind-mounted at `local` (the same path on every host, as
+  /local on real machines; the command starts there), and the other hosts'
+  directories hidden under an empty tmpfs. A host's directory may be a small
+  tmpfs of its own (a disk that fills up). Anything else under the cluster's
+  directory (`root / "shared"`) every host sees: a shared file system.
 - faults: `shape` (delay, loss, rate: link_relay.py, as netem would) on both
-  directions of one host's link,
-  `cut` (the bridge port down), `signal` (every process of a host: SIGKILL,
-  SIGSTOP).
+  directions of one host's link, `cut` (the bridge port down), `signal`
+  (every process of a host: SIGKILL, SIGSTOP).
 
-Teardown (`Cluster.close`, run by `with`, atexit and SIGTERM/SIGHUP;
-Ctrl-C unwinds through `with`)
-kills every process inside the namespaces, deletes them (their veths and the
+Teardown (`Cluster.close`, run by `with`, atexit and SIGTERM/SIGHUP; Ctrl-C
+unwinds through `with`) kills every process inside the namespaces, deletes them (their veths and the
 bridge go with them), unmounts the disks and removes the cluster's directory.
 Names carry the creating process's pid; `cleanup_stale` (run when a cluster
 starts) removes what clusters of dead processes left behind, so even a run

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from netns_hosts import BASE, Cluster, cleanup_stale
+from netns_hosts import BASE, cleanup_stale
 
 HERE = Path(__file__).resolve().parent
 
@@ -39,10 +39,10 @@ def test_a_command_past_its_deadline_is_killed_and_reported(cluster2):
     assert time.monotonic() - start < 10
 
 
-def _owner() -> subprocess.Popen:
+def _owner(log_dir: Path) -> subprocess.Popen:
     # a process that builds a cluster, starts a long command on each host and then waits to be killed
     code = (f"import sys, time; sys.path.insert(0, {str(HERE)!r}); from netns_hosts import Cluster\n"
-            f"c = Cluster(2, {str(BASE / 'owner-logs')!r}); c.open()\n"
+            f"c = Cluster(2, {str(log_dir)!r}); c.open()\n"
             f"[c.spawn(h, ['sleep', '600']) for h in c.hosts]\nprint(c.tag, flush=True); time.sleep(600)\n")
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
 
@@ -63,9 +63,9 @@ def _in_netns_of(pid: int, tag: str) -> bool:
         return False
 
 
-def test_sigterm_tears_down_and_sigkill_is_cleaned_by_the_next_run():
+def test_sigterm_tears_down_and_sigkill_is_cleaned_by_the_next_run(tmp_path):
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        owner = _owner()
+        owner = _owner(tmp_path)
         tag = owner.stdout.readline().strip()
         assert _remains(tag), "the owner built nothing"
         owner.send_signal(sig)
