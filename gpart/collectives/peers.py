@@ -51,14 +51,14 @@ def register(rank: int) -> None:
 def lost_hosts(rank: int, world_size: int, timeout_s: float) -> str:
     """After a failed collective: '; no answer from rank 1 on hostB' (or the store's host), or ''.
 
-    Takes at most about min(PROBE_S, timeout_s) seconds (`timeout_s`: the failed collective's limit): the store's client may block past
+    Takes at most about min(PROBE_S, timeout_s / 2) seconds (`timeout_s`: the failed collective's limit): the store's client may block past
     its own timeout on a cut link, so the probe runs in a daemon thread that is
     abandoned when late (the process is about to exit with the error anyway).
     """
     store = _default_store()
     if store is None or world_size < 2:
         return ""
-    probe_s = min(PROBE_S, timeout_s)
+    probe_s = min(PROBE_S, timeout_s / 2)
     answer: list[str] = []
     probe = threading.Thread(target=_probe, args=(store, rank, world_size, probe_s, answer), daemon=True)
     probe.start()

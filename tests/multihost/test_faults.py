@@ -15,7 +15,7 @@ from jobs import ENV, HERE, one_machine_partition, rank_env, rank_pids, same_tre
 from netns_hosts import Cluster
 
 TIMEOUT_S = 3  # --timeout of the collectives
-# a failing rank: the collective's limit, as long again probing which host is gone (gpart.collectives.peers), exit
+# a failing rank: the collective's limit, half as long again probing which host is gone (gpart.collectives.peers), exit
 BOUND_S = 2 * TIMEOUT_S + 10
 
 
