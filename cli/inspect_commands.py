@@ -20,7 +20,9 @@ from gpart.base.errors import IntegrityError
 def info(directory: str, as_json: bool) -> None:
     """Summarise the result in DIRECTORY: per-partition owned nodes, halo nodes,
     edges and bytes; edge cut, balance, halo ratio and dtypes. Checkpoints
-    (gather-ckpt / scatter-ckpt results) are summarised too."""
+    (gather-ckpt / scatter-ckpt results), export-feat directories and the
+    outputs of convert and export-ckpt (through their manifests) are
+    summarised too."""
     summary = info_of(directory)
     if as_json:
         print_json(summary)
@@ -28,6 +30,8 @@ def info(directory: str, as_json: bool) -> None:
         _render_partition_info(summary)
     elif summary.get("format") == "gpart.filelist":
         _render_exports_info(summary)
+    elif "command" in summary:
+        _render_foreign_info(summary)
     else:
         from gpart.cli.ckpt_commands import render_checkpoint_info
 
@@ -135,6 +139,40 @@ def _render_exports_info(summary: dict[str, Any]) -> None:
     stdout.print(table)
 
 
+def _render_foreign_info(summary: dict[str, Any]) -> None:
+    """A convert / export-ckpt output (gpart.inspect_foreign.foreign_info): what, from where, its files."""
+    head = Table.grid(padding=(0, 2))
+    head.add_row("output of", f"gpart {summary['command']} --to {summary['target']}")
+    head.add_row("source", str(summary["source"] or "?"))
+    if "num_nodes" in summary and "num_edges" in summary:
+        head.add_row("graph", f"{summary['num_nodes']:,} nodes, {summary['num_edges']:,} edges" + (", typed" if summary.get("hetero") else ""))
+    if "num_parts" in summary:
+        head.add_row("partitions", str(summary["num_parts"]))
+    if "world_size" in summary:
+        head.add_row("world size", str(summary["world_size"]) + (f", prefix {summary['prefix']}" if "prefix" in summary else ""))
+    if isinstance(summary.get("optimizer"), dict):
+        head.add_row("optimizer", str(summary["optimizer"].get("type", "?")))
+    for kind in ("node_data", "edge_data", "labels"):
+        if summary.get(kind):
+            head.add_row(kind.replace("_", " "), ", ".join(f"{k} -> {v}" for k, v in summary[kind].items()))
+    if summary.get("not_converted"):
+        head.add_row("not converted", ", ".join(map(str, summary["not_converted"])))
+    for e in summary.get("embeddings", []):
+        if isinstance(e, dict):
+            head.add_row("embedding", f"{e.get('name')}: {e.get('num_rows', 0):,} rows of {e.get('row_shape')} {e.get('dtype')}")
+    head.add_row("size", f"{human_bytes(summary['bytes'])} in {summary['num_files']} files")
+    if summary.get("created_by"):
+        head.add_row("created by", summary["created_by"])
+    stdout.print(Text(str(summary["directory"]), style="bold"))
+    stdout.print(head)
+    table = Table()
+    for col in ("files of", "files", "size"):
+        table.add_column(col, justify="left" if col == "files of" else "right")
+    for g in summary["groups"]:
+        table.add_row(g["group"], str(g["files"]), human_bytes(g["bytes"]))
+    stdout.print(table)
+
+
 def _render_report(report: dict[str, Any]) -> None:
     checked = report.get("checked", {})
     what = ["checksums"] + (["invariants"] if checked.get("invariants") else [])
@@ -145,7 +183,8 @@ def _render_report(report: dict[str, Any]) -> None:
     for note in report.get("notes", []):
         stdout.print(Text(f"note: {note}"), soft_wrap=True)
     if report.get("ok"):
-        stdout.print(Text("OK ", style="green") + Text(f"{directory}: {', '.join(what)} ({checked.get('arrays', 0)} arrays)"), soft_wrap=True)
+        count = f"{checked['files']} files" if "files" in checked else f"{checked.get('arrays', 0)} arrays"
+        stdout.print(Text("OK ", style="green") + Text(f"{directory}: {', '.join(what)} ({count})"), soft_wrap=True)
         return
     for line in report.get("problems", []):
         stdout.print(Text("damaged ", style="red") + Text(str(line)), highlight=False, soft_wrap=True)

@@ -1,7 +1,8 @@
 """`gpart info` and `gpart verify`: describe a result and prove it intact.
 
 Both dispatch on the manifest's `format`: partition results are handled here,
-checkpoints by gpart.ckpt (imported only when one is met).
+checkpoints by gpart.ckpt, the outputs of `gpart convert` and `gpart export-ckpt`
+by gpart.inspect_foreign (through the files their manifests list).
 
 verify() of a partition result is gpart.verify_partition's PartitionVerifier.
 """
@@ -31,6 +32,7 @@ from gpart.verify_partition import PartitionVerifier
 from gpart.base.progress import Progress, or_null
 from gpart.hetero_inspect import hetero_info, typed_input, verify_typed
 from gpart.ckpt import checkpoint_info, verify_checkpoint
+from gpart.inspect_foreign import FOREIGN_FORMATS, foreign_info, verify_foreign
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -74,18 +76,26 @@ def _format_of(directory: PathLike, missing_is_damage: bool) -> str:
     return fmt
 
 
+def _unknown_format(directory: PathLike, fmt: str) -> InputError:
+    known = ", ".join([PARTITION_FORMAT, CHECKPOINT_FORMAT, FILELIST_FORMAT, *FOREIGN_FORMATS])
+    return InputError(Path(directory) / MANIFEST_NAME, f"format {fmt!r} is none that gpart info and verify read ({known})")
+
+
 # --------------------------------------------------------------------------- info
 
 
 def info(directory: PathLike) -> dict[str, Any]:
-    """Sizes, edge cut, balance, halo ratio and dtypes of a result (or a checkpoint's summary)."""
+    """Sizes, edge cut, balance, halo ratio and dtypes of a result; or the summary of a checkpoint, an
+    export-feat directory, a convert or an export-ckpt output."""
     fmt = _format_of(directory, missing_is_damage=False)
     if fmt == FILELIST_FORMAT:
         return _exports_info(directory)
     if fmt == CHECKPOINT_FORMAT:
         return checkpoint_info(directory)
+    if fmt in FOREIGN_FORMATS:
+        return foreign_info(directory)
     if fmt != PARTITION_FORMAT:
-        raise InputError(Path(directory) / MANIFEST_NAME, f"format {fmt!r} is not a partition result or checkpoint")
+        raise _unknown_format(directory, fmt)
     with PartitionReader(directory) as reader:
         out = _partition_info(reader)
         if reader.hetero is not None:  # typed results, SPEC.md 8.5
@@ -215,13 +225,13 @@ def verify(
         if graph is not None or node_data or edge_data:
             raise InputError(directory, "holds export-feat exports: --graph, --node-data and --edge-data apply to partition results")
         return verify_exports(directory)
-    if fmt == CHECKPOINT_FORMAT:
+    if fmt == CHECKPOINT_FORMAT or fmt in FOREIGN_FORMATS:
         if graph is not None or node_data or edge_data:
-            raise InputError(directory, "is a checkpoint: --graph, --node-data and --edge-data apply to partition results")
-
-        return verify_checkpoint(directory)
+            what = "a checkpoint" if fmt == CHECKPOINT_FORMAT else f"a `gpart {FOREIGN_FORMATS[fmt]}` output"
+            raise InputError(directory, f"is {what}: --graph, --node-data and --edge-data apply to partition results")
+        return verify_checkpoint(directory) if fmt == CHECKPOINT_FORMAT else verify_foreign(directory)
     if fmt != PARTITION_FORMAT:
-        raise InputError(Path(directory) / MANIFEST_NAME, f"format {fmt!r} is not a partition result or checkpoint")
+        raise _unknown_format(directory, fmt)
     try:
         reader = PartitionReader(directory, check_files=False)
     except GpartError as exc:
