@@ -7,11 +7,10 @@ from typing import Any
 import click
 
 from gpart.cli.ui import data_options, human_bytes, json_option, print_json, progress_for, quiet_option, stdout
-from gpart.inspect_result import info as info_of, verify as verify_dir
+from gpart.inspect_result import info as info_of, report_failure, verify as verify_dir
 from gpart.cli.params import parse_name_paths
 from rich.table import Table
 from rich.text import Text
-from gpart.base.errors import IntegrityError
 
 
 @click.command()
@@ -51,8 +50,13 @@ def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_d
            quiet: bool, as_json: bool) -> None:
     """Check every checksum and invariant of the result in DIRECTORY.
 
+    Also checkpoints, export-feat directories and the outputs of convert and
+    export-ckpt (every file their manifest lists: size and CRC-32).
+
     Exit status: 0 intact, 1 damaged (a checksum, size or invariant fails, or
-    the manifest is missing), 2 bad arguments or unreadable input.
+    the manifest is missing), 2 bad arguments or unreadable input, 3 the
+    --graph given is not the input the result was made from (other node or
+    edge counts, or edges and data that differ from an intact result's).
     """
     nodes = parse_name_paths(node_data, "--node-data") or None
     edges = parse_name_paths(edge_data, "--edge-data") or None
@@ -62,11 +66,9 @@ def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_d
         print_json(report)
     elif not (quiet and report.get("ok")):
         _render_report(report)
-    if not report.get("ok"):
-        # IntegrityError makes main() exit with status 1 after one `error:` line
-
-        count = len(report.get("problems", []))
-        raise IntegrityError(directory, f"damaged: {count} problem{'s' if count != 1 else ''} found")
+    failure = report_failure(directory, graph, report)
+    if failure is not None:  # main() prints its one `error:` line and exits with its code (1 damaged, 3 another input)
+        raise failure
 
 
 def _render_partition_info(summary: dict[str, Any]) -> None:
@@ -188,4 +190,10 @@ def _render_report(report: dict[str, Any]) -> None:
         return
     for line in report.get("problems", []):
         stdout.print(Text("damaged ", style="red") + Text(str(line)), highlight=False, soft_wrap=True)
-    stdout.print(Text("FAILED ", style="red") + Text(f"{directory}: {len(report.get('problems', []))} problems"), soft_wrap=True)
+    for line in report.get("mismatch", []):
+        stdout.print(Text("differs ", style="yellow") + Text(str(line)), highlight=False, soft_wrap=True)
+    if report.get("problems"):
+        stdout.print(Text("FAILED ", style="red") + Text(f"{directory}: {len(report['problems'])} problems"), soft_wrap=True)
+    else:
+        stdout.print(Text("MISMATCH ", style="yellow") + Text(f"{directory}: intact, but not made from {checked.get('graph') or 'the input given'}"
+                                                              f" ({len(report.get('mismatch', []))} differences)"), soft_wrap=True)
