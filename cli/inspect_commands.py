@@ -155,8 +155,9 @@ def _render_foreign_info(summary: dict[str, Any]) -> None:
     if isinstance(summary.get("optimizer"), dict):
         head.add_row("optimizer", str(summary["optimizer"].get("type", "?")))
     for kind in ("node_data", "edge_data", "labels"):
-        if summary.get(kind):
-            head.add_row(kind.replace("_", " "), ", ".join(f"{k} -> {v}" for k, v in summary[kind].items()))
+        renamed = _renames(summary.get(kind) or {})
+        if renamed:
+            head.add_row(kind.replace("_", " "), ", ".join(renamed))
     if summary.get("not_converted"):
         head.add_row("not converted", ", ".join(map(str, summary["not_converted"])))
     for e in summary.get("embeddings", []):
@@ -173,6 +174,14 @@ def _render_foreign_info(summary: dict[str, Any]) -> None:
     for g in summary["groups"]:
         table.add_row(g["group"], str(g["files"]), human_bytes(g["bytes"]))
     stdout.print(table)
+
+
+def _renames(mapping: dict[str, Any], prefix: str = "") -> list[str]:
+    """`name -> key` of a convert manifest's node_data / edge_data; typed ones are nested per type (`type/name -> key`)."""
+    lines = []
+    for name, key in mapping.items():
+        lines += _renames(key, f"{prefix}{name}/") if isinstance(key, dict) else [f"{prefix}{name} -> {key}"]
+    return lines
 
 
 def _render_report(report: dict[str, Any]) -> None:

@@ -134,3 +134,16 @@ def test_a_malformed_manifest_is_damage_for_verify_and_bad_input_for_info(output
 def test_graph_options_apply_to_partition_results_only(outputs, capsys):
     rc, _, err = run(capsys, "verify", outputs["pyg"], "--graph", CORA)
     assert rc == 2 and err == f"error: {outputs['pyg']}: is a `gpart convert` output: --graph, --node-data and --edge-data apply to partition results\n"
+
+
+def test_a_typed_conversion(capsys, tmp_path):
+    hetero = CORA.parent / "cora_hetero.npz"
+    assert main(["partition", str(hetero), "-p", "2", "-o", str(tmp_path / "hparts"), "-q"]) == 0
+    assert main(["convert", str(tmp_path / "hparts"), "--to", "pyg", "-o", str(tmp_path / "hpyg"), "-q"]) == 0
+    rc, text, _ = run(capsys, "info", tmp_path / "hpyg", "--json")
+    summary = json.loads(text)
+    assert rc == 0 and summary["hetero"] is True and summary["node_data"]["paper"]["feat"] == "x"
+    assert {"part_0", "part_1", "node_map", "edge_map"} <= {g["group"] for g in summary["groups"]}
+    rc, text, _ = run(capsys, "info", tmp_path / "hpyg")
+    assert rc == 0 and "paper/feat -> x" in text and "typed" in text
+    assert run(capsys, "verify", tmp_path / "hpyg")[0] == 0
