@@ -206,7 +206,8 @@ def test_small_typed_graph_roundtrip_and_key_without_type(capsys, tmp_path):
             break
     (out / "manifest.json").write_text(json.dumps(m))
     rc, text, err = run(capsys, "verify", out, "--graph", src)
-    assert rc == 1 and "rows differ from the input's" in text + err
+    # checksums and invariants hold: only the input disagrees, so the input is the side named (exit 3)
+    assert rc == 3 and "rows differ from the input's" in text + err and "checksums and invariants hold" in err
     with zipfile.ZipFile(tmp_path / "mixed.npz", "w") as zf:  # a plain key in a typed archive
         with zipfile.ZipFile(src) as z:
             for info in z.infolist():
