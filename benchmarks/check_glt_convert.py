@@ -4,8 +4,9 @@
 
 GLT 0.2.4 (the current release) is built against torch 2.3 and does not install
 beside gpart's torch, so this runs in a separate venv (`pip install torch==2.3.0
-'numpy<2' click rich h5py`, then `pip install --no-deps graphlearn-torch==0.2.4`,
-gpart importable from the checkout with PYTHONPATH). GLT imports torch_sparse,
+'numpy<2' click rich h5py psutil torch_geometric==2.5.3` (GLT's loaders import
+torch_geometric), then `pip install --no-deps graphlearn-torch==0.2.4`, gpart
+importable from the checkout with PYTHONPATH). GLT imports torch_sparse,
 a compiled package that has no wheel for this torch; GLT uses it only to sort
 COO edges into CSR/CSC (SparseTensor(row, col, value).storage.rowptr/col/value),
 so this script installs a stand-in module doing exactly that sort with torch

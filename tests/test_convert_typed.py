@@ -125,6 +125,19 @@ def test_typed_refusals(typed_graphs, tmp_path, capsys):
     assert "a___b__c" in err and no_output(tmp_path / "o")
 
 
+def test_glt_refuses_a_partition_without_edges_of_a_type(tmp_path, capsys):
+    """GLT 0.2.4's DistDataset.load fails on an edge type (or a homogeneous partition) without edges: refused, one line."""
+    four = np.arange(4, dtype=np.int64)
+    np.savez(tmp_path / "t.npz", **{"user/num_nodes": np.int64(4), "item/num_nodes": np.int64(2), "user:buys:item/src": four,
+                                    "user:buys:item/dst": np.zeros(4, np.int64), "user:knows:user/src": four, "user:knows:user/dst": four[::-1]})
+    np.savez(tmp_path / "h.npz", src=four, dst=np.zeros(4, np.int64), num_nodes=np.int64(4))
+    for name, what in (("t", "partition 1 stores no edges of type 'user:buys:item'"), ("h", "partition 1 stores no edges, which")):
+        assert run("partition", tmp_path / f"{name}.npz", "--parts", 2, "--method", "remainder", "-o", tmp_path / name, "-q") == 0
+        _expect_error(capsys, tmp_path / "o", "convert", tmp_path / name, "--to", "glt", "-o", tmp_path / "o", match=what)
+        assert no_output(tmp_path / "o")
+        assert run("convert", tmp_path / name, "--to", "pyg", "-o", tmp_path / f"{name}_pyg", "-q") == 0  # PyG holds it
+
+
 def test_dgl_refuses_more_node_types_than_int16_holds():
     """DGL keeps node type indices as int16: a result with 32768 node types is refused before anything is written."""
     from gpart.convert.dgl_target import DglTarget

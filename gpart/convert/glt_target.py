@@ -57,6 +57,8 @@ class GltTarget(ConvertTarget):
         )
 
     def write(self, reader: PartitionReader, plan: ConvertPlan, stage: Path, progress: Progress, options: ConvertOptions) -> list[FileEntry]:
+        _refuse_empty(reader, [("", [reader.part_info(p)["num_edges"] for p in range(reader.num_parts)])])
+
         def write_part(p: int, edges: PartitionEdges) -> list[FileEntry]:
             nodes, kept = data_rows(reader, p, "node", plan.node), data_rows(reader, p, "edge", plan.edge)
             return glt.write_partition(stage, p, graphs={"": (edges.row, edges.col, edges.edge_ids)},
@@ -73,6 +75,8 @@ class GltTarget(ConvertTarget):
 
     def write_typed(self, reader: PartitionReader, plan: ConvertPlan, stage: Path, progress: Progress, options: ConvertOptions) -> list[FileEntry]:
         meta = reader.hetero
+        starts = [type_starts(reader, p)[1] for p in range(reader.num_parts)]
+        _refuse_empty(reader, [(f" of type {etype_key(e)!r}", [int(s[r + 1] - s[r]) for s in starts]) for r, e in enumerate(meta.edge_types)])
 
         def write_part(p: int, erased: PartitionEdges) -> list[FileEntry]:
             nodes, edges = typed_partition(reader, plan, p, erased)
@@ -90,6 +94,16 @@ class GltTarget(ConvertTarget):
             labels = _labels(reader, stage, node_data_key(ntype, name), ntype, meta.num_nodes[t], int(meta.node_offsets[t]), t)
             files.append(glt.write_labels(stage, labels, meta.node_data[ntype][name][0], ntype))
         return files
+
+
+def _refuse_empty(reader: PartitionReader, counts: list[tuple[str, list[int]]]) -> None:
+    """GLT 0.2.4's loader builds each edge type's CSC from its partition's edges and fails on none (row.max() of an
+    empty tensor), as it would on its own partitioners' files: refuse such a result with one line, before writing."""
+    for what, per_part in counts:
+        for p, n in enumerate(per_part):
+            if n == 0:
+                raise InputError(reader.directory, f"partition {p} stores no edges{what}, which GLT 0.2.4's DistDataset.load cannot "
+                                                   "load (it fails on an empty edge list); partition into fewer parts to convert --to glt")
 
 
 def _slots(options: ConvertOptions, node_names: list[list[str]], edge_names: list[list[str]], where: PathLike) -> tuple[str, str, str]:
