@@ -185,6 +185,20 @@ def typed_results(edges: int, parts: int, method: str, targets: list[str]) -> No
             typed.unlink()
 
 
+def checkpoint_exports(rows: int, world: int) -> None:
+    """(d): export-ckpt of range-sharded checkpoints beside a plain copy of each."""
+    for target, optimizer in (("wholegraph", "lazyadam"), ("wholegraph", "adam"), ("distdgl", "adam")):
+        run = WORKDIR / f"run_{optimizer}"
+        measure("make-ckpt", out=run, rows=rows, dim=64, optimizer=optimizer)
+        copy = measure("copy", input=run, out=WORKDIR / "ckcopy")
+        shutil.rmtree(WORKDIR / "ckcopy")
+        print(f"  checkpoint: {rows:,} x 64 float32, {optimizer}, range over 4 ranks, {dir_bytes(run) / 2**20:.0f} MiB")
+        show("(d) floor: copy of the checkpoint directory", copy)
+        show(f"(d) gpart export-ckpt {optimizer} --to {target} -w {world}", measure("export", input=run, out=WORKDIR / target, target=target, world=world), copy)
+        shutil.rmtree(WORKDIR / target)
+        shutil.rmtree(run)
+
+
 def measure(what: str, **kw) -> dict:
     cmd = [sys.executable, __file__, "--child", what] + [f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]
     res = subprocess.run(cmd, capture_output=True, text=True)
@@ -212,6 +226,7 @@ def main() -> None:
     ap.add_argument("--optimizer", default="lazyadam", help=argparse.SUPPRESS)
     ap.add_argument("--ckpt-rows", type=int, default=1_000_000, help="rows of the benchmark checkpoint (64 wide)")
     ap.add_argument("--skip-ckpt", action="store_true", help="skip (d)")
+    ap.add_argument("--only-ckpt", action="store_true", help="only (d)")
     ap.add_argument("--typed", type=int, default=None, metavar="E", help="only (e): typed Cora and, if E > 0, a generated typed graph of E edges")
     ap.add_argument("--targets", default="pyg,glt", help="convert targets of (b), comma-separated (dgl needs dgl importable)")
     args = ap.parse_args()
@@ -222,6 +237,9 @@ def main() -> None:
     WORKDIR.mkdir(parents=True, exist_ok=True)
     if args.typed is not None:
         typed_results(args.typed, args.parts, args.method, args.targets.split(","))
+        return
+    if args.only_ckpt:
+        checkpoint_exports(args.ckpt_rows, args.world)
         return
     made_input = False
     src = args.input or DEFAULT_INPUT
@@ -249,16 +267,7 @@ def main() -> None:
             shutil.rmtree(out)
         shutil.rmtree(parts)
         if not args.skip_ckpt:
-            for target, optimizer in (("wholegraph", "lazyadam"), ("wholegraph", "adam"), ("distdgl", "adam")):
-                run = WORKDIR / f"run_{optimizer}"
-                measure("make-ckpt", out=run, rows=args.ckpt_rows, dim=64, optimizer=optimizer)
-                copy = measure("copy", input=run, out=WORKDIR / "ckcopy")
-                shutil.rmtree(WORKDIR / "ckcopy")
-                print(f"  checkpoint: {args.ckpt_rows:,} x 64 float32, {optimizer}, range over 4 ranks, {dir_bytes(run) / 2**20:.0f} MiB")
-                show("(d) floor: copy of the checkpoint directory", copy)
-                show(f"(d) gpart export-ckpt {optimizer} --to {target} -w {args.world}", measure("export", input=run, out=WORKDIR / target, target=target, world=args.world), copy)
-                shutil.rmtree(WORKDIR / target)
-                shutil.rmtree(run)
+            checkpoint_exports(args.ckpt_rows, args.world)
     finally:
         for p in (parts, WORKDIR / "pyg", WORKDIR / "glt", WORKDIR / "dgl", WORKDIR / "naive", WORKDIR / "copy"):
             shutil.rmtree(p, ignore_errors=True)
