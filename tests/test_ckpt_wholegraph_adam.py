@@ -9,7 +9,8 @@ each row's step count, computed here by WholeGraph's own float32 recurrence;
 moments and steps bit for bit; and one further step, gpart's SparseAdam on
 the checkpoint beside a numpy LazyAdam step written from WholeGraph's kernel
 (lazy_adam_optimizer_step_kernel) on the exported files, gives the same table
-to float32 rounding.
+to float32 rounding (1e-4 of lr: WholeGraph forms 1 - beta2^t in float32). DistDGL's
+Adam files (float32 step counts) take the same way through import-ckpt --from torch.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def adam_runs(tmp_path_factory) -> Path:
 
 
 def _pow32(beta: float, t: int) -> np.float32:
-    """WholeGraph's beta12t after t steps of a row: 1.0f multiplied t times by float32 beta."""
+    """WholeGraph's beta12t after t steps of a row: 1.0f multiplied t times by float32 beta (each product rounded)."""
     x, b = np.float32(1.0), np.float32(beta)
     for _ in range(t):
         x = np.float32(x * b)
@@ -168,3 +169,22 @@ def test_adam_export_and_import_refusals(adam_runs, tmp_path, capsys):
     # the defaults are WholeGraph's betas, which this run used
     assert manifest["optimizer"]["betas"] == [0.9, 0.999]
     assert run(*args, "-o", tmp_path / "z", "-q") == 0
+
+
+def test_distdgl_adam_resumes_as_lazyadam(tmp_path):
+    """DistDGL's SparseAdam files (float32 step counts up to 5000) -> import-ckpt -> WholeGraph LazyAdam -> back."""
+    from test_ckpt import _distdgl_save
+
+    n, w, d = 211, 3, 6
+    full = _distdgl_save(tmp_path / "opt", "ent", n, w, d, "adam")
+    assert run("import-ckpt", "--from", "torch", f"{tmp_path / 'opt'}_{{rank}}", f"{tmp_path / 'opt'}_table_{{rank}}",
+               "-w", w, "-o", tmp_path / "ck", "-q") == 0
+    assert run("export-ckpt", tmp_path / "ck", "--to", "wholegraph", "-w", 4, "-o", tmp_path / "wg", "--prefix", "ent", "-q") == 0
+    beta12t = np.concatenate([np.fromfile(tmp_path / "wg" / f"ent_beta12t_part_{r}_of_4", dtype=np.float32) for r in range(4)]).reshape(n, 2)
+    power = {t: (_pow32(0.9, t), _pow32(0.999, t)) for t in np.unique(full["step"].astype(np.int64)).tolist()}
+    assert beta12t.tobytes() == np.array([power[int(t)] for t in full["step"]], dtype=np.float32).tobytes()
+    m = np.concatenate([np.fromfile(tmp_path / "wg" / f"ent_m_part_{r}_of_4", dtype=np.float32) for r in range(4)]).reshape(n, d)
+    assert np.array_equal(m, full["mem"])
+    assert run("import-ckpt", "--from", "wholegraph", tmp_path / "wg" / "ent", "--num-rows", n, "--dim", d, "-w", 4, "--name", "ent",
+               "--optimizer", "adam", "-o", tmp_path / "back", "-q") == 0
+    assert gathered(tmp_path / "back", tmp_path / "g1") == gathered(tmp_path / "ck", tmp_path / "g2")
