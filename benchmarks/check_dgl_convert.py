@@ -34,9 +34,10 @@ types) and the saved per-type orig_nids / orig_eids:
   exactly the out-edges of inner nodes owned elsewhere;
 - every typed node and edge data row equals the input's row.
 
-Then, on a one-partition conversion of Cora (DGL's standalone mode needs one
-partition), it opens a `DistGraph`, samples in-neighbours with DGL and compares
-them with the input, and resumes a DistDGL `SparseAdam` with `opt.load(prefix)`
+Then, on one-partition conversions of Cora and of typed Cora (DGL's standalone
+mode needs one partition), it opens a `DistGraph`, samples in-neighbours with
+DGL (of every edge type, typed) and compares them and feature rows with the
+input, and resumes a DistDGL `SparseAdam` with `opt.load(prefix)`
 from `gpart export-ckpt --to distdgl` files: every state row, the table and the
 hyper-parameters must come back exactly.
 
@@ -54,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from interop_common import DEFAULT_GRAPHS, GENERATED_TYPED_EDGES, partition_typed, partition_with_edge_weights, typed_inputs  # noqa: E402  (interop_common puts gpart on sys.path)
+from interop_common import CORA_TYPED, DEFAULT_GRAPHS, GENERATED_TYPED_EDGES, partition_typed, partition_with_edge_weights, typed_inputs  # noqa: E402  (interop_common puts gpart on sys.path)
 
 from gpart.ckpt import export_checkpoint  # noqa: E402
 from gpart.convert import convert_partitions  # noqa: E402
@@ -237,7 +238,35 @@ def check_standalone(graph_path: Path, work: Path) -> dict:
     assert torch.equal(mem, torch.from_numpy(arrays["ent.exp_avg"])) and torch.equal(power, torch.from_numpy(arrays["ent.exp_avg_sq"]))
     assert torch.equal(emb.weight[ids], torch.from_numpy(arrays["ent"]))
     assert (opt._lr, opt._beta1, opt._beta2, opt._eps) == (0.05, 0.8, 0.99, 1e-7)
-    return {"sampled_edges": len(got), "rows": n}
+    typed_edges = _check_typed_distgraph(work)  # last: its node types' policies would make DistEmbedding's ambiguous
+    return {"sampled_edges": len(got), "rows": n, "typed_sampled_edges": typed_edges}
+
+
+def _check_typed_distgraph(work: Path) -> int:
+    """A one-partition typed conversion of typed Cora as a DistGraph (DGL already initialised standalone): its types,
+    every sampled in-edge of every type of some papers, and their feature rows, through orig_nids."""
+    import dgl
+    import torch
+
+    graph, parts = partition_typed(CORA_TYPED, work, 1, method="remainder")
+    convert_partitions(parts, work / "t1", to="dgl", graph_name="t1", force=True)
+    g = dgl.distributed.DistGraph("t1", part_config=str(work / "t1" / "t1.json"))
+    assert g.ntypes == graph.node_types and g.canonical_etypes == graph.edge_types
+    orig = {t: v.numpy() for t, v in torch.load(work / "t1" / "orig_nids.pt", weights_only=True).items()}
+    seeds = torch.arange(0, graph.num_nodes["paper"], 40)
+    sub = dgl.distributed.sample_neighbors(g, {"paper": seeds}, -1)
+    sampled = 0
+    assert set(sub.canonical_etypes) <= {e for e in graph.edge_types if e[2] == "paper"}  # in-edges of papers only
+    for e in sub.canonical_etypes:
+        src, dst = (np.asarray(x, np.int64) for x in graph.edges[e])
+        into = np.isin(dst, orig["paper"][seeds.numpy()])
+        want = sorted(zip(src[into].tolist(), dst[into].tolist()))
+        s, d = (x.numpy() for x in sub.edges(etype=e))
+        assert sorted(zip(orig[e[0]][s].tolist(), orig[e[2]][d].tolist())) == want, e
+        sampled += len(want)
+    feat = g.nodes["paper"].data["feat"][seeds].numpy()
+    assert np.array_equal(feat, np.asarray(graph.node_data["paper"]["feat"])[orig["paper"][seeds.numpy()]])
+    return sampled
 
 
 def main() -> None:
@@ -265,7 +294,8 @@ def main() -> None:
                       f"{result['types'][1]} edge types, {result['parts']} parts: load_partition returns every typed edge and data row")
     with tempfile.TemporaryDirectory() as tmp:
         result = check_standalone(DEFAULT_GRAPHS[0], Path(tmp))
-    print(f"OK DistGraph over a converted partition: sample_neighbors returned the input's {result['sampled_edges']} in-edges; "
+    print(f"OK DistGraph over a converted partition: sample_neighbors returned the input's {result['sampled_edges']} in-edges "
+          f"(typed Cora: {result['typed_sampled_edges']} typed in-edges, feature rows too); "
           f"DistDGL SparseAdam.load resumed {result['rows']:,} rows of export-ckpt --to distdgl states exactly")
 
 
