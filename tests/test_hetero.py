@@ -225,9 +225,10 @@ def test_typed_metis_stops_up_front_past_max_memory(capsys, tmp_path):
     assert not out.exists() and list(tmp_path.iterdir()) == []  # no scratch left beside the output either
 
 
-def test_convert_to_glt_refuses_typed_results(capsys, tmp_path):
-    """GLT's typed layout is not written (typed results convert --to pyg: tests/test_convert_hetero.py)."""
+def test_convert_to_glt_writes_typed_results(capsys, tmp_path):
+    """GLT's typed layout (SPEC.md 7.7; its files and loader: tests/test_convert_typed.py)."""
     out = tmp_path / "parts"
     run(capsys, "partition", HETERO, "--parts", 2, "-o", out, "--method", "range", "-q")
-    rc, _, err = run(capsys, "convert", out, "--to", "glt", "-o", tmp_path / "glt")
-    assert rc == 2 and "typed (heterogeneous) result" in err and not (tmp_path / "glt").exists()
+    rc, _, err = run(capsys, "convert", out, "--to", "glt", "-o", tmp_path / "glt", "-q")
+    assert rc == 0, err
+    assert json.loads((tmp_path / "glt" / "manifest.json").read_text())["hetero"] is True and (tmp_path / "glt" / "node_pb").is_dir()
