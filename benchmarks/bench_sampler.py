@@ -158,8 +158,8 @@ def _rank_run(rank: int, world_size: int, parts: str, batches: int) -> dict:
 
 def multi_process(parts: dict, world_sizes: list[int], methods: list[str], halos: list[int], batches: int) -> None:
     print(f"\ngloo processes (one thread each), one per partition; {batches} batches per rank after a warm-up batch;")
-    print("  x = 128 float32 per node (+ the seeds' labels): 'gathered after' = sample, then LoadedPartition.gather;")
-    print("  'fused' = rows carried in the sampling answers (gpart.runtime.fused); the three runs take turns batch by batch")
+    print("  x = 128 float32 per node (+ the seeds' labels): 'gathered after' = sample, then one row round per array (fuse=False);")
+    print("  'fused' = rows carried in the sampling answers (fuse=True, the default); the three runs take turns batch by batch")
     print(f"  {'parts':<14} {'procs':>5} {'M edges/s':>10} {'per rank':>9} {'run':<18} {'coll/batch':>10} {'in coll.':>9} "
           f"{'batches/s':>10} {'RSS/proc':>9}")
     for method in methods:
