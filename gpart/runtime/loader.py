@@ -190,6 +190,9 @@ class NeighborLoader:
         self.num_batches = self._agree(self._problem())
         self.sampler = LocalSampler(part, self.plan.hop_fanouts, self.replace)
         self.num_hops = len(self.plan.hop_fanouts)
+        # one partition on a GPU: hops as [columns, fanout] tables, one host synchronisation each (the sizes);
+        # settable, e.g. to run that path on the CPU
+        self.table_hops = self.device.type == "cuda" and not self.exchange.active
         self.epoch = 0
         self._relabel: Optional[Relabeller] = None
 
@@ -274,14 +277,18 @@ class NeighborLoader:
         num_nodes, num_edges = [int(seeds.numel())], []
         nothing = [[] for _ in rows.kind_keys]
         for hop in range(self.num_hops):
-            answer = self._round(frontier, rows.keys(hop == 0) if carry else nothing, (hop, gen))
-            dst = torch.repeat_interleave(answer.order + first, answer.counts, output_size=int(answer.src.numel()))
-            pos, added = relabel.add_unique(answer.src, final=hop == self.num_hops - 1)
-            for key, part_rows in answer.node_rows.items():
-                got[key].append(part_rows)
+            final = hop == self.num_hops - 1
+            if self.table_hops and self.sampler.table_fanout(hop):
+                pos, dst, eid, added = self._table_hop(frontier, hop, gen, first, final)
+            else:
+                answer = self._round(frontier, rows.keys(hop == 0) if carry else nothing, (hop, gen))
+                dst = torch.repeat_interleave(answer.order + first, answer.counts, output_size=int(answer.src.numel()))
+                (pos, added), eid = relabel.add_unique(answer.src, final=final), answer.eid
+                for key, part_rows in answer.node_rows.items():
+                    got[key].append(part_rows)
             first += int(frontier.numel())
-            srcs.append(pos), dsts.append(dst), eids.append(answer.eid), n_ids.append(added)
-            num_nodes.append(int(added.numel())), num_edges.append(int(answer.src.numel()))
+            srcs.append(pos), dsts.append(dst), eids.append(eid), n_ids.append(added)
+            num_nodes.append(int(added.numel())), num_edges.append(int(pos.numel()))
             frontier = added
         relabel.reset()
         n_id = torch.cat(n_ids)
@@ -299,6 +306,18 @@ class NeighborLoader:
         batch = Batch(n_id=n_id, batch_size=int(seeds.numel()), edge_index=edge_index, e_id=torch.cat(eids),
                       num_sampled_nodes=num_nodes, num_sampled_edges=num_edges)
         return Sampled(batch, node_data, y)
+
+    def _table_hop(self, frontier: torch.Tensor, hop: int, gen: torch.Generator, first: int, final: bool):
+        """One hop with one partition as a [columns, fanout] table: (positions of the sources, destinations, edge
+        ids, nodes added), with one host synchronisation (Relabeller.add_masked); local ids are the global ids."""
+        part = self.part
+        table = self.sampler.sample_table(frontier, hop, gen)
+        positions = table.clamp(min=0).reshape(-1)
+        src = torch.index_select(part.indices, 0, positions)
+        pos, added, keep = self._relabel.add_masked(src, (table >= 0).reshape(-1), final=final)
+        eid = torch.index_select(part.edge_ids, 0, torch.index_select(positions, 0, keep))
+        dst = torch.div(keep, table.shape[1], rounding_mode="floor").add_(first)
+        return pos, dst, eid, added
 
     def _fetch_after(self, n_id: torch.Tensor) -> dict[Hashable, torch.Tensor]:
         """Rows of every array for the whole node list, after sampling: one round per array (and kind)."""

@@ -11,7 +11,10 @@ the case of one node type and one edge type, where the slice is the whole
 column (no type tables are looked up). Every (column, edge type) pair is a
 segment; the segments are listed column by column, types in type order, and
 drawn with gpart.runtime.sampling.sample_segments once per distinct fanout of
-the hop, so the edges come out grouped by column without a sort. Tensor
+the hop, so the edges come out grouped by column without a sort.
+`sample_table` is the static-shape form for one edge type and a positive
+fanout ([columns, fanout] positions, -1 padded, no host synchronisation),
+which the loader uses on the device when there is one partition. Tensor
 operations only (no loop per node), on CPU or CUDA alike: the partition's
 tensors and the generator decide the device.
 """
@@ -22,7 +25,7 @@ from typing import Any
 
 import torch
 
-from gpart.runtime.sampling import sample_segments
+from gpart.runtime.sampling import sample_segments, sample_table
 
 
 class LocalSampler:
@@ -69,6 +72,18 @@ class LocalSampler:
         if self.remote_ids:
             src = torch.index_select(part.node_ids, 0, src)
         return counts, src, torch.index_select(part.edge_ids, 0, positions)
+
+    def table_fanout(self, hop: int) -> int:
+        """The fanout F of hop `hop` when it can be sampled as a [columns, F] table (sample_table): one edge type, a
+        positive fanout; 0 when not (a typed graph, or -1: every in-edge)."""
+        values = self.hop_values[hop]
+        return values[0] if not self.typed and len(values) == 1 and values[0] > 0 else 0
+
+    def sample_table(self, cols: torch.Tensor, hop: int, gen: torch.Generator) -> torch.Tensor:
+        """[len(cols), F] CSC positions sampled per owned column, -1 padded (table_fanout(hop) = F > 0), with no host
+        synchronisation."""
+        start, deg, _, _ = self._segments(cols.to(torch.int64), hop)
+        return sample_table(start, deg, self.table_fanout(hop), self.replace, gen)
 
     def _segments(self, cols: torch.Tensor, hop: int):
         """(start, length, column of each segment or None when segments are the columns, fanout of each or None)."""
