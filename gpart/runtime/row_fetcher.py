@@ -154,8 +154,7 @@ class RowFetcher(ABC):
             return torch.index_select(table, 0, local)
         local = local.to(table.device)
         if self.device.type == "cuda" and table.is_pinned():
-            out = torch.empty((local.numel(), *table.shape[1:]), dtype=table.dtype, pin_memory=True)
-            return torch.index_select(table, 0, local, out=out).to(self.device, non_blocking=True)
+            return _gather_pinned(table, local, self.device)
         return torch.index_select(table, 0, local).to(self.device)
 
 
@@ -188,6 +187,25 @@ class TypedRows(RowFetcher):
 
     def owned(self, cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.part.owned_rows(cols)
+
+
+# Rows gathered on the host per piece when node data lives in pinned host memory: the copy of one piece to the
+# GPU runs while the host gathers the next.
+PINNED_PIECE_BYTES = 8 << 20
+
+
+def _gather_pinned(table: torch.Tensor, rows: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """table[rows] (table in pinned host memory) on CUDA `device`: the host gathers piece by piece into pinned
+    buffers, each piece's copy issued without blocking, so gathering and copying overlap."""
+    out = torch.empty((rows.numel(), *table.shape[1:]), dtype=table.dtype, device=device)
+    row_bytes = max(1, table[:1].numel() * table.element_size())
+    step = max(1, PINNED_PIECE_BYTES // row_bytes)
+    for at in range(0, rows.numel(), step):  # a loop over pieces of megabytes, not over rows
+        piece = rows[at:at + step]
+        staged = torch.empty((piece.numel(), *table.shape[1:]), dtype=table.dtype, pin_memory=True)
+        torch.index_select(table, 0, piece, out=staged)
+        out[at:at + piece.numel()].copy_(staged, non_blocking=True)  # the caching host allocator keeps `staged`
+    return out
 
 
 def per_peer_and_kind(mask: torch.Tensor, kind: torch.Tensor, counts: list[int], num_kinds: int) -> list[list[int]]:
