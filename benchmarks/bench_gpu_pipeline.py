@@ -16,6 +16,7 @@ nodes, no shuffling) for every sampler. Printed per batch size:
   on those batches: seconds per batch, and the epoch over every training node
   (measured when --batches covers the epoch, else extrapolated: said so);
 - gpart on the CPU beside, when --device is CUDA (the CPU path of the same code);
+  on the CPU, also the GPU's hop form (`table_hops`) run on the CPU;
 - WholeGraph's `unweighted_sample_without_replacement` per hop on the same
   CSC in GPU memory, when pylibwholegraph is importable and CUDA is present
   (sampling only: WholeGraph's kernel draws neighbours; the relabelling to a
@@ -33,9 +34,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -84,8 +85,8 @@ def _median_rate(run, repeats: int) -> float:
 
 
 def gpart_side(parts: Path, device_name: str, seeds: np.ndarray, batch: int, batches: int, repeats: int,
-               with_model: bool, train_count: int) -> dict:
-    """gpart's figures on one device for one batch size."""
+               with_model: bool, train_count: int, table_hops: Optional[bool] = None) -> dict:
+    """gpart's figures on one device for one batch size (table_hops: force the loader's hop form, None: its default)."""
     import gpart.runtime as gr  # gpart's side only: the DGL child runs this module without gpart
 
     part = gr.load_partition(parts, device=device_name)
@@ -95,7 +96,9 @@ def gpart_side(parts: Path, device_name: str, seeds: np.ndarray, batch: int, bat
     ids = torch.from_numpy(seeds[: batch * (batches * repeats + 1)])
 
     def loader(**kw):
-        return iter(gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=batch, shuffle=False, **kw))
+        made = gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=batch, shuffle=False, **kw)
+        made.table_hops = made.table_hops if table_hops is None else table_hops
+        return iter(made)
 
     topo = loader(node_data=None, labels=None)
     next(topo)
@@ -176,17 +179,26 @@ class Sage(torch.nn.Module):
 
 
 def wholegraph_side(parts: Path, seeds: np.ndarray, batch: int, batches: int, repeats: int) -> dict:
-    """WholeGraph's per-hop sampler on gpart's CSC in GPU memory (sampled edges/s), or why it did not run."""
+    """WholeGraph's per-hop sampler on gpart's CSC copied into WholeMemory on the GPU (sampled edges/s; the next
+    frontier by torch.unique), or why it did not run. Never run yet: no GPU and no pylibwholegraph here."""
     if not torch.cuda.is_available():
         return {"error": "no CUDA device"}
-    try:
-        from pylibwholegraph.torch import graph_ops  # optional: NVIDIA's pylibwholegraph wheels
+    try:  # optional: NVIDIA's pylibwholegraph wheels (DEVELOPERS.md)
+        from pylibwholegraph.torch import initialize as wg_init, tensor as wg_tensor, wholegraph_ops
     except ImportError as exc:
         return {"error": f"pylibwholegraph not importable ({exc})"}
-    import gpart.runtime as gr
+    import gpart.runtime as gr  # gpart's side only: the DGL child runs this module without gpart
 
-    part = gr.load_partition(parts, device="cuda")
-    ptr, col = part.indptr, part.indices.to(torch.int32)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    comm, _ = wg_init.init_torch_env_and_create_wm_comm(0, 1, 0, 1)  # one process, one GPU
+    part = gr.load_partition(parts, device="cpu")
+    csr = []
+    for host in (part.indptr, part.indices):  # CSC of in-edges = WholeGraph's CSR of the sampled nodes
+        wm = wg_tensor.create_wholememory_tensor(comm, "continuous", "cuda", [host.numel()], host.dtype, None)
+        local, offset = wm.get_local_tensor()
+        local.copy_(host[offset:offset + local.numel()])
+        csr.append(wm)
     ids = torch.from_numpy(seeds).to("cuda")
     state = {"at": 0}
 
@@ -194,13 +206,13 @@ def wholegraph_side(parts: Path, seeds: np.ndarray, batch: int, batches: int, re
         torch.cuda.synchronize()
         start, edges = time.perf_counter(), 0
         for _ in range(batches):
-            frontier = ids[state["at"]:state["at"] + batch].to(torch.int32)
+            frontier = ids[state["at"]:state["at"] + batch]
             state["at"] += batch
             for fanout in FANOUTS:
-                out = graph_ops.unweighted_sample_without_replacement(ptr, col, frontier, fanout, random_seed=state["at"])
-                sampled = out[0]
-                edges += int(sampled.numel())
-                frontier = torch.unique(sampled)
+                _, dest = wholegraph_ops.unweighted_sample_without_replacement(csr[0].wmb_tensor, csr[1].wmb_tensor, frontier,
+                                                                               fanout, random_seed=state["at"])
+                edges += int(dest.numel())
+                frontier = torch.unique(dest)
         torch.cuda.synchronize()
         return edges / (time.perf_counter() - start)
 
@@ -313,6 +325,9 @@ def main() -> None:
         if device.startswith("cuda"):
             rows.append(("gpart on cpu (same code)", gpart_side(parts, "cpu", seeds, batch, args.batches, args.repeats, False, 0)))
         rows.append(("WholeGraph sampler (GPU)", wholegraph_side(parts, seeds, batch, args.batches, args.repeats)))
+        if device == "cpu":  # the GPU's hop form (sample_table + add_masked) through the same code on the CPU
+            rows.append(("gpart table hops (GPU path) on cpu",
+                         gpart_side(parts, "cpu", seeds, batch, args.batches, args.repeats, False, 0, table_hops=True)))
         if torch.get_num_threads() > 1 or device != "cpu":  # else the first row is gpart on one CPU thread already
             rows.append(("gpart 1 thread (cpu)", one_thread_gpart(parts, seeds, batch, args.batches, args.repeats)))
         rows.append(("DGL sample_neighbors+to_block 1 thr", dgl_side(args, graph, seeds, batch)))

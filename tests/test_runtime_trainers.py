@@ -27,6 +27,8 @@ from support.gloo_processes import run_distributed
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
+HETERO = REPO / "sample_data" / "cora_hetero.npz"
+TYPED_FANOUTS = {("paper", "cites", "paper"): [4, 3], ("word", "in", "paper"): [5, 2]}
 FANOUTS = [4, 3]
 
 
@@ -39,11 +41,12 @@ def _cora() -> dict[str, np.ndarray]:
 def two_parts(tmp_path_factory) -> Path:
     from gpart.partition import partition_graph
 
-    if not CORA.exists():
-        pytest.skip("sample_data/cora.npz missing")
-    out = tmp_path_factory.mktemp("trainers") / "metis_2"
-    partition_graph(CORA, out, 2, "metis")
-    return out
+    if not CORA.exists() or not HETERO.exists():
+        pytest.skip("sample_data/cora.npz or cora_hetero.npz missing")
+    root = tmp_path_factory.mktemp("trainers")
+    partition_graph(CORA, root / "metis_2", 2, "metis")
+    partition_graph(HETERO, root / "typed_2", 2, "metis")
+    return root / "metis_2"
 
 
 def _mapped(directory: Path, partition: int) -> dict[str, dict[str, int]]:
@@ -89,6 +92,21 @@ def _trainer(rank: int, world_size: int, path: str) -> dict:
         out[f"seen_{fuse}"], out[f"batches_{fuse}"] = seen, len(loader)
         out[f"collectives_{fuse}"] = loader.stats["collectives"]
     out["mapped"] = _mapped(Path(path).resolve(), part.rank)
+    # a typed partition, 2 trainers each: the same loader, typed batches whose edges are the input's
+    typed = gr.load_partition(Path(path).parent / "typed_2", device="cpu")
+    with np.load(HETERO, allow_pickle=False) as z:
+        hetero = {k: z[k] for k in z.files}
+    train = gr.node_split(typed.base, torch.from_numpy(np.flatnonzero(hetero["paper/train_mask"])))  # paper ids come first
+    seen = []
+    for batch in gr.DistNeighborLoader(typed, {"paper": train}, fanouts=TYPED_FANOUTS, batch_size=16, seed=rank):
+        for etype, ei in batch.edge_index.items():
+            key = ":".join(etype)
+            e = batch.e_id[etype].numpy()
+            assert np.array_equal(hetero[f"{key}/src"][e], batch.n_id[etype[0]][ei[0]].numpy())
+            assert np.array_equal(hetero[f"{key}/dst"][e], batch.n_id[etype[2]][ei[1]].numpy())
+        assert np.array_equal(batch.y.numpy(), hetero["paper/label"][batch.n_id["paper"][: batch.batch_size].numpy()])
+        seen += batch.n_id["paper"][: batch.batch_size].tolist()
+    out["typed_split"], out["typed_seen"] = train.tolist(), seen
     return out
 
 
@@ -105,6 +123,9 @@ def test_two_partitions_two_trainers_each(two_parts):
         assert len({r[f"batches_{fuse}"] for r in results}) == 1
     batches = results[0]["batches_True"]
     assert all(r["collectives_True"] == batches * (4 * len(FANOUTS) + 3) for r in results)
+    typed_train = np.flatnonzero(np.load(HETERO)["paper/train_mask"]).tolist()
+    assert sorted(sum((r["typed_split"] for r in results), [])) == typed_train
+    assert all(sorted(r["typed_seen"]) == sorted(r["typed_split"]) for r in results)
     for r in results:  # the partition's files are mapped in every trainer, their pages shared, none copied
         assert {"indptr.bin", "indices.bin"} <= set(r["mapped"]), sorted(r["mapped"])
         assert all(v["Private_Dirty"] == 0 for v in r["mapped"].values()), r["mapped"]
