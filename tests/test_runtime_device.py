@@ -111,3 +111,16 @@ def test_cuda_batches_pass_the_cpu_checks(cora_one):
             batch.node_data = {k: v.cpu() for k, v in batch.node_data.items()}
             check_batch(batch, FANOUTS, data, indeg)
     assert math.isfinite(float(loader.stats["total_s"]))
+
+
+def test_sample_and_present_are_the_loaders_batches(cora_one):
+    """What a link loader or layer-wise inference reuses: loader.sample(seeds, generator) then loader.present."""
+    data = _cora()
+    indeg = np.bincount(data["dst"], minlength=data["feat"].shape[0])
+    part = gr.load_partition(cora_one, device="cpu")
+    loader = gr.DistNeighborLoader(part, torch.arange(0, 600, 3), fanouts=FANOUTS, batch_size=50, shuffle=False, seed=1)
+    first = next(iter(loader))
+    loader.set_epoch(0)
+    again = loader.present(loader.sample(torch.arange(0, 150, 3), loader._generator(1)))
+    check_batch(again, FANOUTS, data, indeg)
+    assert all(torch.equal(getattr(first, k), getattr(again, k)) for k in ("n_id", "edge_index", "e_id", "x", "y"))

@@ -243,20 +243,18 @@ class NeighborLoader:
             perm = torch.randperm(seeds.numel(), generator=self._generator(0), device=self.device)
             seeds = seeds[perm]
         gen = self._generator(1)
-        if self._relabel is None:
-            self._relabel = Relabeller(self.part.num_nodes, self.device)
         self.epoch += 1
         for i in range(self.num_batches):
             start = time.perf_counter()
             sampled = self.sample(seeds[i * self.batch_size : (i + 1) * self.batch_size], gen)
-            batch = self._present(sampled)
+            batch = self.present(sampled)
             self.stats["total_s"] += time.perf_counter() - start
             self.stats["batches"] += 1
             self.stats["sampled_edges"] += sampled.batch.num_edges
             self.stats["seeds"] += sampled.batch.batch_size
             yield batch.to_pyg() if self.pyg else batch
 
-    def _present(self, sampled: Sampled) -> Union[Batch, HeteroBatch]:
+    def present(self, sampled: Sampled) -> Union[Batch, HeteroBatch]:
         """The batch as the user sees it: a Batch with x / node_data / y (homogeneous) or split by type."""
         b, first = sampled.batch, self.node_data_names[0] if self.node_data_names else None
         if self.plan.input_type is not None:
@@ -268,7 +266,11 @@ class NeighborLoader:
     # -- one batch
 
     def sample(self, seeds: torch.Tensor, gen: torch.Generator) -> Sampled:
-        """One batch for this rank's `seeds` (erased global ids): the hops, then the rows (a collective)."""
+        """One batch for this rank's `seeds` (erased global ids on the device, distinct; any number, none too):
+        the hops, then the rows. A collective: every rank calls it as often, in the same order (a link loader or
+        layer-wise inference reuses the loader through it and `present`)."""
+        if self._relabel is None:  # the global-size map, made once, on first use
+            self._relabel = Relabeller(self.part.num_nodes, self.device)
         relabel, rows, carry = self._relabel, self.rows, self.fuse
         relabel.start(seeds)
         n_ids, srcs, dsts, eids = [seeds], [], [], []
