@@ -26,7 +26,9 @@ nodes, no shuffling) for every sampler. Printed per batch size:
   gpart runs one thread too for this comparison (`gpart 1 thread`, or the
   first row with --threads 1).
 Each figure is the median of --repeats runs of --batches batches after a
-warm-up batch; on a shared machine compare figures of the same run only.
+warm-up batch; sampled edges also per CPU second of the sampling process (on
+a shared CPU with one thread each, what the machine's load changes least);
+compare figures of the same run only.
 """
 
 from __future__ import annotations
@@ -79,7 +81,16 @@ def seed_order(graph: Path, count: int) -> np.ndarray:
     return np.resize(np.random.default_rng(0).permutation(train), count)
 
 
-def _median_rate(run, repeats: int) -> float:
+def _rate(work) -> tuple[float, float]:
+    """`work()`'s count per wall second and per CPU second of this process (one thread: the latter is what a
+    shared machine's load changes least)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    count = work()
+    return count / (time.perf_counter() - wall), count / max(time.process_time() - cpu, 1e-9)
+
+
+def _median_rate(run, repeats: int) -> tuple[float, float]:
+    """The (wall, CPU) rates of the run with the median wall rate among `repeats`."""
     rates = sorted(run() for _ in range(repeats))
     return rates[len(rates) // 2]
 
@@ -103,28 +114,25 @@ def gpart_side(parts: Path, device_name: str, seeds: np.ndarray, batch: int, bat
     topo = loader(node_data=None, labels=None)
     next(topo)
 
-    def edges_per_s() -> float:
+    def edges() -> int:
         _sync(device)
-        start, edges = time.perf_counter(), 0
-        for _ in range(batches):
-            edges += next(topo).num_edges
+        count = sum(next(topo).num_edges for _ in range(batches))
         _sync(device)
-        return edges / (time.perf_counter() - start)
+        return count
 
-    out = {"edges_per_s": _median_rate(edges_per_s, repeats)}
+    out = dict(zip(("edges_per_s", "edges_per_cpu_s"), _median_rate(lambda: _rate(edges), repeats)))
     full = loader(node_data=["feat"], labels="label")
     next(full)
 
-    def batches_per_s() -> float:
+    def gathered() -> int:
         _sync(device)
-        start = time.perf_counter()
         for _ in range(batches):
             b = next(full)
         _sync(device)
         out["x_mib"] = b.x.numel() * b.x.element_size() / 2**20
-        return batches / (time.perf_counter() - start)
+        return batches
 
-    out["batches_per_s"] = _median_rate(batches_per_s, repeats)
+    out["batches_per_s"] = _median_rate(lambda: _rate(gathered), repeats)[0]
     if with_model:
         out.update(sage_step_seconds(part, ids, batch, batches, train_count))
     out["rss_mib"] = peak_rss_mib()
@@ -202,9 +210,9 @@ def wholegraph_side(parts: Path, seeds: np.ndarray, batch: int, batches: int, re
     ids = torch.from_numpy(seeds).to("cuda")
     state = {"at": 0}
 
-    def edges_per_s() -> float:
+    def sampled() -> int:
         torch.cuda.synchronize()
-        start, edges = time.perf_counter(), 0
+        edges = 0
         for _ in range(batches):
             frontier = ids[state["at"]:state["at"] + batch]
             state["at"] += batch
@@ -214,9 +222,9 @@ def wholegraph_side(parts: Path, seeds: np.ndarray, batch: int, batches: int, re
                 edges += int(dest.numel())
                 frontier = torch.unique(dest)
         torch.cuda.synchronize()
-        return edges / (time.perf_counter() - start)
+        return edges
 
-    return {"edges_per_s": _median_rate(edges_per_s, repeats)}
+    return {"edges_per_s": _median_rate(lambda: _rate(sampled), repeats)[0]}
 
 
 def dgl_child(graph: Path, seeds_file: Path, batch: int, batches: int, repeats: int) -> dict:
@@ -242,14 +250,15 @@ def dgl_child(graph: Path, seeds_file: Path, batch: int, batches: int, repeats: 
 
     one(ids[:batch])
 
-    def edges_per_s() -> float:
-        start, edges = time.perf_counter(), 0
+    def sampled() -> int:
+        edges = 0
         for _ in range(batches):
             state["at"] += batch
             edges += one(ids[state["at"]:state["at"] + batch])
-        return edges / (time.perf_counter() - start)
+        return edges
 
-    return {"edges_per_s": _median_rate(edges_per_s, repeats), "version": dgl.__version__}
+    wall, cpu = _median_rate(lambda: _rate(sampled), repeats)
+    return {"edges_per_s": wall, "edges_per_cpu_s": cpu, "version": dgl.__version__}
 
 
 def dgl_side(args, graph: Path, seeds: np.ndarray, batch: int) -> dict:
@@ -276,11 +285,12 @@ def one_thread_gpart(parts: Path, seeds: np.ndarray, batch: int, batches: int, r
 
 def report(batch: int, rows: list[tuple[str, dict]]) -> None:
     print(f"\nbatch {batch}, fanouts {FANOUTS}")
-    print(f"  {'sampler':<34}{'M edges/s':>10}{'batches/s x,y':>15}{'SAGE s/step':>12}{'epoch s':>9}  note")
+    print(f"  {'sampler':<36}{'M edges/s':>10}{'/CPU-s':>8}{'batches/s x,y':>15}{'SAGE s/step':>12}{'epoch s':>9}  note")
     for name, r in rows:
         if "error" in r:
-            print(f"  {name:<34}{'-':>10}{'-':>15}{'-':>12}{'-':>9}  {r['error']}")
+            print(f"  {name:<36}{'-':>10}{'-':>8}{'-':>15}{'-':>12}{'-':>9}  {r['error']}")
             continue
+        per_cpu = f"{r['edges_per_cpu_s'] / 1e6:.2f}" if "edges_per_cpu_s" in r else "-"
         bps = f"{r['batches_per_s']:.2f}" if "batches_per_s" in r else "-"
         step = f"{r['step_s']:.3f}" if "step_s" in r else "-"
         epoch = f"{r['epoch_s']:.1f}" if "epoch_s" in r else "-"
@@ -289,7 +299,7 @@ def report(batch: int, rows: list[tuple[str, dict]]) -> None:
             note = f"epoch extrapolated from {r['epoch_batches']} batches x measured step; "
         if "x_mib" in r:
             note += f"x {r['x_mib']:.0f} MiB/batch; RSS {r['rss_mib']:.0f} MiB"
-        print(f"  {name:<34}{r['edges_per_s'] / 1e6:10.2f}{bps:>15}{step:>12}{epoch:>9}  {note}", flush=True)
+        print(f"  {name:<36}{r['edges_per_s'] / 1e6:10.2f}{per_cpu:>8}{bps:>15}{step:>12}{epoch:>9}  {note}", flush=True)
 
 
 def main() -> None:
@@ -300,6 +310,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=20, help="timed batches per run (default 20)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's); 1 on a shared CPU")
+    parser.add_argument("--skip-model", action="store_true", help="no GraphSAGE step (sampling and gathering only)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/bench_gpu_pipeline"))
     parser.add_argument("--dgl-python", default="/tmp/dglvenv/bin/python")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -321,7 +332,8 @@ def main() -> None:
         train_count = int(np.count_nonzero(z["train_mask"]))
     for batch in (int(b) for b in args.batch_sizes.split(",")):
         seeds = seed_order(graph, batch * (args.batches * args.repeats + 2))
-        rows = [(f"gpart on {device}", gpart_side(parts, device, seeds, batch, args.batches, args.repeats, True, train_count))]
+        rows = [(f"gpart on {device}", gpart_side(parts, device, seeds, batch, args.batches, args.repeats, not args.skip_model,
+                                                          train_count))]
         if device.startswith("cuda"):
             rows.append(("gpart on cpu (same code)", gpart_side(parts, "cpu", seeds, batch, args.batches, args.repeats, False, 0)))
         rows.append(("WholeGraph sampler (GPU)", wholegraph_side(parts, seeds, batch, args.batches, args.repeats)))
@@ -330,7 +342,7 @@ def main() -> None:
                          gpart_side(parts, "cpu", seeds, batch, args.batches, args.repeats, False, 0, table_hops=True)))
         if torch.get_num_threads() > 1 or device != "cpu":  # else the first row is gpart on one CPU thread already
             rows.append(("gpart 1 thread (cpu)", one_thread_gpart(parts, seeds, batch, args.batches, args.repeats)))
-        rows.append(("DGL sample_neighbors+to_block 1 thr", dgl_side(args, graph, seeds, batch)))
+        rows.append(("DGL sample_neighbors+to_block 1 thread", dgl_side(args, graph, seeds, batch)))
         report(batch, rows)
 
 

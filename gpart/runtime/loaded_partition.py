@@ -42,7 +42,7 @@ from gpart.formats.partition_reader import PartitionReader
 from gpart.formats.partition_writer import data_key
 from gpart.runtime.device import DeviceBook, DeviceLike, Stager, place, resolve_device
 from gpart.runtime.hetero import HeteroPartition, load_hetero_partition
-from gpart.runtime.trainers import partition_of_rank, trainer_layout
+from gpart.runtime.trainers import partition_of_rank
 
 PathLike = Union[str, "os.PathLike[str]"]
 
