@@ -269,7 +269,8 @@ def dgl_side(args, graph: Path, seeds: np.ndarray, batch: int) -> dict:
     cmd = script_child(HERE, "dgl", "--graph", str(graph), "--seeds", str(seeds_file), "--batch", str(batch),
                        "--batches", str(args.batches), "--repeats", str(args.repeats), python=args.dgl_python)
     try:
-        return child_result(cmd, env={**os.environ, "PYTHONPATH": str(HERE.parents[1])})
+        # one thread: torch's and DGL's OpenMP pool (DGL's samplers are OpenMP loops)
+        return child_result(cmd, env={**os.environ, "PYTHONPATH": str(HERE.parents[1]), "OMP_NUM_THREADS": "1"})
     except Exception as exc:  # noqa: BLE001 - the comparison is optional: say why it is missing
         return {"error": f"DGL child failed: {str(getattr(exc, 'stderr', exc)).strip().splitlines()[-1:]}"}
 
