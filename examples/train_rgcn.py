@@ -142,7 +142,7 @@ def train(args: argparse.Namespace) -> dict:
     """Train and evaluate; returns the final metrics (the same on every rank)."""
     device = resolve_device(args.device)
     rank, world_size = setup_distributed(device)
-    part = gr.load_partition(args.parts, rank, device=device)
+    part = gr.load_partition(args.parts, device=device)
     torch.manual_seed(args.seed)  # the same initial weights on every rank
     hops = [int(f) for f in args.fanouts.split(",")]
     labels = part.node_data[(SEED_TYPE, "label")]

@@ -117,7 +117,7 @@ def train(args: argparse.Namespace) -> dict:
     """Train and evaluate; returns the final metrics (the same on every rank)."""
     device = resolve_device(args.device)
     rank, world_size = setup_distributed(device)
-    part = gr.load_partition(args.parts, rank, device=device, node_data=["feat", "label", "train_mask", "val_mask", "test_mask"])
+    part = gr.load_partition(args.parts, device=device, node_data=["feat", "label", "train_mask", "val_mask", "test_mask"])
     torch.manual_seed(args.seed)  # the same initial weights on every rank
     fanouts = [int(f) for f in args.fanouts.split(",")]
     owned = part.node_data["label"][: part.num_owned]

@@ -278,7 +278,8 @@ def load_partition(
 ) -> Union[LoadedPartition, HeteroPartition]:
     """Load partition `rank` of the partition result in `path` onto `device`.
 
-    rank: None -> the torch.distributed rank (0 when not initialised).
+    rank: None -> this job's partition: rank // L when P partitions run on
+    P x L ranks (L trainers per partition; 0 when not initialised).
     device: None -> CUDA when available, else CPU. feature_device: where node
     data lives (None: `device`; "cpu" keeps it in pinned host memory when
     CUDA is used). verify: check the CRC-32 of every array read.
