@@ -9,6 +9,15 @@ step int32) in 8 remainder shards is generated (streaming) under
   scatter  full                   -> run3  (range, W=3)
   gather   run3 (range, W=3)      -> full2
 
+With --export W (or --only-export W), also
+
+  export   run8 (remainder, W=8, Adam) -> WholeGraph LazyAdam files for W ranks
+           (gpart export-ckpt --to wholegraph: table, m, v range-split, beta12t
+           computed from the step counts; SPEC.md 6.7)
+
+whose output is spot-checked against the input's rows and WholeGraph's
+float32 beta powers of their step counts.
+
 Each is compared with copying the same input files (shutil.copyfile, which
 on Linux copies inside the kernel, plus fsync like gpart's writers) measured
 in the same run, right before and right after; the better (faster) copy is
@@ -20,6 +29,7 @@ since the machine may be shared. Everything is deleted at the end unless --keep.
 
     python benchmarks/bench_ckpt.py                 # 5M x 128 (about 7.7 GB)
     python benchmarks/bench_ckpt.py --rows 250000   # quick check
+    python benchmarks/bench_ckpt.py --rows 480000 --only-export 4   # a 0.74 GB Adam checkpoint to WholeGraph, 4 ranks
 """
 
 from __future__ import annotations
@@ -47,6 +57,8 @@ kind, src, out = sys.argv[1], sys.argv[2], sys.argv[3]
 t0 = time.perf_counter()
 if kind == "gather":
     ckpt.gather_checkpoint(src, out)
+elif kind == "export":
+    ckpt.export_checkpoint(src, out, to="wholegraph", world_size=int(sys.argv[4]), prefix="emb")
 else:
     world, policy = int(sys.argv[4]), sys.argv[5]
     ckpt.scatter_checkpoint(src, out, world, policy)
@@ -143,11 +155,34 @@ def same_rows(src: Path, out: Path, samples: int = 20000) -> bool:
     return True
 
 
-def measure(label: str, nbytes: int, src: Path, child_args: tuple[str, ...], target: float) -> dict:
+def same_rows_wholegraph(src: Path, out: Path, samples: int = 20000) -> bool:
+    """Spot check of an export: random rows of the table and moments read the same from the input and WholeGraph's
+    range-split files, and their beta12t is WholeGraph's float32 (beta1^t, beta2^t) of the input's step counts."""
+    from gpart.ckpt.beta_powers import BetaPowers
+    from gpart.formats.checkpoint_reader import read_checkpoint
+
+    a = read_checkpoint(src)
+    world = json.loads((out / "manifest.json").read_text())["world_size"]
+    n = a.tensors["node_emb"].num_rows
+    ids = np.random.default_rng(1).integers(0, n, samples)
+    ids[:2] = (0, n - 1)
+    for tensor, stem, width, dtype in (("node_emb", "embedding_tensor", None, np.float32), ("node_emb.exp_avg", "m", None, np.float32),
+                                       ("node_emb.exp_avg_sq", "v", None, np.float32), ("node_emb.step", "beta12t", 2, np.float32)):
+        whole = np.concatenate([np.fromfile(out / f"emb_{stem}_part_{r}_of_{world}", dtype=dtype) for r in range(world)])
+        rows = whole.reshape(n, -1)[ids]
+        want = a.read_rows(tensor, ids)
+        if stem == "beta12t":
+            want = BetaPowers(a.optimizer["betas"]).pairs(want)
+        if rows.tobytes() != np.ascontiguousarray(want).reshape(len(ids), -1).tobytes():
+            return False
+    return True
+
+
+def measure(label: str, nbytes: int, src: Path, child_args: tuple[str, ...], target: float, check=same_rows) -> dict:
     copy_before, cpu_before = plain_copy(src, ROOT / "copy")
     evict(src)
     res = run_child(*child_args)
-    correct = same_rows(src, Path(child_args[2]))
+    correct = check(src, Path(child_args[2]))
     evict(Path(child_args[2]))
     copy_after, cpu_after = plain_copy(src, ROOT / "copy")
     copy = min(copy_before, copy_after)
@@ -172,6 +207,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=5_000_000)
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--export", type=int, default=0, metavar="W", help="also export-ckpt --to wholegraph for W ranks")
+    ap.add_argument("--only-export", type=int, default=0, metavar="W", help="only the WholeGraph export, for W ranks")
     args = ap.parse_args()
     if ROOT.exists():
         shutil.rmtree(ROOT)
@@ -180,7 +217,16 @@ def main() -> None:
         t0 = time.perf_counter()
         nbytes = generate(ROOT / "run8", args.rows, args.dim, 8)
         print(f"generated {args.rows:,} x {args.dim} float32 + Adam states, 8 remainder shards: {nbytes / 1e9:.2f} GB in {time.perf_counter() - t0:.1f} s", flush=True)
-        results = [measure("gather  remainder W=8 -> global", nbytes, ROOT / "run8", ("gather", str(ROOT / "run8"), str(ROOT / "full")), 0.5)]
+        results = []
+        export = args.only_export or args.export
+        if export:
+            results.append(measure(f"export  Adam W=8 -> WholeGraph W={export}", nbytes, ROOT / "run8",
+                                   ("export", str(ROOT / "run8"), str(ROOT / "wg"), str(export)), 0.5, check=same_rows_wholegraph))
+            shutil.rmtree(ROOT / "wg")
+        if args.only_export:
+            print(json.dumps(results))
+            return
+        results.append(measure("gather  remainder W=8 -> global", nbytes, ROOT / "run8", ("gather", str(ROOT / "run8"), str(ROOT / "full")), 0.5))
         shutil.rmtree(ROOT / "run8")
         results.append(measure("scatter global -> range W=3", nbytes, ROOT / "full", ("scatter", str(ROOT / "full"), str(ROOT / "run3"), "3", "range"), 0.8))
         shutil.rmtree(ROOT / "full")

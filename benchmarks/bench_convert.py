@@ -2,6 +2,7 @@
 
     python benchmarks/bench_convert.py [--input G.npz] [--parts 4] [--method remainder] [--targets pyg,glt] [--ckpt-rows 1000000] [--skip-ckpt]
     python benchmarks/bench_convert.py --typed 3000000   # only (e), typed Cora and a generated typed graph of that many edges
+    PYTHONPATH=. /path/to/dgl-venv/bin/python benchmarks/bench_convert.py --typed 3000000 --targets dgl   # (e) for DGL
     PYTHONPATH=. /path/to/dgl-venv/bin/python benchmarks/bench_convert.py --targets dgl --skip-ckpt   # where dgl imports
 
 Every measurement runs in its own subprocess, so each peak RSS is that
@@ -17,15 +18,16 @@ process's own (resource.getrusage). Figures, all from the same run:
     partitions; a plain copy of the partition directory, fsynced (the I/O
     floor); and `import torch` alone (its time and RSS are part of every
     torch.save writer);
-(d) `gpart export-ckpt --to wholegraph` and `--to distdgl` of a range-sharded
-    lazyadam / adam checkpoint, beside a plain (fsynced) copy of the checkpoint
-    directory.
-(e) with --typed E: `gpart convert --to pyg` of typed results (SPEC.md 7.5): typed Cora
-    (sample_data/cora_hetero.npz) and, with E > 0, benchmarks/bench_hetero.py's generated
-    typed graph of E edges, each beside the same conversion of its homogeneous (type-erased)
-    twin (the same edges over erased ids, and the same `feat` bytes where every node type
-    has `feat`; Cora's words have none, so its twin carries no features), both partitioned
-    with --method.
+(d) `gpart export-ckpt --to wholegraph` of a range-sharded lazyadam and of an adam
+    checkpoint (1M x 64 by default: 736 MiB for adam; adam's step counts become
+    LazyAdam's beta12t, SPEC.md 6.7) and `--to distdgl` of the adam one, each beside a
+    plain (fsynced) copy of the checkpoint directory.
+(e) with --typed E: `gpart convert --to T` (T of --targets: pyg, glt, and dgl where dgl
+    imports) of typed results (SPEC.md 7.5-7.7): typed Cora (sample_data/cora_hetero.npz)
+    and, with E > 0, benchmarks/bench_hetero.py's generated typed graph of E edges, each
+    beside the same conversion of its homogeneous (type-erased) twin (the same edges over
+    erased ids, and the same `feat` bytes where every node type has `feat`; Cora's words
+    have none, so its twin carries no features), both partitioned with --method.
 
 Temporary data lives in /tmp/gpart-bench-convert/ and is deleted at the end
 (the input too when this script generated it).
@@ -150,8 +152,8 @@ def make_checkpoint(out: Path, rows: int, dim: int, optimizer: str) -> None:
 # --------------------------------------------------------------------------- parent
 
 
-def typed_results(edges: int, parts: int, method: str) -> None:
-    """(e): convert --to pyg of typed results beside their type-erased twins."""
+def typed_results(edges: int, parts: int, method: str, targets: list[str]) -> None:
+    """(e): convert --to each target of typed results beside their type-erased twins."""
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_hetero import CORA, generate, untyped_twin
 
@@ -167,17 +169,34 @@ def typed_results(edges: int, parts: int, method: str) -> None:
         twin = WORKDIR / f"{typed.stem}_twin.npz"
         untyped_twin(typed, twin, with_feat=all("feat" in g.node_data.get(t, {}) for t in g.node_types))
         print(f"  {label}: {sum(g.num_nodes.values()):,} nodes, {sum(g.num_edges(e) for e in g.edge_types):,} edges, {parts} parts, method {method}")
-        results = {}
-        for side, npz in (("typed", typed), ("erased twin", twin)):
-            measure("partition", input=npz, out=WORKDIR / "tparts", parts=parts, method=method)
-            results[side] = measure("convert", input=WORKDIR / "tparts", out=WORKDIR / "tpyg", target="pyg")
-            shutil.rmtree(WORKDIR / "tparts")
-            shutil.rmtree(WORKDIR / "tpyg")
-        show("(e) gpart convert --to pyg, erased twin", results["erased twin"])
-        show("(e) gpart convert --to pyg, typed", results["typed"], results["erased twin"])
+        for side, npz in (("erased twin", twin), ("typed", typed)):
+            measure("partition", input=npz, out=WORKDIR / f"tparts_{side[0]}", parts=parts, method=method)
+        for target in targets:
+            results = {}
+            for side in ("erased twin", "typed"):
+                results[side] = measure("convert", input=WORKDIR / f"tparts_{side[0]}", out=WORKDIR / "tconv", target=target)
+                shutil.rmtree(WORKDIR / "tconv")
+            show(f"(e) gpart convert --to {target}, erased twin", results["erased twin"])
+            show(f"(e) gpart convert --to {target}, typed", results["typed"], results["erased twin"])
+        for side in ("e", "t"):
+            shutil.rmtree(WORKDIR / f"tparts_{side}")
         twin.unlink()
         if typed != CORA:
             typed.unlink()
+
+
+def checkpoint_exports(rows: int, world: int) -> None:
+    """(d): export-ckpt of range-sharded checkpoints beside a plain copy of each."""
+    for target, optimizer in (("wholegraph", "lazyadam"), ("wholegraph", "adam"), ("distdgl", "adam")):
+        run = WORKDIR / f"run_{optimizer}"
+        measure("make-ckpt", out=run, rows=rows, dim=64, optimizer=optimizer)
+        copy = measure("copy", input=run, out=WORKDIR / "ckcopy")
+        shutil.rmtree(WORKDIR / "ckcopy")
+        print(f"  checkpoint: {rows:,} x 64 float32, {optimizer}, range over 4 ranks, {dir_bytes(run) / 2**20:.0f} MiB")
+        show("(d) floor: copy of the checkpoint directory", copy)
+        show(f"(d) gpart export-ckpt {optimizer} --to {target} -w {world}", measure("export", input=run, out=WORKDIR / target, target=target, world=world), copy)
+        shutil.rmtree(WORKDIR / target)
+        shutil.rmtree(run)
 
 
 def measure(what: str, **kw) -> dict:
@@ -207,6 +226,7 @@ def main() -> None:
     ap.add_argument("--optimizer", default="lazyadam", help=argparse.SUPPRESS)
     ap.add_argument("--ckpt-rows", type=int, default=1_000_000, help="rows of the benchmark checkpoint (64 wide)")
     ap.add_argument("--skip-ckpt", action="store_true", help="skip (d)")
+    ap.add_argument("--only-ckpt", action="store_true", help="only (d)")
     ap.add_argument("--typed", type=int, default=None, metavar="E", help="only (e): typed Cora and, if E > 0, a generated typed graph of E edges")
     ap.add_argument("--targets", default="pyg,glt", help="convert targets of (b), comma-separated (dgl needs dgl importable)")
     args = ap.parse_args()
@@ -216,7 +236,10 @@ def main() -> None:
 
     WORKDIR.mkdir(parents=True, exist_ok=True)
     if args.typed is not None:
-        typed_results(args.typed, args.parts, args.method)
+        typed_results(args.typed, args.parts, args.method, args.targets.split(","))
+        return
+    if args.only_ckpt:
+        checkpoint_exports(args.ckpt_rows, args.world)
         return
     made_input = False
     src = args.input or DEFAULT_INPUT
@@ -244,16 +267,7 @@ def main() -> None:
             shutil.rmtree(out)
         shutil.rmtree(parts)
         if not args.skip_ckpt:
-            for target, optimizer in (("wholegraph", "lazyadam"), ("distdgl", "adam")):
-                run = WORKDIR / f"run_{optimizer}"
-                measure("make-ckpt", out=run, rows=args.ckpt_rows, dim=64, optimizer=optimizer)
-                copy = measure("copy", input=run, out=WORKDIR / "ckcopy")
-                shutil.rmtree(WORKDIR / "ckcopy")
-                print(f"  checkpoint: {args.ckpt_rows:,} x 64 float32, {optimizer}, range over 4 ranks, {dir_bytes(run) / 2**20:.0f} MiB")
-                show("(d) floor: copy of the checkpoint directory", copy)
-                show(f"(d) gpart export-ckpt --to {target} -w {args.world}", measure("export", input=run, out=WORKDIR / target, target=target, world=args.world), copy)
-                shutil.rmtree(WORKDIR / target)
-                shutil.rmtree(run)
+            checkpoint_exports(args.ckpt_rows, args.world)
     finally:
         for p in (parts, WORKDIR / "pyg", WORKDIR / "glt", WORKDIR / "dgl", WORKDIR / "naive", WORKDIR / "copy"):
             shutil.rmtree(p, ignore_errors=True)

@@ -158,8 +158,8 @@ def _rank_run(rank: int, world_size: int, parts: str, batches: int) -> dict:
 
 def multi_process(parts: dict, world_sizes: list[int], methods: list[str], halos: list[int], batches: int) -> None:
     print(f"\ngloo processes (one thread each), one per partition; {batches} batches per rank after a warm-up batch;")
-    print("  x = 128 float32 per node (+ the seeds' labels): 'gathered after' = sample, then LoadedPartition.gather;")
-    print("  'fused' = rows carried in the sampling answers (gpart.runtime.fused); the three runs take turns batch by batch")
+    print("  x = 128 float32 per node (+ the seeds' labels): 'gathered after' = sample, then one row round per array (fuse=False);")
+    print("  'fused' = rows carried in the sampling answers (fuse=True, the default); the three runs take turns batch by batch")
     print(f"  {'parts':<14} {'procs':>5} {'M edges/s':>10} {'per rank':>9} {'run':<18} {'coll/batch':>10} {'in coll.':>9} "
           f"{'batches/s':>10} {'RSS/proc':>9}")
     for method in methods:
@@ -195,6 +195,16 @@ def _loader_rate(parts: str, batches: int, skip: int) -> dict:
     return {"wall": edges / wall, "cpu": edges / cpu}
 
 
+def _env_for(checkout: Path) -> dict[str, str]:
+    """This environment with the gpart checkout `checkout` in place of this one (PYTHONPATH entries, GPART_ROOT)."""
+    here = str(Path(__file__).resolve().parents[1])
+    paths = [str(checkout) if p == here else p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths if str(checkout) in paths else paths + [str(checkout)])}
+    if "GPART_ROOT" in env:  # a worktree shim that maps gpart.formats / gpart.cli to this root
+        env["GPART_ROOT"] = str(checkout)
+    return env
+
+
 def against_checkout(parts: Path, batches: int, repeats: int, baseline: Path) -> None:
     """This checkout's loader and `baseline`'s (e.g. main), one child process each, alternating."""
     code = ("import json, sys; sys.path.insert(0, %r); from bench_sampler import _loader_rate; "
@@ -202,8 +212,10 @@ def against_checkout(parts: Path, batches: int, repeats: int, baseline: Path) ->
     rates: dict[str, list[dict]] = {"this checkout": [], f"baseline {baseline}": []}
     for rep in range(repeats):
         for name in (list(rates) if rep % 2 == 0 else list(rates)[::-1]):
-            env = dict(os.environ, PYTHONPATH=str(baseline)) if name != "this checkout" else dict(os.environ)
-            rates[name].append(child_result([sys.executable, "-c", code, str(parts), str(batches), str(rep * batches)], env=env))
+            env = _env_for(baseline) if name != "this checkout" else dict(os.environ)
+            # cwd "/": `python -c` looks in its working directory first, which must not be a checkout
+            rates[name].append(child_result([sys.executable, "-c", code, str(parts), str(batches), str(rep * batches)], env=env,
+                                            cwd="/"))
     print(f"\nloader against another checkout, one process each, {repeats} alternating runs of {batches} batches (median):")
     for name, runs in rates.items():
         wall = sorted(r["wall"] for r in runs)[repeats // 2]

@@ -1,4 +1,5 @@
-"""What check_dgl_convert.py and check_glt_convert.py share: a real graph partitioned by gpart, with an edge array."""
+"""What check_dgl_convert.py and check_glt_convert.py share: real graphs partitioned by gpart, with edge arrays;
+homogeneous (a float edge array added) and typed (typed Cora and a generated typed graph, edge arrays added)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,18 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from gpart.formats.readers import read_graph  # noqa: E402  (gpart from this checkout: ROOT on sys.path above)
+for path in (ROOT, Path(__file__).resolve().parent):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+from bench_hetero import generate  # noqa: E402  (benchmarks/ on sys.path above: its typed graph generator)
+from gpart.formats.hetero_input import HeteroGraph, read_hetero_graph  # noqa: E402  (gpart from this checkout: ROOT on sys.path)
+from gpart.formats.readers import read_graph  # noqa: E402
 from gpart.partition import partition_graph  # noqa: E402
 
 DEFAULT_GRAPHS = [ROOT / "sample_data" / "cora.npz", ROOT.parent / "shared" / "data" / "email-enron" / "email-Enron.txt.gz"]
+CORA_TYPED = ROOT / "sample_data" / "cora_hetero.npz"
+# edges of the generated typed graph the checks convert by default
+GENERATED_TYPED_EDGES = 200_000
 
 
 def partition_with_edge_weights(graph_path: Path, work: Path, num_parts: int = 3):
@@ -23,3 +30,33 @@ def partition_with_edge_weights(graph_path: Path, work: Path, num_parts: int = 3
     np.save(work / "w.npy", weight)
     partition_graph(graph_path, work / "parts", num_parts, "random", edge_data={"edge_w": work / "w.npy"}, force=True)
     return read_graph(graph_path), weight, work / "parts"
+
+
+def typed_inputs(work: Path, generated_edges: int = GENERATED_TYPED_EDGES) -> list[tuple[str, Path]]:
+    """(label, typed .npz) of typed Cora and, with generated_edges > 0, bench_hetero's generated typed graph, each with
+    edge arrays added to some edge types: a float `edge_feat` [E, 2] and an int16 `weight` (other types none)."""
+    inputs = []
+    with np.load(CORA_TYPED) as z:
+        cora = {k: z[k] for k in z.files}
+    inputs.append(("typed Cora", _with_edge_arrays(cora, work / "cora_typed.npz", ("paper:cites:paper", "paper:has:word"))))
+    if generated_edges:
+        generate(generated_edges, work / "gen.npz")
+        with np.load(work / "gen.npz") as z:
+            gen = {k: z[k] for k in z.files}
+        inputs.append((f"generated typed ({generated_edges:,} edges)", _with_edge_arrays(gen, work / "gen_typed.npz", ("user:buys:item", "user:follows:user"))))
+    return inputs
+
+
+def _with_edge_arrays(arrays: dict, path: Path, etypes: tuple[str, str]) -> Path:
+    rng = np.random.default_rng(7)
+    first, second = (arrays[f"{e}/src"].size for e in etypes)
+    arrays[f"{etypes[0]}/edge_feat"] = rng.random((first, 2), dtype=np.float32)
+    arrays[f"{etypes[1]}/weight"] = rng.integers(0, 1000, second).astype(np.int16)
+    np.savez(path, **arrays)
+    return path
+
+
+def partition_typed(npz: Path, work: Path, num_parts: int = 3, method: str = "random", halo: int = 0) -> tuple[HeteroGraph, Path]:
+    """(the typed graph, gpart's partition directory of it)."""
+    partition_graph(npz, work / "tparts", num_parts, method, halo=halo, force=True)
+    return read_hetero_graph(npz), work / "tparts"

@@ -88,7 +88,9 @@ def scatter_ckpt(
 @click.option("--num-rows", type=click.IntRange(min=0), default=None, help="wholegraph: rows of the table.")
 @click.option("--dim", type=click.IntRange(min=0), default=None, help="wholegraph: width of a row.")
 @click.option("--dtype", default="float32", help="wholegraph: dtype of the table.")
-@click.option("--optimizer", type=click.Choice(["none", "lazyadam", "adagrad"]), default="none", help="wholegraph: optimizer whose states were saved.")
+@click.option("--optimizer", type=click.Choice(["none", "lazyadam", "adagrad", "adam"]), default="none",
+              help="wholegraph: optimizer whose states were saved (adam: LazyAdam's files read as DGL-style Adam, beta12t -> step counts).")
+@click.option("--betas", default=None, help="wholegraph --optimizer adam: B1,B2 the files were written with (default WholeGraph's 0.9,0.999).")
 @click.option("--state-dtype", default="float32", help="wholegraph: dtype of the moment states.")
 @click.option("--state-file", multiple=True, help="wholegraph: STATE=NAME, the file name part of a state (default m, v, beta12t, state_sum).")
 @click.option("--boundaries", default=None, help="wholegraph: W+1 row boundaries if not WholeGraph's default split.")
@@ -99,12 +101,13 @@ def scatter_ckpt(
 @json_option
 def import_ckpt(
     inputs: tuple[str, ...], source: str, out: str, world_size: Optional[int], name: str, num_rows: Optional[int], dim: Optional[int], dtype: str,
-    optimizer: str, state_dtype: str, state_file: tuple[str, ...], boundaries: Optional[str], layout: str, policy: str, force: bool, quiet: bool, as_json: bool,
+    optimizer: str, betas: Optional[str], state_dtype: str, state_file: tuple[str, ...], boundaries: Optional[str], layout: str, policy: str, force: bool, quiet: bool, as_json: bool,
 ) -> None:
     """Import another system's checkpoint as a sharded gpart checkpoint.
 
     \b
     gpart import-ckpt --from wholegraph run/emb --num-rows N --dim 128 --world-size 8 --optimizer lazyadam -o ck/
+    gpart import-ckpt --from wholegraph wg/emb --num-rows N --dim 128 -w 8 --optimizer adam --betas 0.9,0.999 -o ck/
     gpart import-ckpt --from torch 'opt.pt_{rank}' 'emb_{rank}.pt' --world-size 4 -o ck/
     gpart import-ckpt --from torch rank0.pt rank1.pt -o ck/
     """
@@ -119,11 +122,23 @@ def import_ckpt(
                 raise InputError(inputs[0], f"WholeGraph files carry no shape: give {', '.join(missing)}")
             manifest = ckpt.import_wholegraph(
                 inputs[0], out, num_rows=num_rows, row_shape=(dim,), dtype=dtype, world_size=world_size, name=name, optimizer=optimizer,
-                state_dtype=state_dtype, state_files=key_value_pairs(state_file, "--state-file", "STATE=NAME"), boundaries=parse_boundaries(boundaries), force=force, progress=progress,
+                state_dtype=state_dtype, state_files=key_value_pairs(state_file, "--state-file", "STATE=NAME"), boundaries=parse_boundaries(boundaries),
+                hyper_params={"betas": _parse_betas(betas)} if betas is not None else None, force=force, progress=progress,
             )
         else:
             manifest = ckpt.import_torch(inputs, out, world_size=world_size, layout=layout, policy=policy, force=force, progress=progress)
     _report(manifest, out, "imported", as_json, quiet)
+
+
+def _parse_betas(text: str) -> list[float]:
+    """--betas 'B1,B2' as two floats."""
+    try:
+        betas = [float(x) for x in text.split(",")]
+    except ValueError:
+        betas = []
+    if len(betas) != 2:
+        raise InputError(None, f"--betas must be two comma-separated numbers B1,B2, got {text!r}")
+    return betas
 
 
 @click.command("export-ckpt")

@@ -7,11 +7,10 @@ from typing import Any
 import click
 
 from gpart.cli.ui import data_options, human_bytes, json_option, print_json, progress_for, quiet_option, stdout
-from gpart.inspect_result import info as info_of, verify as verify_dir
+from gpart.inspect_result import info as info_of, report_failure, verify as verify_dir
 from gpart.cli.params import parse_name_paths
 from rich.table import Table
 from rich.text import Text
-from gpart.base.errors import IntegrityError
 
 
 @click.command()
@@ -20,7 +19,9 @@ from gpart.base.errors import IntegrityError
 def info(directory: str, as_json: bool) -> None:
     """Summarise the result in DIRECTORY: per-partition owned nodes, halo nodes,
     edges and bytes; edge cut, balance, halo ratio and dtypes. Checkpoints
-    (gather-ckpt / scatter-ckpt results) are summarised too."""
+    (gather-ckpt / scatter-ckpt results), export-feat directories and the
+    outputs of convert and export-ckpt (through their manifests) are
+    summarised too."""
     summary = info_of(directory)
     if as_json:
         print_json(summary)
@@ -28,6 +29,8 @@ def info(directory: str, as_json: bool) -> None:
         _render_partition_info(summary)
     elif summary.get("format") == "gpart.filelist":
         _render_exports_info(summary)
+    elif "command" in summary:
+        _render_foreign_info(summary)
     else:
         from gpart.cli.ckpt_commands import render_checkpoint_info
 
@@ -47,8 +50,13 @@ def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_d
            quiet: bool, as_json: bool) -> None:
     """Check every checksum and invariant of the result in DIRECTORY.
 
+    Also checkpoints, export-feat directories and the outputs of convert and
+    export-ckpt (every file their manifest lists: size and CRC-32).
+
     Exit status: 0 intact, 1 damaged (a checksum, size or invariant fails, or
-    the manifest is missing), 2 bad arguments or unreadable input.
+    the manifest is missing), 2 bad arguments or unreadable input, 3 the
+    --graph given is not the input the result was made from (other node or
+    edge counts, or edges and data that differ from an intact result's).
     """
     nodes = parse_name_paths(node_data, "--node-data") or None
     edges = parse_name_paths(edge_data, "--edge-data") or None
@@ -58,11 +66,9 @@ def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_d
         print_json(report)
     elif not (quiet and report.get("ok")):
         _render_report(report)
-    if not report.get("ok"):
-        # IntegrityError makes main() exit with status 1 after one `error:` line
-
-        count = len(report.get("problems", []))
-        raise IntegrityError(directory, f"damaged: {count} problem{'s' if count != 1 else ''} found")
+    failure = report_failure(directory, graph, report)
+    if failure is not None:  # main() prints its one `error:` line and exits with its code (1 damaged, 3 another input)
+        raise failure
 
 
 def _render_partition_info(summary: dict[str, Any]) -> None:
@@ -135,6 +141,49 @@ def _render_exports_info(summary: dict[str, Any]) -> None:
     stdout.print(table)
 
 
+def _render_foreign_info(summary: dict[str, Any]) -> None:
+    """A convert / export-ckpt output (gpart.inspect_foreign.foreign_info): what, from where, its files."""
+    head = Table.grid(padding=(0, 2))
+    head.add_row("output of", f"gpart {summary['command']} --to {summary['target']}")
+    head.add_row("source", str(summary["source"] or "?"))
+    if "num_nodes" in summary and "num_edges" in summary:
+        head.add_row("graph", f"{summary['num_nodes']:,} nodes, {summary['num_edges']:,} edges" + (", typed" if summary.get("hetero") else ""))
+    if "num_parts" in summary:
+        head.add_row("partitions", str(summary["num_parts"]))
+    if "world_size" in summary:
+        head.add_row("world size", str(summary["world_size"]) + (f", prefix {summary['prefix']}" if "prefix" in summary else ""))
+    if isinstance(summary.get("optimizer"), dict):
+        head.add_row("optimizer", str(summary["optimizer"].get("type", "?")))
+    for kind in ("node_data", "edge_data", "labels"):
+        renamed = _renames(summary.get(kind) or {})
+        if renamed:
+            head.add_row(kind.replace("_", " "), ", ".join(renamed))
+    if summary.get("not_converted"):
+        head.add_row("not converted", ", ".join(map(str, summary["not_converted"])))
+    for e in summary.get("embeddings", []):
+        if isinstance(e, dict):
+            head.add_row("embedding", f"{e.get('name')}: {e.get('num_rows', 0):,} rows of {e.get('row_shape')} {e.get('dtype')}")
+    head.add_row("size", f"{human_bytes(summary['bytes'])} in {summary['num_files']} files")
+    if summary.get("created_by"):
+        head.add_row("created by", summary["created_by"])
+    stdout.print(Text(str(summary["directory"]), style="bold"))
+    stdout.print(head)
+    table = Table()
+    for col in ("files of", "files", "size"):
+        table.add_column(col, justify="left" if col == "files of" else "right")
+    for g in summary["groups"]:
+        table.add_row(g["group"], str(g["files"]), human_bytes(g["bytes"]))
+    stdout.print(table)
+
+
+def _renames(mapping: dict[str, Any], prefix: str = "") -> list[str]:
+    """`name -> key` of a convert manifest's node_data / edge_data; typed ones are nested per type (`type/name -> key`)."""
+    lines = []
+    for name, key in mapping.items():
+        lines += _renames(key, f"{prefix}{name}/") if isinstance(key, dict) else [f"{prefix}{name} -> {key}"]
+    return lines
+
+
 def _render_report(report: dict[str, Any]) -> None:
     checked = report.get("checked", {})
     what = ["checksums"] + (["invariants"] if checked.get("invariants") else [])
@@ -145,8 +194,15 @@ def _render_report(report: dict[str, Any]) -> None:
     for note in report.get("notes", []):
         stdout.print(Text(f"note: {note}"), soft_wrap=True)
     if report.get("ok"):
-        stdout.print(Text("OK ", style="green") + Text(f"{directory}: {', '.join(what)} ({checked.get('arrays', 0)} arrays)"), soft_wrap=True)
+        count = f"{checked['files']} files" if "files" in checked else f"{checked.get('arrays', 0)} arrays"
+        stdout.print(Text("OK ", style="green") + Text(f"{directory}: {', '.join(what)} ({count})"), soft_wrap=True)
         return
     for line in report.get("problems", []):
         stdout.print(Text("damaged ", style="red") + Text(str(line)), highlight=False, soft_wrap=True)
-    stdout.print(Text("FAILED ", style="red") + Text(f"{directory}: {len(report.get('problems', []))} problems"), soft_wrap=True)
+    for line in report.get("mismatch", []):
+        stdout.print(Text("differs ", style="yellow") + Text(str(line)), highlight=False, soft_wrap=True)
+    if report.get("problems"):
+        stdout.print(Text("FAILED ", style="red") + Text(f"{directory}: {len(report['problems'])} problems"), soft_wrap=True)
+    else:
+        stdout.print(Text("MISMATCH ", style="yellow") + Text(f"{directory}: intact, but not made from {checked.get('graph') or 'the input given'}"
+                                                              f" ({len(report.get('mismatch', []))} differences)"), soft_wrap=True)

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import os
+import sys
 import time
-from typing import Callable
+from typing import Callable, NoReturn
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+
+from gpart.base.errors import GpartError
 
 Forward = Callable[[nn.Module, object], torch.Tensor]  # (model, batch) -> logits of the batch's seeds
 
@@ -31,6 +35,24 @@ def add_common_arguments(parser: argparse.ArgumentParser, lr: float) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--quiet", action="store_true", help="print only the final line")
+    parser.add_argument("--force", action="store_true", help="with --prepare: replace an existing --parts (default: refuse)")
+    parser.add_argument("--layers", choices=("auto", "pyg", "torch"), default="auto",
+                        help="pyg: torch_geometric.nn layers on batch.to_pyg(); torch: the plain-torch layers of this "
+                             "script; auto (default): pyg when torch_geometric is importable, else torch")
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One line on stderr and exit `code` (2: bad arguments or input, as gpart's own commands)."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
+def pyg_layers(choice: str) -> bool:
+    """Whether to build the model from PyG's layers: --layers pyg (PyG required), torch, or auto (PyG if importable)."""
+    found = importlib.util.find_spec("torch_geometric") is not None
+    if choice == "pyg" and not found:
+        fail("--layers pyg needs torch_geometric (pip install torch_geometric); --layers torch uses this script's own layers")
+    return found if choice == "auto" else choice == "pyg"
 
 
 def setup_distributed(device: torch.device) -> tuple[int, int]:
@@ -118,13 +140,17 @@ def fit(model: nn.Module, forward: Forward, loaders: tuple, args: argparse.Names
     return report
 
 
-def run(args: argparse.Namespace, prepare: Callable[[str, str, int], None], train: Callable[[argparse.Namespace], dict]) -> dict:
-    """--prepare writes the partitions and exits; otherwise train, leaving the process group on every path."""
-    if args.prepare:
-        prepare(args.prepare, args.parts, args.num_parts)
-        return {}
+def run(args: argparse.Namespace, prepare: Callable[[str, str, int, bool], None], train: Callable[[argparse.Namespace], dict]) -> dict:
+    """--prepare writes the partitions (an existing --parts only with --force) and exits; otherwise train,
+    leaving the process group on every path. gpart's errors (bad input, an existing output) are one line
+    on stderr and their exit code, as in the gpart command, not a traceback."""
     try:
+        if args.prepare:
+            prepare(args.prepare, args.parts, args.num_parts, args.force)
+            return {}
         return train(args)
+    except GpartError as exc:
+        fail(exc.one_line(), exc.exit_code)
     finally:
         if dist.is_initialized() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             dist.destroy_process_group()

@@ -16,7 +16,11 @@ a learned embedding per word). A layer computes, for every node
 type d, `W_self[d] h_d + sum over edge types (s, r, d) of W_r mean(h_s over
 sampled type-r in-neighbours)`. Sampling uses per-edge-type fanouts
 (gr.DistNeighborLoader with a dict); evaluation takes every in-neighbour
-(fanouts -1). Plain torch, no PyG. Each rank trains on the training papers
+(fanouts -1). Layers: with PyG importable, torch_geometric.nn.HeteroConv of
+one SAGEConv per edge type (summed per destination type) on `batch.to_pyg()`
+(a HeteroData); otherwise the plain-torch HeteroSAGEConv below (the same
+formula with one self weight per node type instead of one per edge type);
+`--layers pyg|torch` chooses. Each rank trains on the training papers
 it owns (the default partitioner balances every node type and the training
 mask); gradients are summed over ranks with one all_reduce and divided by
 the global seed count. gloo on CPU, NCCL with CUDA.
@@ -37,7 +41,7 @@ import gpart.runtime as gr
 from gpart.runtime.device import resolve_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_common beside this file, also under torchrun
-from train_common import add_common_arguments, all_max, fit, run, setup_distributed  # noqa: E402
+from train_common import add_common_arguments, all_max, fit, pyg_layers, run, setup_distributed  # noqa: E402
 
 # --prepare keeps the graph's forward relations and lets gpart store their reverses (--add-reverse): cites,
 # within papers, takes them itself; has, from papers to words, gets word:rev_has:paper (as DGL and PyG name it)
@@ -74,8 +78,16 @@ class HeteroSAGEConv(nn.Module):
         return out
 
 
+def pyg_hetero_conv(dims_in: dict[str, int], dim_out: int, edge_types: Sequence[tuple[str, str, str]]) -> nn.Module:
+    """PyG's HeteroConv: per edge type (s, r, d) a SAGEConv(W_r mean(h_s) + W_root,r h_d), summed over the types into d."""
+    from torch_geometric.nn import HeteroConv, SAGEConv  # optional: only with PyG installed (--layers)
+
+    return HeteroConv({e: SAGEConv((dims_in[e[0]], dims_in[e[2]]), dim_out) for e in edge_types}, aggr="sum")
+
+
 class HeteroSAGE(nn.Module):
-    def __init__(self, feat_dim: int, num_words: int, hidden: int, classes: int, layers: int = 2, dropout: float = 0.5):
+    def __init__(self, feat_dim: int, num_words: int, hidden: int, classes: int, layers: int = 2, dropout: float = 0.5,
+                 use_pyg: bool = False):
         super().__init__()
         # Words start at zero: their first-layer representation is then the mean of their papers'
         # features (paper:has:word), not noise; the embedding learns what the papers do not say.
@@ -83,18 +95,20 @@ class HeteroSAGE(nn.Module):
         nn.init.zeros_(self.word_emb.weight)
         dims = [{"paper": feat_dim, "word": hidden}] + [{"paper": hidden, "word": hidden}] * (layers - 1)
         outs = [hidden] * (layers - 1) + [classes]
-        self.convs = nn.ModuleList(HeteroSAGEConv(d, o, EDGE_TYPES) for d, o in zip(dims, outs))
+        conv = pyg_hetero_conv if use_pyg else HeteroSAGEConv
+        self.convs = nn.ModuleList(conv(d, o, EDGE_TYPES) for d, o in zip(dims, outs))
         self.dropout = dropout
 
-    def forward(self, batch) -> torch.Tensor:
-        x = batch.x["paper"].float()
-        h = {"paper": x / x.abs().sum(1, keepdim=True).clamp(min=1e-12), "word": self.word_emb(batch.n_id["word"])}
+    def forward(self, x: dict[str, torch.Tensor], n_id: dict[str, torch.Tensor], edge_index: dict) -> torch.Tensor:
+        """Logits of every paper of the batch (the seeds first), from the papers' features, the words' ids and the edges."""
+        papers = x["paper"].float()
+        h = {"paper": papers / papers.abs().sum(1, keepdim=True).clamp(min=1e-12), "word": self.word_emb(n_id["word"])}
         for i, conv in enumerate(self.convs):
             h = {t: F.dropout(v, self.dropout, self.training) for t, v in h.items()}
-            h = conv(h, batch.edge_index)
+            h = conv(h, edge_index)
             if i < len(self.convs) - 1:
                 h = {t: F.relu(v) for t, v in h.items()}
-        return h[SEED_TYPE][: batch.batch_size]
+        return h[SEED_TYPE]
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -112,39 +126,50 @@ def owned_seeds(part, mask: str) -> torch.Tensor:
 
 
 def forward(model: nn.Module, batch) -> torch.Tensor:
-    return model(batch)
+    return model(batch.x, batch.n_id, batch.edge_index)[: batch.batch_size]
+
+
+def forward_pyg(model: nn.Module, batch) -> torch.Tensor:
+    """The batch as PyG's HeteroData (x, n_id, edge_index per type; batch_size of the seed type)."""
+    data = batch.to_pyg()
+    edges = data.edge_index_dict
+    # every edge type, empty where the batch has none, so HeteroConv gives every node type its output
+    edges = {e: edges.get(e, torch.empty(2, 0, dtype=torch.long, device=data[SEED_TYPE].n_id.device)) for e in EDGE_TYPES}
+    return model(data.x_dict, data.n_id_dict, edges)[: data[SEED_TYPE].batch_size]
 
 
 def train(args: argparse.Namespace) -> dict:
     """Train and evaluate; returns the final metrics (the same on every rank)."""
     device = resolve_device(args.device)
     rank, world_size = setup_distributed(device)
-    part = gr.load_partition(args.parts, rank, device=device)
+    part = gr.load_partition(args.parts, device=device)
     torch.manual_seed(args.seed)  # the same initial weights on every rank
     hops = [int(f) for f in args.fanouts.split(",")]
     labels = part.node_data[(SEED_TYPE, "label")]
     classes = all_max(int(labels.max()) if labels.numel() else 0, device) + 1
+    use_pyg = pyg_layers(args.layers)
     model = HeteroSAGE(part.node_data[("paper", "feat")].shape[1], part.num_nodes_of("word"), args.hidden, classes,
-                       len(hops), args.dropout).to(device)
+                       len(hops), args.dropout, use_pyg).to(device)
     fanouts = {e: hops for e in EDGE_TYPES}
     every = {e: [-1] * len(hops) for e in EDGE_TYPES}
     loader = gr.DistNeighborLoader(part, {SEED_TYPE: owned_seeds(part, "train_mask")}, fanouts=fanouts,
                                    batch_size=-(-args.batch_size // world_size), seed=args.seed)
     val_loader, test_loader = (gr.DistNeighborLoader(part, {SEED_TYPE: owned_seeds(part, m)}, fanouts=every, batch_size=1024,
                                                      shuffle=False) for m in ("val_mask", "test_mask"))
-    return fit(model, forward, (loader, val_loader, test_loader), args, device, rank, world_size)
+    loaders = (loader, val_loader, test_loader)
+    return fit(model, forward_pyg if use_pyg else forward, loaders, args, device, rank, world_size) | {"layers": "pyg" if use_pyg else "torch"}
 
 
-def prepare(graph_path: str, out: str, num_parts: int) -> None:
+def prepare(graph_path: str, out: str, num_parts: int, force: bool) -> None:
     """Partition the typed graph's FORWARD relations with their reverses added (gpart's --add-reverse), by the
     default (balanced: every node type, in-edges, training papers). The graph's own reverse relations
-    (cited_by, in) are left out: --add-reverse stores the reverses."""
+    (cited_by, in) are left out: --add-reverse stores the reverses. An existing `out` is replaced only with `force`."""
     from gpart.formats.hetero_input import HeteroGraph, read_hetero_graph
     from gpart.hetero import partition_hetero
 
     hg = read_hetero_graph(graph_path)
     forward = HeteroGraph(hg.num_nodes, {e: hg.edges[e] for e in FORWARD}, hg.node_data, {e: hg.edge_data.get(e, {}) for e in FORWARD})
-    m = partition_hetero(forward, out, num_parts, force=True, add_reverse=True)
+    m = partition_hetero(forward, out, num_parts, force=force, add_reverse=True)
     print(f"wrote {out}: {num_parts} partitions of {graph_path}'s {', '.join(e[1] for e in FORWARD)} with reverse edges "
           f"({m['params'].get('backend', m['method'])})")
 

@@ -12,7 +12,9 @@ the sampler follows in-edges, and a citation graph's in-edges alone are only
 the citing papers, which loses most of the signal (GraphSAGE's Cora, as DGL's
 and PyG's, is undirected). Any `gpart partition` result works as --parts.
 
-Plain torch (mean aggregation with index_add_, no PyG). Each rank loads its
+Layers: torch_geometric.nn.SAGEConv (mean aggregation) on `batch.to_pyg()`
+when PyG is importable, otherwise the plain-torch SAGEConv below (the same
+formula, mean with index_add_); `--layers pyg|torch` chooses. Each rank loads its
 partition, takes its equal share of the training nodes (gr.node_split), and
 draws mini-batches with gr.DistNeighborLoader; gradients are summed over
 ranks with one all_reduce and divided by the global number of seeds, so a
@@ -37,7 +39,7 @@ import gpart.runtime as gr
 from gpart.runtime.device import resolve_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_common beside this file, also under torchrun
-from train_common import add_common_arguments, all_max, fit, run, setup_distributed  # noqa: E402
+from train_common import add_common_arguments, all_max, fit, pyg_layers, run, setup_distributed  # noqa: E402
 
 
 class SAGEConv(nn.Module):
@@ -55,12 +57,22 @@ class SAGEConv(nn.Module):
         return self.lin_self(x) + self.lin_neigh(total / deg.clamp(min=1).unsqueeze(1))
 
 
+def conv_class(use_pyg: bool) -> type:
+    """PyG's SAGEConv (mean aggregation: lin_l(mean of neighbours) + lin_r(x), the formula above) or ours."""
+    if not use_pyg:
+        return SAGEConv
+    from torch_geometric.nn import SAGEConv as PyGSAGEConv  # optional: only with PyG installed (--layers)
+
+    return PyGSAGEConv
+
+
 class SAGE(nn.Module):
-    def __init__(self, dim_in: int, hidden: int, classes: int, layers: int = 2, dropout: float = 0.5, row_normalize: bool = True):
+    def __init__(self, dim_in: int, hidden: int, classes: int, layers: int = 2, dropout: float = 0.5, row_normalize: bool = True,
+                 conv: type = SAGEConv):
         super().__init__()
         self.row_normalize = row_normalize
         dims = [dim_in] + [hidden] * (layers - 1) + [classes]
-        self.convs = nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.convs = nn.ModuleList(conv(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = dropout
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
@@ -95,28 +107,36 @@ def forward(model: nn.Module, batch) -> torch.Tensor:
     return model(batch.x, batch.edge_index)[: batch.batch_size]
 
 
+def forward_pyg(model: nn.Module, batch) -> torch.Tensor:
+    """The batch as PyG's Data (x, edge_index, y, n_id, batch_size, ...): what a PyG model takes."""
+    data = batch.to_pyg()
+    return model(data.x, data.edge_index)[: data.batch_size]
+
+
 def train(args: argparse.Namespace) -> dict:
     """Train and evaluate; returns the final metrics (the same on every rank)."""
     device = resolve_device(args.device)
     rank, world_size = setup_distributed(device)
-    part = gr.load_partition(args.parts, rank, device=device, node_data=["feat", "label", "train_mask", "val_mask", "test_mask"])
+    part = gr.load_partition(args.parts, device=device, node_data=["feat", "label", "train_mask", "val_mask", "test_mask"])
     torch.manual_seed(args.seed)  # the same initial weights on every rank
     fanouts = [int(f) for f in args.fanouts.split(",")]
     owned = part.node_data["label"][: part.num_owned]
     classes = all_max(int(owned.max()) if owned.numel() else 0, device) + 1
-    model = SAGE(part.node_data["feat"].shape[1], args.hidden, classes, len(fanouts), args.dropout, args.row_normalize).to(device)
+    use_pyg = pyg_layers(args.layers)
+    model = SAGE(part.node_data["feat"].shape[1], args.hidden, classes, len(fanouts), args.dropout, args.row_normalize,
+                 conv_class(use_pyg)).to(device)
     per_rank = -(-args.batch_size // world_size)
     loader = gr.DistNeighborLoader(part, gr.node_split(part, "train_mask"), fanouts=fanouts, batch_size=per_rank, seed=args.seed)
     loaders = (loader, exact_loader(part, "val_mask", len(fanouts)), exact_loader(part, "test_mask", len(fanouts)))
-    return fit(model, forward, loaders, args, device, rank, world_size)
+    return fit(model, forward_pyg if use_pyg else forward, loaders, args, device, rank, world_size) | {"layers": "pyg" if use_pyg else "torch"}
 
 
-def prepare(graph_path: str, out: str, num_parts: int) -> None:
+def prepare(graph_path: str, out: str, num_parts: int, force: bool) -> None:
     """Partition `graph_path` into `out` with every edge in both directions (gpart's --add-reverse: a reverse
-    copy of each edge whose reverse is missing, SPEC.md 4.7)."""
+    copy of each edge whose reverse is missing, SPEC.md 4.7); an existing `out` is replaced only with `force`."""
     from gpart.partition import partition_graph
 
-    m = partition_graph(graph_path, out, num_parts, "metis", add_reverse=True)
+    m = partition_graph(graph_path, out, num_parts, "metis", add_reverse=True, force=force)
     print(f"wrote {out}: {num_parts} METIS partitions of {graph_path} with reverse edges ({m['graph']['num_edges']} edges)")
 
 

@@ -24,7 +24,15 @@ WHOLEGRAPH_STATE_FILES: dict[str, dict[str, str]] = {
     "none": {},
     "lazyadam": {"m": "m", "v": "v", "beta_powers": "beta12t"},
     "adagrad": {"state_sum": "state_sum"},
+    "adam": {"step": "beta12t", "exp_avg": "m", "exp_avg_sq": "v"},  # as LazyAdam (SPEC.md 6.7)
 }
+
+# gpart optimizer -> the WholeGraph optimizer whose states the files are
+WHOLEGRAPH_OPTIMIZER = {"none": "none", "lazyadam": "lazyadam", "adagrad": "adagrad", "adam": "lazyadam"}
+
+# (gpart optimizer, state) WholeGraph keeps in another form -> (its file's dtype, row shape):
+# Adam's step count t is LazyAdam's (beta1^t, beta2^t) in float32 (SPEC.md 6.8)
+WHOLEGRAPH_CONVERTED: dict[tuple[str, str], tuple[str, tuple[int, ...]]] = {("adam", "step"): ("float32", (2,))}
 
 # gpart optimizer -> {gpart state -> suffix DistDGL appends to the embedding name}
 DISTDGL_STATES: dict[str, dict[str, str]] = {

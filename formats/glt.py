@@ -1,6 +1,5 @@
-"""graphlearn_torch's partition layout (SPEC.md 7.3): what GLT 0.2.4's partitioners write
-(`graphlearn_torch.partition.base`) and `DistDataset.load` reads, for a
-homogeneous graph::
+"""graphlearn_torch's partition layout (SPEC.md 7.3, typed 7.7): what GLT 0.2.4's partitioners write
+(`graphlearn_torch.partition.base`) and `DistDataset.load` reads. A homogeneous graph::
 
     OUT/META                     pickle of {"num_parts", "data_cls": "homo", "node_types": None, "edge_types": None}
     OUT/node_pb.pt               int64 [N]  partition of each node
@@ -11,6 +10,10 @@ homogeneous graph::
     OUT/part<p>/node_feat/feats.pkl, ids.pkl  one node feature table's rows and their global ids
     OUT/part<p>/edge_feat/feats.pkl, ids.pkl  one edge feature table's rows and their edge ids
     OUT/label.pt                 optional whole-graph labels in global order (DistDataset.load's whole_node_label_file)
+
+A typed graph: META with "data_cls": "hetero" and the types; node_pb/<ntype>.pt, edge_pb/<s__r__d>.pt;
+part<p>/graph/<s__r__d>/, part<p>/node_feat/<ntype>/, part<p>/edge_feat/<s__r__d>/ holding the same files
+in typed ids; label/<ntype>.pt. The writers below take {type folder: ...}, "" (no folder) for the homogeneous graph.
 
 A `.pkl` file is a sequence of pickled tensors, one after another, that GLT
 reads with pickle.load until EOF and concatenates (its append_tensor_to_file /
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -36,6 +39,7 @@ PIECE_BYTES = 16 << 20
 NODE_PB = "node_pb.pt"
 EDGE_PB = "edge_pb.pt"
 LABELS = "label.pt"
+LABEL_DIR = "label"  # typed: label/<ntype>.pt
 # GLT holds one feature table per kind (node_feat/, edge_feat/): the only key its feats may have (file feats.pkl)
 FEATS = "feats"
 
@@ -44,45 +48,57 @@ def part_dir(part: int) -> str:
     return f"part{part}"
 
 
-def write_meta(directory: Path, num_parts: int) -> FileEntry:
-    """META: GLT's own pickle of its partition meta (protocol HIGHEST, as its save_meta)."""
-    meta = {"num_parts": int(num_parts), "data_cls": "homo", "node_types": None, "edge_types": None}
+def write_meta(directory: Path, num_parts: int, node_types: Optional[Sequence[str]] = None,
+               edge_types: Optional[Sequence[tuple[str, str, str]]] = None) -> FileEntry:
+    """META: GLT's own pickle of its partition meta (protocol HIGHEST, as its save_meta); typed with the types."""
+    meta = {"num_parts": int(num_parts), "data_cls": "homo" if node_types is None else "hetero",
+            "node_types": None if node_types is None else list(node_types),
+            "edge_types": None if edge_types is None else [tuple(e) for e in edge_types]}
     write_new_file(directory / META, lambda fh: pickle.dump(meta, fh, pickle.HIGHEST_PROTOCOL))
     return file_entry(directory / META)
 
 
-def write_maps(directory: Path, node_map: np.ndarray, edge_map: np.ndarray) -> list[FileEntry]:
-    """node_pb.pt / edge_pb.pt: the partition of every node and every edge (GLT's partition books)."""
-    return [save_torch_file(as_torch(node_map, "int64"), directory / NODE_PB), save_torch_file(as_torch(edge_map, "int64"), directory / EDGE_PB)]
+def type_dir(etype: Optional[tuple[str, ...]] = None, ntype: Optional[str] = None) -> str:
+    """GLT's folder (and file stem) of a type, its `as_str`: the node type, or the edge type's triplet joined by `__`."""
+    return ntype if ntype is not None else "__".join(etype)
+
+
+def write_maps(directory: Path, node_maps: Mapping[str, np.ndarray], edge_maps: Mapping[str, np.ndarray]) -> list[FileEntry]:
+    """GLT's partition books: the partition of every node and every edge; {"": map} gives node_pb.pt / edge_pb.pt,
+    {type folder: map} node_pb/<ntype>.pt / edge_pb/<s__r__d>.pt."""
+    files = []
+    for stem, maps in (("node_pb", node_maps), ("edge_pb", edge_maps)):
+        for key, owners in maps.items():
+            if key:
+                (directory / stem).mkdir(exist_ok=True)
+            rel = f"{stem}/{key}.pt" if key else f"{stem}.pt"
+            files.append({**save_torch_file(as_torch(owners, "int64"), directory / rel), "file": rel})
+    return files
 
 
 def write_partition(
     directory: Path,
     part: int,
     *,
-    node_ids: np.ndarray,
-    row: np.ndarray,
-    col: np.ndarray,
-    edge_ids: np.ndarray,
-    node_feats: Mapping[str, tuple[np.ndarray, str]],
-    edge_feats: Mapping[str, tuple[np.ndarray, str]],
+    graphs: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+    node_feats: Mapping[str, tuple[np.ndarray, np.ndarray, str]],
+    edge_feats: Mapping[str, tuple[np.ndarray, np.ndarray, str]],
 ) -> list[FileEntry]:
-    """part<p>/graph/{rows,cols,eids}.pt and, where `*_feats` holds GLT's one table ({FEATS: (rows, dtype name)}),
-    node_feat/ and edge_feat/ {feats,ids}.pkl; `{}` writes no such folder."""
-    sub = directory / part_dir(part)
+    """part<p>/graph[/<type>]/{rows,cols,eids}.pt for each {type folder: (row, col, edge ids)} and, for each
+    {type folder: (ids, rows, dtype name)} of GLT's one feature table, node_feat[/<type>]/ and edge_feat[/<type>]/
+    {feats,ids}.pkl."""
     files: list[FileEntry] = []
-    graph = {"rows.pt": as_torch(row, "int64"), "cols.pt": as_torch(col, "int64"), "eids.pt": as_torch(edge_ids, "int64")}
-    (sub / "graph").mkdir(parents=True)
-    for name, tensor in graph.items():
-        files.append({**save_torch_file(tensor, sub / "graph" / name), "file": f"{part_dir(part)}/graph/{name}"})
-    for group, feats, ids in (("node_feat", node_feats, node_ids), ("edge_feat", edge_feats, edge_ids)):
-        if not feats:
-            continue
-        if set(feats) != {FEATS}:
-            raise ValueError(f"GLT's {group} holds one table, under key {FEATS!r}; got {sorted(feats)}")
-        (sub / group).mkdir()
-        for name, (rows, dtype) in (("feats.pkl", feats[FEATS]), ("ids.pkl", (ids, "int64"))):
-            files.append({**_write_pickled_pieces(sub / group / name, rows, dtype), "file": f"{part_dir(part)}/{group}/{name}"})
+    for key, (row, col, edge_ids) in graphs.items():
+        rel = f"{part_dir(part)}/graph/{key}".rstrip("/")
+        (directory / rel).mkdir(parents=True)
+        for name, ids in (("rows.pt", row), ("cols.pt", col), ("eids.pt", edge_ids)):
+            files.append({**save_torch_file(as_torch(ids, "int64"), directory / rel / name), "file": f"{rel}/{name}"})
+    for group, feats in (("node_feat", node_feats), ("edge_feat", edge_feats)):
+        for key, (ids, rows, dtype) in feats.items():
+            rel = f"{part_dir(part)}/{group}/{key}".rstrip("/")
+            (directory / rel).mkdir(parents=True)
+            for name, (data, dt) in (("feats.pkl", (rows, dtype)), ("ids.pkl", (ids, "int64"))):
+                files.append({**_write_pickled_pieces(directory / rel / name, data, dt), "file": f"{rel}/{name}"})
     return files
 
 
@@ -100,6 +116,9 @@ def _write_pickled_pieces(path: Path, rows: np.ndarray, dtype: str) -> FileEntry
     return file_entry(path)
 
 
-def write_labels(directory: Path, labels: np.ndarray, dtype: str) -> FileEntry:
-    """label.pt: whole-graph labels in global node order, for DistDataset.load's whole_node_label_file."""
-    return save_torch_file(as_torch(labels, dtype), directory / LABELS)
+def write_labels(directory: Path, labels: np.ndarray, dtype: str, ntype: Optional[str] = None) -> FileEntry:
+    """label.pt (or label/<ntype>.pt): whole-graph labels in global (typed) id order, for DistDataset.load's
+    whole_node_label_file (a path, or {ntype: path})."""
+    rel = LABELS if ntype is None else f"{LABEL_DIR}/{ntype}.pt"
+    (directory / rel).parent.mkdir(exist_ok=True)
+    return {**save_torch_file(as_torch(labels, dtype), directory / rel), "file": rel}

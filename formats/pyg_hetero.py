@@ -36,14 +36,15 @@ def etype_file(etype: EdgeType) -> str:
     return "__".join(etype)
 
 
-def check_edge_types(edge_types: Sequence[EdgeType], where: Union[str, "os.PathLike[str]", None]) -> None:
-    """Refuse edge types that would share one edge map file (`a_`,`b`,`c` and `a`,`_b`,`c` both give `a___b__c`)."""
+def check_edge_types(edge_types: Sequence[EdgeType], where: Union[str, "os.PathLike[str]", None], shared: str = "PyG's edge map file {}.pt") -> None:
+    """Refuse edge types that would share one edge map file (`a_`,`b`,`c` and `a`,`_b`,`c` both give `a___b__c`);
+    `shared` names what they would share (GLT's layout names its folders the same way)."""
     seen: dict[str, EdgeType] = {}
     for etype in edge_types:
         other = seen.setdefault(etype_file(etype), etype)
         if other != etype:
-            raise InputError(where, f"edge types {':'.join(other)!r} and {':'.join(etype)!r} would share PyG's edge map file "
-                                    f"{etype_file(etype)}.pt; rename a relation to convert")
+            raise InputError(where, f"edge types {':'.join(other)!r} and {':'.join(etype)!r} would share {shared.format(etype_file(etype))}; "
+                                    "rename a relation to convert")
 
 
 def write_meta(directory: Path, num_parts: int, node_types: Sequence[str], edge_types: Sequence[EdgeType], node_offset: Sequence[int]) -> FileEntry:

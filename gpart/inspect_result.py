@@ -1,7 +1,8 @@
 """`gpart info` and `gpart verify`: describe a result and prove it intact.
 
 Both dispatch on the manifest's `format`: partition results are handled here,
-checkpoints by gpart.ckpt (imported only when one is met).
+checkpoints by gpart.ckpt, the outputs of `gpart convert` and `gpart export-ckpt`
+by gpart.inspect_foreign (through the files their manifests list).
 
 verify() of a partition result is gpart.verify_partition's PartitionVerifier.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
 
-from gpart.base.errors import GpartError, InputError, IntegrityError
+from gpart.base.errors import GpartError, InputError, InputMismatchError, IntegrityError
 from gpart.formats.filelist_commit import interrupted_exports
 from gpart.formats.filelist_reader import find_exports, open_filelist
 from gpart.formats.names import parse_work_name
@@ -27,10 +28,11 @@ from gpart.formats.reverse_manifest import REVERSE_KEY
 from gpart.bounded import default_max_memory
 from gpart.reverse_edges import hetero_with_reverse_edges, reverse_scratch_dir
 from gpart.base.graph import Graph
-from gpart.verify_partition import PartitionVerifier
+from gpart.verify_partition import PartitionVerifier, check_input_counts
 from gpart.base.progress import Progress, or_null
 from gpart.hetero_inspect import hetero_info, typed_input, verify_typed
 from gpart.ckpt import checkpoint_info, verify_checkpoint
+from gpart.inspect_foreign import FOREIGN_FORMATS, foreign_info, verify_foreign
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -74,18 +76,26 @@ def _format_of(directory: PathLike, missing_is_damage: bool) -> str:
     return fmt
 
 
+def _unknown_format(directory: PathLike, fmt: str) -> InputError:
+    known = ", ".join([PARTITION_FORMAT, CHECKPOINT_FORMAT, FILELIST_FORMAT, *FOREIGN_FORMATS])
+    return InputError(Path(directory) / MANIFEST_NAME, f"format {fmt!r} is none that gpart info and verify read ({known})")
+
+
 # --------------------------------------------------------------------------- info
 
 
 def info(directory: PathLike) -> dict[str, Any]:
-    """Sizes, edge cut, balance, halo ratio and dtypes of a result (or a checkpoint's summary)."""
+    """Sizes, edge cut, balance, halo ratio and dtypes of a result; or the summary of a checkpoint, an
+    export-feat directory, a convert or an export-ckpt output."""
     fmt = _format_of(directory, missing_is_damage=False)
     if fmt == FILELIST_FORMAT:
         return _exports_info(directory)
     if fmt == CHECKPOINT_FORMAT:
         return checkpoint_info(directory)
+    if fmt in FOREIGN_FORMATS:
+        return foreign_info(directory)
     if fmt != PARTITION_FORMAT:
-        raise InputError(Path(directory) / MANIFEST_NAME, f"format {fmt!r} is not a partition result or checkpoint")
+        raise _unknown_format(directory, fmt)
     with PartitionReader(directory) as reader:
         out = _partition_info(reader)
         if reader.hetero is not None:  # typed results, SPEC.md 8.5
@@ -215,35 +225,62 @@ def verify(
         if graph is not None or node_data or edge_data:
             raise InputError(directory, "holds export-feat exports: --graph, --node-data and --edge-data apply to partition results")
         return verify_exports(directory)
-    if fmt == CHECKPOINT_FORMAT:
+    if fmt == CHECKPOINT_FORMAT or fmt in FOREIGN_FORMATS:
         if graph is not None or node_data or edge_data:
-            raise InputError(directory, "is a checkpoint: --graph, --node-data and --edge-data apply to partition results")
-
-        return verify_checkpoint(directory)
+            what = "a checkpoint" if fmt == CHECKPOINT_FORMAT else f"a `gpart {FOREIGN_FORMATS[fmt]}` output"
+            raise InputError(directory, f"is {what}: --graph, --node-data and --edge-data apply to partition results")
+        return verify_checkpoint(directory) if fmt == CHECKPOINT_FORMAT else verify_foreign(directory)
     if fmt != PARTITION_FORMAT:
-        raise InputError(Path(directory) / MANIFEST_NAME, f"format {fmt!r} is not a partition result or checkpoint")
+        raise _unknown_format(directory, fmt)
     try:
         reader = PartitionReader(directory, check_files=False)
     except GpartError as exc:
         raise IntegrityError(exc.path, f"manifest is invalid: {exc.problem}") from None
     with reader:
         if reader.hetero is None:
-            return PartitionVerifier(reader, or_null(progress)).run(graph, node_data, edge_data)
-        # typed: the erased result is checked as any other, then the typed arrays (SPEC.md 8.4)
-
-        if node_data or edge_data:
+            report = PartitionVerifier(reader, or_null(progress)).run(graph, node_data, edge_data)
+        elif node_data or edge_data:
             raise InputError(directory, "is a typed result: --node-data/--edge-data do not apply (typed arrays come from the typed .npz)")
-        with reverse_scratch_dir(graph is not None and reader.reverse is not None) as scratch:
-            if scratch is None:
-                (hg, erased), reverse = typed_input(graph), None
-            else:  # the typed input with its reverse relations (SPEC.md 4.7)
-                hg = graph if isinstance(graph, HeteroGraph) else read_hetero_graph(graph)
-                hg, reverse = hetero_with_reverse_edges(hg, scratch, default_max_memory())
-                erased = hg.erased(scratch)
-            report = PartitionVerifier(reader, or_null(progress)).run(erased, None, None, reverse)
-            return verify_typed(reader, report, hg)
+        else:  # typed: the erased result is checked as any other, then the typed arrays (SPEC.md 8.4)
+            report = _verify_typed_result(reader, graph, progress)
+        source = reader.manifest["graph"].get("source")
+        return report | {"made_from": source if isinstance(source, str) else None}
 
 
-def report_exit_code(report: dict[str, Any]) -> int:
-    """0 when a verify report found nothing wrong, 1 otherwise."""
-    return 0 if report.get("ok") else 1
+def _verify_typed_result(reader: PartitionReader, graph: Union[PathLike, HeteroGraph, None], progress: Optional[Progress]) -> dict[str, Any]:
+    """The erased result as any other, then the typed arrays by themselves, then (intact, and the erased
+    input matching) the typed arrays against the typed input: what they find is `mismatch`, not damage."""
+    hg = None if graph is None else graph if isinstance(graph, HeteroGraph) else read_hetero_graph(graph)
+    if hg is not None:  # the counts first, before any content is read (and before reverse relations are added)
+        check_input_counts(reader, sum(hg.num_nodes.values()), sum(hg.num_edges(e) for e in hg.edge_types), hg.source)
+    with reverse_scratch_dir(hg is not None and reader.reverse is not None) as scratch:
+        if scratch is None:
+            (hg, erased), reverse = typed_input(hg), None
+        else:  # the typed input with its reverse relations (SPEC.md 4.7)
+            hg, reverse = hetero_with_reverse_edges(hg, scratch, default_max_memory())
+            erased = hg.erased(scratch)
+        report = verify_typed(reader, PartitionVerifier(reader, or_null(progress)).run(erased, None, None, reverse), None)
+        if hg is not None and not report["problems"] and not report["mismatch"]:
+            against = verify_typed(reader, {**report, "problems": [], "notes": []}, hg)
+            report["mismatch"] = against["problems"]
+            report["notes"] += against["notes"]
+            report["checked"]["graph"] = hg.source
+    report["ok"] = not report["problems"] and not report["mismatch"]
+    return report
+
+
+def report_failure(directory: PathLike, graph: Union[PathLike, Graph, HeteroGraph, None], report: dict[str, Any]) -> Optional[GpartError]:
+    """The one-line error a failed verify report ends with (None when it passed): IntegrityError (exit 1)
+    when the result is damaged; InputMismatchError (exit 3) when the result is intact and only its
+    comparison with `graph` failed, i.e. `graph` is not the input it was made from."""
+    problems, mismatch = report.get("problems", []), report.get("mismatch", [])
+    if problems:
+        return IntegrityError(directory, f"damaged: {len(problems)} problem{'s' if len(problems) != 1 else ''} found")
+    if mismatch:
+        given = graph if isinstance(graph, (str, os.PathLike)) else getattr(graph, "source", None)
+        recorded = report.get("made_from")
+        return InputMismatchError(
+            given, f"differs from the input {directory} was made from{f' ({recorded})' if recorded else ''} "
+                   f"({len(mismatch)} difference{'s' if len(mismatch) != 1 else ''}); the result's checksums and invariants hold, so the graph "
+                   "given is not its input (unless the result was rewritten along with its checksums)")
+    return None if report.get("ok") else IntegrityError(directory, "damaged")

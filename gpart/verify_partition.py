@@ -17,7 +17,7 @@ import numpy as np
 
 from gpart.balance import train_mask
 from gpart.bytes.reader import release_rows
-from gpart.base.errors import GpartError
+from gpart.base.errors import GpartError, InputMismatchError
 from gpart.bytes.crc import CHUNK_BYTES
 from gpart.formats.dtypes import storage_dtype
 from gpart.formats.manifest import MANIFEST_NAME
@@ -34,6 +34,19 @@ from gpart.reverse_edges import ReverseEdges, reverse_scratch_dir, with_reverse_
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+def check_input_counts(reader: PartitionReader, num_nodes: int, num_input_edges: int, given: Optional[str]) -> None:
+    """InputMismatchError unless an input of `num_nodes` nodes and `num_input_edges` edges (before any reverse
+    copies) can be the one the result was made from: its manifest records the counts (SPEC.md 4.4, 4.7)."""
+    recorded = reader.manifest["graph"]
+    nodes = reader.num_nodes
+    edges = reader.reverse.num_input_edges if reader.reverse is not None else reader.num_edges
+    if (num_nodes, num_input_edges) != (nodes, edges):
+        made_from = recorded.get("source") if isinstance(recorded.get("source"), str) else "an in-memory graph"
+        raise InputMismatchError(
+            given, f"is not the graph {reader.directory} was made from: it has {num_nodes:,} nodes and {num_input_edges:,} edges, "
+                   f"the result's input {nodes:,} and {edges:,} ({made_from}); the result itself was not checked")
+
+
 class PartitionVerifier:
     """Collects the problems of one partition result (`run`); see the module docstring."""
 
@@ -43,6 +56,9 @@ class PartitionVerifier:
         self.problems: list[str] = []
         self.notes: list[str] = []
         self.damaged: set[str] = set()
+        # problems of the result itself found while comparing with the input (edge order within a
+        # column): damage, kept apart from what the comparison finds (the report's `mismatch`)
+        self.own_problems: list[str] = []
 
     def problem(self, where: str, text: str) -> None:
         self.problems.append(f"{self.reader.directory / where}: {text}")
@@ -50,41 +66,48 @@ class PartitionVerifier:
     def run(self, graph: Union[PathLike, Graph, None], node_data, edge_data, reverse: Optional[ReverseEdges] = None) -> dict[str, Any]:
         """Checksums, invariants and, given the input `graph`, its reconstruction. A result with reverse
         edges is checked against the input with its reverse copies added (gpart.reverse_edges), unless
-        `graph` holds them already and `reverse` says which (typed results, gpart.inspect_result)."""
+        `graph` holds them already and `reverse` says which (typed results, gpart.inspect_result).
+
+        A `graph` whose node or edge count differs from the result's input is refused first
+        (InputMismatchError, nothing else checked); disagreements with an input of the right counts are
+        the report's `mismatch` lines, apart from the `problems` of the result itself."""
         reader = self.reader
-        entries = reader.all_entries()
-        with self.progress.stage("checksums", total=len(entries)) as bar:
-            for label, entry in entries:
-                problems = self._checksum(entry)
-                if problems:
-                    self.damaged.add(label)
-                    self.problems += problems
-                bar.advance(1)
-        structure_checked = self._invariants() and self._reverse_invariants()
-        source = None
-        if graph is not None:
-            with reverse_scratch_dir(reader.reverse is not None) as scratch:
-                g = self._load_graph(graph, node_data, edge_data)
-                if reader.reverse is not None and reverse is None:
+        mismatch: list[str] = []
+        with reverse_scratch_dir(graph is not None and reader.reverse is not None and reverse is None) as scratch:
+            g = None if graph is None else self._load_graph(graph, node_data, edge_data)
+            if g is not None and reverse is None:  # typed callers check their input's counts before adding its reverses
+                check_input_counts(reader, g.num_nodes, g.num_edges, g.source)
+                if reader.reverse is not None:
                     g, reverse = with_reverse_edges(g, scratch, default_max_memory())
-                source = g.source if isinstance(g.source, str) else None
-                if structure_checked:
-                    self._against_graph(g)
-                    self._against_reverse(reverse)
-                else:
-                    self.notes.append("reconstruction of the input not checked: the result is damaged")
+            entries = reader.all_entries()
+            with self.progress.stage("checksums", total=len(entries)) as bar:
+                for label, entry in entries:
+                    problems = self._checksum(entry)
+                    if problems:
+                        self.damaged.add(label)
+                        self.problems += problems
+                    bar.advance(1)
+            structure_checked = self._invariants() and self._reverse_invariants()
+            if g is not None and structure_checked:
+                intact = len(self.problems)
+                self._against_graph(g)
+                self._against_reverse(reverse)
+                mismatch, self.problems = self.problems[intact:], self.problems[:intact] + self.own_problems
+            elif g is not None:
+                self.notes.append("reconstruction of the input not checked: the result is damaged")
         return {
             "format": PARTITION_FORMAT,
             "directory": str(reader.directory),
-            "ok": not self.problems,
+            "ok": not self.problems and not mismatch,
             "problems": list(dict.fromkeys(self.problems)),  # a broken HDF5 file fails every dataset alike
+            "mismatch": list(dict.fromkeys(mismatch)),
             "notes": self.notes,
             "checked": {
                 "arrays": len(entries),
                 "checksums": True,
                 "invariants": structure_checked,
-                "graph": source if graph is not None else None,
-                "reconstruction": graph is not None and structure_checked,
+                "graph": (g.source if isinstance(g.source, str) else None) if g is not None else None,
+                "reconstruction": g is not None and structure_checked,
             },
         }
 
@@ -264,7 +287,7 @@ class PartitionVerifier:
         if edge_ids.size > 1:
             same_column = columns[1:] == columns[:-1]
             if np.any(edge_ids[1:][same_column] <= edge_ids[:-1][same_column]):
-                self.problem(f"{here}/edge_ids", "edges of a column are not in ascending edge id")
+                self.own_problems.append(f"{self.reader.directory / here}/edge_ids: edges of a column are not in ascending edge id")
         info = self.reader.part_info(p)
         train = train_mask(g)
         if "num_train" in info and train is not None:  # SPEC.md 4.5

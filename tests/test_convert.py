@@ -260,4 +260,4 @@ def test_a_new_target_is_one_class_and_one_registration(cora_parts, tmp_path, mo
     # not typed: a typed result is refused with the one line the built-in homogeneous targets give
     assert run("partition", ROOT / "sample_data" / "cora_hetero.npz", "--parts", 2, "-o", tmp_path / "typed", "-q") == 0
     res = runner.invoke(cli, ["convert", str(tmp_path / "typed"), "--to", "owned-ids", "-o", str(tmp_path / "t")])
-    assert res.exit_code == 2 and "convert --to owned-ids handles homogeneous results only (typed ones convert --to pyg)" in res.output
+    assert res.exit_code == 2 and "convert --to owned-ids handles homogeneous results only (typed ones convert --to pyg or --to glt or --to dgl)" in res.output

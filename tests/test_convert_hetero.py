@@ -125,8 +125,6 @@ def test_rename_and_hdf5_give_the_same_bytes(typed_npz, tmp_path):
 def test_typed_convert_errors(typed_npz, tmp_path, capsys):
     npz, _ = typed_npz
     assert run("partition", npz, "--parts", 2, "-o", tmp_path / "parts", "-q") == 0
-    for target in ("glt", "dgl"):
-        _expect_error(capsys, tmp_path / target, "convert", tmp_path / "parts", "--to", target, "-o", tmp_path / target, match="typed (heterogeneous) result")
     _expect_error(capsys, tmp_path / "o1", "convert", tmp_path / "parts", "--to", "pyg", "--rename", "nope=x", "-o", tmp_path / "o1", match="'nope'")
     _expect_error(capsys, tmp_path / "o2", "convert", tmp_path / "parts", "--to", "pyg", "--rename", "label=x", "-o", tmp_path / "o2",
                   match="two 'paper' node arrays would both be key 'x'")

@@ -206,7 +206,8 @@ def test_small_typed_graph_roundtrip_and_key_without_type(capsys, tmp_path):
             break
     (out / "manifest.json").write_text(json.dumps(m))
     rc, text, err = run(capsys, "verify", out, "--graph", src)
-    assert rc == 1 and "rows differ from the input's" in text + err
+    # checksums and invariants hold: only the input disagrees, so the input is the side named (exit 3)
+    assert rc == 3 and "rows differ from the input's" in text + err and "checksums and invariants hold" in err
     with zipfile.ZipFile(tmp_path / "mixed.npz", "w") as zf:  # a plain key in a typed archive
         with zipfile.ZipFile(src) as z:
             for info in z.infolist():
@@ -224,9 +225,10 @@ def test_typed_metis_stops_up_front_past_max_memory(capsys, tmp_path):
     assert not out.exists() and list(tmp_path.iterdir()) == []  # no scratch left beside the output either
 
 
-def test_convert_to_glt_refuses_typed_results(capsys, tmp_path):
-    """GLT's typed layout is not written (typed results convert --to pyg: tests/test_convert_hetero.py)."""
+def test_convert_to_glt_writes_typed_results(capsys, tmp_path):
+    """GLT's typed layout (SPEC.md 7.7; its files and loader: tests/test_convert_typed.py)."""
     out = tmp_path / "parts"
     run(capsys, "partition", HETERO, "--parts", 2, "-o", out, "--method", "range", "-q")
-    rc, _, err = run(capsys, "convert", out, "--to", "glt", "-o", tmp_path / "glt")
-    assert rc == 2 and "typed (heterogeneous) result" in err and not (tmp_path / "glt").exists()
+    rc, _, err = run(capsys, "convert", out, "--to", "glt", "-o", tmp_path / "glt", "-q")
+    assert rc == 0, err
+    assert json.loads((tmp_path / "glt" / "manifest.json").read_text())["hetero"] is True and (tmp_path / "glt" / "node_pb").is_dir()

@@ -281,8 +281,10 @@ def test_verify_hdf5_damage(tmp_path, capsys, cora):
 
 def test_verify_against_another_graph_fails(parts, capsys, tmp_path):
     other = npz(tmp_path, src=np.array([0, 1]), dst=np.array([1, 0]))
-    rc, stdout, _ = run(capsys, "verify", parts, "--graph", other)
-    assert rc == 1 and "nodes" in stdout
+    rc, stdout, err = run(capsys, "verify", parts, "--graph", other)
+    # other node and edge counts: the graph is named as the wrong side, before the result is read (exit 3)
+    assert rc == 3 and stdout == "" and err.count("\n") == 1
+    assert f"{other}: is not the graph {parts} was made from: it has 2 nodes and 2 edges" in err
 
 
 def test_balance_options_reach_metis(tmp_path, capsys, cora):

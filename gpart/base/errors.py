@@ -80,6 +80,13 @@ class IntegrityError(GpartError):
     exit_code = 1
 
 
+class InputMismatchError(InputError):
+    """A valid input that is not the one an artifact was made from (`verify --graph` with another graph):
+    the input is wrong, not the artifact, so neither 2 (unreadable input) nor 1 (damage)."""
+
+    exit_code = 3
+
+
 class RankMismatchError(GpartError):
     """Ranks of a torch.distributed job disagree (or one of them did not answer in time)."""
 

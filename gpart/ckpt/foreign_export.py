@@ -26,6 +26,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from gpart.base.version import __version__
+from gpart.ckpt.beta_powers import adam_betas, write_beta12t
 from gpart.ckpt.reshard import shard_tensor, target_policy
 from gpart.base.errors import InputError
 from gpart.formats import checkpoint as ck
@@ -106,7 +107,7 @@ def _export_manifest(src: Checkpoint, run_dir: PathLike, to: str, world_size: in
         "source": os.fspath(run_dir),
         "world_size": world_size,
         "prefix": prefix,
-        "optimizer": src.optimizer if not table_only else {"type": "none"},
+        "optimizer": _exported_optimizer(src.optimizer, to, table_only),
         "embeddings": [
             {"name": e, "num_rows": src.embeddings[e].num_rows, "row_shape": list(src.embeddings[e].row_shape), "dtype": src.embeddings[e].dtype,
              "policy": p.to_json()}
@@ -114,6 +115,15 @@ def _export_manifest(src: Checkpoint, run_dir: PathLike, to: str, world_size: in
         ],
         "files": files,
     }
+
+
+def _exported_optimizer(optimizer: dict[str, Any], to: str, table_only: bool) -> dict[str, Any]:
+    """The source's optimizer entry; for WholeGraph with the optimizer whose states WholeGraph holds (adam: lazyadam)."""
+    if table_only:
+        return {"type": "none"}
+    if to == "wholegraph" and fc.WHOLEGRAPH_OPTIMIZER[optimizer["type"]] != optimizer["type"]:
+        return {**optimizer, "wholegraph_optimizer": fc.WHOLEGRAPH_OPTIMIZER[optimizer["type"]]}
+    return optimizer
 
 
 def _check_embedding(src: Checkpoint, name: str, where: PathLike) -> str:
@@ -131,15 +141,20 @@ def _one_embedding(src: Checkpoint, embedding: Optional[str], where: PathLike) -
 
 
 def _export_wholegraph(src, emb: str, prefix: str, target, stage: Path, table_only: bool, chunk_rows, progress) -> list[dict[str, Any]]:
+    """Each tensor cut into WholeGraph's range shards under its names; Adam's step counts become beta12t pairs."""
     opt_type = "none" if table_only else src.optimizer["type"]
     tensors = [(ck.tensor_name(emb), None)] + [(ck.tensor_name(emb, s), s) for s in fc.WHOLEGRAPH_STATE_FILES[opt_type]]
+    betas = adam_betas(src.optimizer, src.directory) if (opt_type, "step") in fc.WHOLEGRAPH_CONVERTED else None
     total = sum(src.tensor(t).nbytes for t, _ in tensors)
     files = []
     with progress.stage("exporting", total=total, unit="B") as bar:
         for tname, state in tensors:
             stem = fc.wholegraph_stem(prefix, opt_type, state)
-            for entry in shard_tensor(src, tname, target, stage, chunk_rows, bar, stem=stem):
-                files.append({**entry, "state": state})
+            if (opt_type, state) in fc.WHOLEGRAPH_CONVERTED:
+                entries = write_beta12t(src, tname, target, stage, stem, betas, chunk_rows, bar)
+            else:
+                entries = shard_tensor(src, tname, target, stage, chunk_rows, bar, stem=stem)
+            files += [{**entry, "state": state} for entry in entries]
     return files
 
 

@@ -29,16 +29,14 @@ TypedEdges = dict[EdgeType, tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int,
 def typed_partition(reader: PartitionReader, plan: ConvertPlan, p: int, erased: PartitionEdges) -> tuple[TypedNodes, TypedEdges]:
     """Partition p's owned nodes and stored edges (`erased`: partition_edges of p) per type, every edge type present."""
     meta = reader.hetero
-    counts = part_counts(reader.part_info(p), meta, p, reader.directory)
     noff, eoff = meta.node_offsets, meta.edge_offsets
-    node_start = np.concatenate([[0], np.cumsum(counts["num_owned"])])
+    node_start, edge_start = type_starts(reader, p)
+    node_rows, edge_rows = typed_data_rows(reader, plan, p)
     nodes = {}
     for t, ntype in enumerate(meta.node_types):
         ids = _typed(erased.owned[node_start[t]: node_start[t + 1]], noff[t], meta.num_nodes[t], f"partition {p}: owned {ntype!r} node", reader)
-        nodes[ntype] = (ids, _rows(reader, p, plan.node[ntype], meta.node_data[ntype], lambda n, t=ntype: node_data_key(t, n), ids.size))
-    # A stable sort by type keeps CSC order within each type (int16 keys: numpy sorts them by radix, O(E)).
-    order = np.argsort(np.asarray(reader.array(p, "edge_type")), kind="stable")
-    edge_start = np.concatenate([[0], np.cumsum(counts["num_edges"])])
+        nodes[ntype] = (ids, node_rows[ntype])
+    order = edge_type_order(reader, p)
     edges = {}
     for r, etype in enumerate(meta.edge_types):
         sel = order[edge_start[r]: edge_start[r + 1]]
@@ -47,8 +45,35 @@ def typed_partition(reader: PartitionReader, plan: ConvertPlan, p: int, erased: 
         eid = _typed(erased.edge_ids[sel], eoff[r], meta.num_edges[r], f"{what} edge", reader)
         src = _typed(erased.row[sel], noff[s], meta.num_nodes[s], f"{what} source", reader)
         dst = _typed(erased.col[sel], noff[d], meta.num_nodes[d], f"{what} destination", reader)
-        rows = _rows(reader, p, plan.edge[etype_key(etype)], meta.edge_data[etype], lambda n, e=etype: edge_data_key(e, n), eid.size)
-        edges[etype] = (eid, src, dst, (meta.num_nodes[s], meta.num_nodes[d]), rows)
+        edges[etype] = (eid, src, dst, (meta.num_nodes[s], meta.num_nodes[d]), edge_rows[etype])
+    return nodes, edges
+
+
+def type_starts(reader: PartitionReader, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """Prefix sums of partition p's owned nodes per node type and stored edges per edge type (validated counts):
+    type t's owned nodes are positions node_start[t]:node_start[t+1] of its node ids, type r's edges likewise of
+    the edge-type order."""
+    counts = part_counts(reader.part_info(p), reader.hetero, p, reader.directory)
+    return (np.concatenate([[0], np.cumsum(counts["num_owned"], dtype=np.int64)]),
+            np.concatenate([[0], np.cumsum(counts["num_edges"], dtype=np.int64)]))
+
+
+def edge_type_order(reader: PartitionReader, p: int) -> np.ndarray:
+    """Partition p's stored edges (CSC positions) stably sorted by edge type: per type, a run in CSC order."""
+    # int16 keys: numpy sorts them by radix, O(E)
+    return np.argsort(np.asarray(reader.array(p, "edge_type")), kind="stable")
+
+
+def typed_data_rows(reader: PartitionReader, plan: ConvertPlan, p: int) -> tuple[dict[str, Rows], dict[EdgeType, Rows]]:
+    """Partition p's rows of the plan's typed arrays: {ntype: Rows} (owned nodes) and {edge type: Rows} (stored edges)."""
+    meta = reader.hetero
+    node_start, edge_start = type_starts(reader, p)
+    nodes = {ntype: _rows(reader, p, plan.node[ntype], meta.node_data[ntype], lambda n, t=ntype: node_data_key(t, n),
+                          int(node_start[t + 1] - node_start[t]))
+             for t, ntype in enumerate(meta.node_types)}
+    edges = {etype: _rows(reader, p, plan.edge[etype_key(etype)], meta.edge_data[etype], lambda n, e=etype: edge_data_key(e, n),
+                          int(edge_start[r + 1] - edge_start[r]))
+             for r, etype in enumerate(meta.edge_types)}
     return nodes, edges
 
 

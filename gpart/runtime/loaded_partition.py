@@ -42,6 +42,7 @@ from gpart.formats.partition_reader import PartitionReader
 from gpart.formats.partition_writer import data_key
 from gpart.runtime.device import DeviceBook, DeviceLike, Stager, place, resolve_device
 from gpart.runtime.hetero import HeteroPartition, load_hetero_partition
+from gpart.runtime.trainers import partition_of_rank
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -277,7 +278,8 @@ def load_partition(
 ) -> Union[LoadedPartition, HeteroPartition]:
     """Load partition `rank` of the partition result in `path` onto `device`.
 
-    rank: None -> the torch.distributed rank (0 when not initialised).
+    rank: None -> this job's partition: rank // L when P partitions run on
+    P x L ranks (L trainers per partition; 0 when not initialised).
     device: None -> CUDA when available, else CPU. feature_device: where node
     data lives (None: `device`; "cpu" keeps it in pinned host memory when
     CUDA is used). verify: check the CRC-32 of every array read.
@@ -287,13 +289,13 @@ def load_partition(
     arrays, `(ntype, name)`); hetero=False loads its type-erased partition.
     """
     directory = Path(path)
-    reader = _open_reader(directory, rank)
+    reader, rank = _open_reader(directory, rank)
     if hetero and reader.hetero is not None:
         reader.close()
         base = load_partition(directory, rank, device, feature_device, verify, node_data=[], edge_data=[], timeout_s=timeout_s,
                               hetero=False)
         return load_hetero_partition(base, feature_device, verify, node_data=node_data, edge_data=edge_data)
-    rank = _check_rank(world()[0] if rank is None else rank, reader.num_parts, directory)
+    rank = _check_rank(rank, reader.num_parts, directory)
     dev = resolve_device(device)
     fdev = resolve_device(feature_device) if feature_device is not None else dev
     names = _select(reader.node_data_names(), node_data, "node data", directory)
@@ -321,11 +323,17 @@ def load_partition(
     return LoadedPartition(**fields)
 
 
-def _open_reader(directory: Path, rank: Optional[int]) -> Any:
-    """The result's reader, checking only partition `rank`'s files (and the book): a per-machine output
-    holds its own partitions only (SPEC.md 10.4)."""
+def _open_reader(directory: Path, rank: Optional[int]) -> tuple[Any, Any]:
+    """(the result's reader, checking only partition `rank`'s files and the book: a per-machine output holds its
+    own partitions only, SPEC.md 10.4; the partition). rank None: this job's, r // L with L trainers per partition."""
+    if rank is None and world()[1] > 1:
+        probe = PartitionReader(directory, parts=[])  # the manifest alone: how many partitions share the ranks
+        try:
+            rank = partition_of_rank(probe.num_parts, path=directory)
+        finally:
+            probe.close()
     mine = world()[0] if rank is None else rank
-    return PartitionReader(directory, parts=[mine] if isinstance(mine, int) else None)
+    return PartitionReader(directory, parts=[mine] if isinstance(mine, int) else None), mine
 
 
 def _check_rank(rank: Any, num_parts: int, directory: Path) -> int:

@@ -1,22 +1,42 @@
 """Mini-batches of multi-hop sampled neighbourhoods across partitions, with collectives only.
 
-    loader = DistNeighborLoader(part, train_ids, fanouts=[15, 10], batch_size=1024)
+    loader = gr.DistNeighborLoader(part, train_ids, fanouts=[15, 10], batch_size=1024)
     for batch in loader:          # every rank yields len(loader) batches
         out = model(batch.x, batch.edge_index)[: batch.batch_size]
 
-Per hop the frontier (the nodes added by the previous hop; the seeds first)
-is grouped by owner; every rank sends its requests to the owners in one
-all_to_all (local column ids, its own included), samples the columns it
-received from its CSC of in-edges (gpart.runtime.sampling), and answers in
-request order in a second all_to_all (counts, then source ids and edge ids).
-Across ranks the counts' message also carries the node data rows of the
-requested nodes the requester does not hold (gpart.runtime.fused), so only
-the last hop's nodes' rows take one more exchange (fuse=False: all rows and
-labels through LoadedPartition.gather, after sampling). Every rank
-runs the same number of batches (agreed when the loader is built) and the
-same collectives per batch, so a rank out of seeds serves its peers with
-empty batches. Each collective waits at most `timeout_s`. With one partition
-and no torch.distributed the exchanges are skipped.
+One loader, composed of three pieces (as PyG's NodeLoader and its sampler):
+
+- the sampler (gpart.runtime.neighbor_sampler.LocalSampler): the owner's
+  side of a hop, in-edges of owned columns per edge type, on the partition's
+  device (a homogeneous graph is the one-type case);
+- the exchange (gpart.runtime.exchange.Exchange): every collective of the
+  loader and their statistics, routed to one serving rank per partition
+  (gpart.runtime.trainers: several trainers may share a partition);
+- the row fetcher (gpart.runtime.row_fetcher): which node data rows and
+  labels travel, where they are held, and how an owner packs them.
+
+Per hop the frontier (the nodes the previous hop added; the seeds first) is
+grouped by owning partition; a request round sends every owner its
+requests (local column ids, a flag each: whether the requester needs the
+node's rows: it does not when it owns the node or holds it as a halo node
+with data), the owner samples the columns and answers with the sampled
+counts and the flagged nodes' rows (the first hop's also with the seeds'
+labels), then with the sampled edges: 4 collectives per hop. The last hop's
+added nodes are never requested for sampling, so their rows take one more
+round of flagged requests and rows (3 collectives, every array at once).
+fuse=False fetches the rows after sampling instead, through the same round,
+one array at a time over the whole node list (and the labels over the
+seeds): 3 collectives per array and node type + 3; the batches are the
+same. A round trip per hop is the minimum and rows never travel twice;
+carrying the rows in the sampling answers saves the separate gathers
+(benchmarks/bench_sampler.py measures both).
+
+Every rank runs the same number of batches (agreed when the loader is
+built) and the same collectives per batch, so a rank out of seeds serves its
+peers with empty batches. Each collective waits at most `timeout_s`. With
+one partition nothing travels: the hops sample locally and rows are read.
+Batches come out typed (HeteroBatch, gpart.runtime.hetero_loader) for a
+typed partition.
 """
 
 from __future__ import annotations
@@ -24,16 +44,20 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional, Sequence, Union
+from typing import Any, Hashable, Iterator, Optional, Sequence, Union
 
 import torch
 
 from gpart.collectives.agreement import agree_or_raise
-from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts, group_by_owner
-from gpart.collectives.process_group import world
-from gpart.runtime.fused import fused_sample
-from gpart.runtime.carried_rows import PlainRows
-from gpart.runtime.sampling import Relabeller, sample_columns
+from gpart.collectives.all_to_all import exchange_counts
+from gpart.runtime.exchange import Exchange
+from gpart.runtime.hetero_loader import HeteroBatch, typed_batch
+from gpart.runtime.neighbor_sampler import LocalSampler
+from gpart.runtime.packed_rows import RowLayout
+from gpart.runtime.row_fetcher import Requests
+from gpart.runtime.sampling import Relabeller
+from gpart.runtime.sampling_plan import plan_for
+from gpart.runtime.trainers import trainer_layout
 
 
 @dataclass
@@ -77,126 +101,125 @@ class Batch:
                     num_sampled_nodes=self.num_sampled_nodes, num_sampled_edges=self.num_sampled_edges)
 
 
-class DistNeighborLoader:
-    """Iterate mini-batches of this rank's `seeds` with neighbours sampled across all partitions.
+@dataclass
+class Sampled:
+    """One batch on erased ids, before it is presented (Batch, or split by type): rows keyed as part.node_data."""
 
-    part: a LoadedPartition (one rank per partition when torch.distributed is
-    initialised). seeds: this rank's global node ids (e.g. from node_split).
-    fanouts: in-neighbours per node and hop (-1: all). replace: draw with
-    replacement. shuffle/seed: seeds are permuted per epoch and sampling is
-    seeded by (seed, epoch, rank): the same run gives the same batches for a
-    fixed world size. node_data: names whose rows of n_id make `x` (the first)
-    and `node_data`; labels: name whose seed rows make `y` (None: no y).
-    drop_last: drop each rank's last partial batch. timeout_s: bound of every
-    wait on a peer (None: the partition's timeout_s). fuse: across ranks,
-    carry the rows of every hop's requested nodes (and the seeds' labels) in
-    the sampling answers (gpart.runtime.fused), so only the last hop's nodes'
-    rows take one more exchange; False: gather all rows and labels after sampling.
-    Building the loader is a collective when torch.distributed is initialised.
-    A typed partition (gpart.runtime.hetero.HeteroPartition) gets a
-    gpart.runtime.hetero_loader.HeteroNeighborLoader: seeds {ntype: ids},
-    fanouts {(src, relation, dst): [per hop]}.
+    batch: Batch
+    node_data: dict[Hashable, torch.Tensor]
+    y: Optional[torch.Tensor]
+
+
+@dataclass
+class _Answer:
+    counts: torch.Tensor  # sampled in-edges per requested node, in order frontier[order]
+    src: torch.Tensor
+    eid: torch.Tensor
+    order: torch.Tensor
+    node_rows: dict[Hashable, torch.Tensor]  # per key: rows of the requested nodes of its kind, in frontier order
+
+
+def DistNeighborLoader(
+    part: Any,
+    seeds: Any,
+    fanouts: Any = (15, 10),
+    batch_size: int = 1024,
+    shuffle: bool = True,
+    seed: int = 0,
+    node_data: Union[str, Sequence[str], None] = ("feat",),
+    labels: Optional[str] = "label",
+    replace: bool = False,
+    drop_last: bool = False,
+    timeout_s: Optional[float] = None,
+    fuse: bool = True,
+    pyg: bool = False,
+) -> "NeighborLoader":
+    """Mini-batches of this rank's `seeds` with neighbours sampled across all partitions (an iterable loader).
+
+    part: the partition this rank trains on (gr.load_partition; with P
+    partitions the job runs P x L ranks, L trainers per partition, rank r on
+    partition r // L). seeds: this rank's seeds, global node ids (e.g. from
+    gr.node_split); for a typed partition {node type: typed ids}.
+    fanouts: in-neighbours per node and hop (-1: all); for a typed partition
+    {(src, relation, dst): [per hop]} (edge types without one are not sampled).
+    batch_size: seeds per batch ON THIS RANK: each rank cuts its own seeds, so
+    one step over W ranks covers up to W x batch_size seeds.
+    shuffle / seed: seeds are permuted per epoch and sampling is seeded by
+    (seed, epoch, rank): the same run gives the same batches for a fixed world
+    size. node_data: names whose rows of the batch's nodes make `x` (the
+    first) and `node_data`; labels: the name whose seed rows make `y` (None:
+    no y). replace: draw with replacement. drop_last: drop each rank's last
+    partial batch. timeout_s: bound of every wait on a peer (None: the
+    partition's). fuse: rows travel in the sampling answers (False: fetched
+    after sampling, one array at a time; the same batches). pyg: yield
+    torch_geometric Data / HeteroData instead of Batch / HeteroBatch.
+
+    Collectives (every rank must make the same calls, each bounded by
+    timeout_s): building the loader (it checks every rank's settings agree
+    and agrees on the batch count) and every batch of the iteration (every
+    rank yields len(loader) batches, empty ones when out of seeds, and serves
+    its peers' requests meanwhile). Without torch.distributed the result must
+    have one partition and nothing travels. Yields gpart.runtime.Batch, or
+    gpart.runtime.HeteroBatch for a typed partition (a HeteroNeighborLoader).
     """
+    kind = HeteroNeighborLoader if getattr(part, "is_hetero", False) else NeighborLoader
+    return kind(part, seeds, fanouts, batch_size, shuffle, seed, node_data, labels, replace, drop_last, timeout_s, fuse, pyg)
 
-    # The loader of typed partitions (gpart.runtime.hetero_loader.HeteroNeighborLoader) subclasses this
-    # one and registers itself here when its module is imported (gpart.runtime imports it), so that
-    # DistNeighborLoader(typed_part, ...) builds one without this module importing its own subclass.
-    _typed_loader: Optional[type] = None
 
-    def __init_subclass__(cls, loads_typed: bool = False, **kwargs: Any):
-        super().__init_subclass__(**kwargs)
-        if loads_typed:
-            DistNeighborLoader._typed_loader = cls
+class NeighborLoader:
+    """The loader DistNeighborLoader builds (see there for the arguments): a sampler, an exchange and a row
+    fetcher composed. `stats` counts batches, seeds, sampled edges, collectives and the seconds spent."""
 
-    def __new__(cls, part: Any = None, *args: Any, **kwargs: Any):
-        if cls is DistNeighborLoader and getattr(part, "is_hetero", False):
-            if DistNeighborLoader._typed_loader is None:
-                raise ImportError("a typed partition's loader is gpart.runtime.hetero_loader's: import gpart.runtime")
-            return super().__new__(DistNeighborLoader._typed_loader)  # Python then runs its __init__
-        return super().__new__(cls)
-
-    def __init__(
-        self,
-        part: Any,
-        seeds: Any,
-        fanouts: Sequence[int] = (15, 10),
-        batch_size: int = 1024,
-        shuffle: bool = True,
-        seed: int = 0,
-        node_data: Union[str, Sequence[str], None] = ("feat",),
-        labels: Optional[str] = "label",
-        replace: bool = False,
-        drop_last: bool = False,
-        timeout_s: Optional[float] = None,
-        fuse: bool = True,
-    ):
-        self.part = part
-        self.fanouts = [int(f) for f in fanouts]
-        self.batch_size = int(batch_size)
-        self.shuffle = bool(shuffle)
-        self.seed = int(seed)
+    def __init__(self, part: Any, seeds: Any, fanouts: Any = (15, 10), batch_size: int = 1024, shuffle: bool = True,
+                 seed: int = 0, node_data: Union[str, Sequence[str], None] = ("feat",), labels: Optional[str] = "label",
+                 replace: bool = False, drop_last: bool = False, timeout_s: Optional[float] = None, fuse: bool = True,
+                 pyg: bool = False):
+        self.part, self.device = part, part.device
+        self.batch_size, self.shuffle, self.seed = int(batch_size), bool(shuffle), int(seed)
+        self.replace, self.drop_last, self.pyg = bool(replace), bool(drop_last), bool(pyg)
         self.node_data_names = [node_data] if isinstance(node_data, str) else list(node_data or [])
         self.labels = labels
-        self.replace = bool(replace)
-        self.drop_last = bool(drop_last)
-        self._init_run(part, timeout_s, fuse)
-        self.row_source = PlainRows(part, self.node_data_names, labels)
-        self.seeds, problem = self._seed_tensor(seeds)
-        problem = self._check_arguments() or problem
-        self.num_batches = self._agree(problem)
+        self.timeout_s = float(timeout_s if timeout_s is not None else part.timeout_s)
+        self.layout = trainer_layout(part.num_parts, self.timeout_s, path=part.directory)
+        self.rank, self.world_size = self.layout.rank, self.layout.world_size
+        self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
+        self.exchange = Exchange(self.layout, self.timeout_s, self.stats)
+        self.fuse = bool(fuse) and self.exchange.active
+        self.plan = plan_for(part, seeds, fanouts, self.node_data_names, labels)
+        self.seeds, self.rows = self.plan.seeds, self.plan.rows
+        self.num_batches = self._agree(self._problem())
+        self.sampler = LocalSampler(part, self.plan.hop_fanouts, self.replace)
+        self.num_hops = len(self.plan.hop_fanouts)
+        # one partition on a GPU: hops as [columns, fanout] tables, one host synchronisation each (the sizes);
+        # settable, e.g. to run that path on the CPU
+        self.table_hops = self.device.type == "cuda" and not self.exchange.active
+        self.epoch = 0
         self._relabel: Optional[Relabeller] = None
 
     # -- set-up
 
-    def _init_run(self, part: Any, timeout_s: Optional[float], fuse: bool) -> None:
-        """Run state both loaders share: timeout, device, world, epoch, stats and whether node data is
-        fused into the sampling answers (part of the settings every rank must agree on)."""
-        self.timeout_s = float(timeout_s if timeout_s is not None else part.timeout_s)
-        self.device = part.device
-        self.rank, self.world_size = world()
-        self.epoch = 0
-        self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
-        self.fuse = bool(fuse) and self.world_size > 1
-
-    def _check_arguments(self) -> Optional[str]:
-        if not self.fanouts or any(f == 0 or f < -1 for f in self.fanouts):
-            return f"fanouts must be a non-empty list of positive integers or -1, got {self.fanouts}"
+    def _problem(self) -> Optional[str]:
+        """What is wrong with this rank's arguments or its place in the job (None: nothing)."""
+        if self.plan.problem:
+            return self.plan.problem
         if self.batch_size < 1:
             return f"batch_size must be >= 1, got {self.batch_size}"
-        names = self.node_data_names + ([self.labels] if self.labels is not None else [])
-        missing = [n for n in names if n not in self.part.node_data]
-        if missing:
-            have = ", ".join(self.part.node_data) or "none"
-            return f"no node data {', '.join(map(repr, missing))} loaded (loaded: {have})"
-        if self.world_size > 1 and (self.world_size != self.part.num_parts or self.rank != self.part.rank):
-            return (f"rank {self.rank} of {self.world_size} loaded partition {self.part.rank} of {self.part.num_parts}: "
-                    f"the loader needs one rank per partition, rank r on partition r")
-        if self.world_size == 1 and self.part.num_parts > 1:
-            return f"has {self.part.num_parts} partitions: initialise torch.distributed with one rank per partition"
+        part, layout = self.part, self.layout
+        if self.world_size > 1 and layout.partition != part.rank:
+            per = layout.trainers_per_part
+            return (f"rank {self.rank} of {self.world_size} loaded partition {part.rank} of {part.num_parts}: the loader needs "
+                    f"rank r on partition r // {per} ({part.num_parts} partitions x {per} trainers), here partition {layout.partition}")
+        if self.world_size == 1 and part.num_parts > 1:
+            return f"has {part.num_parts} partitions: initialise torch.distributed with one rank per partition (or several)"
         return None
-
-    def _seed_tensor(self, seeds: Any) -> tuple[torch.Tensor, Optional[str]]:
-        """(this rank's seeds on the device, or no seeds and the problem with them)."""
-        none = torch.zeros(0, dtype=torch.int64, device=self.device)
-        ids = torch.as_tensor(seeds)
-        if ids.dtype == torch.bool or ids.dtype.is_floating_point or ids.dtype.is_complex:
-            return none, f"seeds must be integer global node ids, got dtype {ids.dtype}"
-        ids = ids.reshape(-1).to(device=self.device, dtype=torch.int64)
-        if ids.numel():
-            lo, hi = (int(v) for v in torch.aminmax(ids))
-            if lo < 0 or hi >= self.part.num_nodes:
-                return none, f"seeds hold ids outside 0..{self.part.num_nodes - 1} (min {lo}, max {hi})"
-        return ids, None
 
     def _batches_for(self, count: int) -> int:
         return count // self.batch_size if self.drop_last else math.ceil(count / self.batch_size)
 
     def _agree(self, problem: Optional[str]) -> int:
         """Check the settings agree on every rank (raising on all of them otherwise); the common batch count."""
-        config = f"fanouts={self.fanouts} replace={self.replace} node_data={self.node_data_names} labels={self.labels} " \
-                 f"fuse={self.fuse} " \
-                 f"manifest={self.part.digest}"
-        agree_or_raise(problem, config, "the DistNeighborLoader settings", self.timeout_s, path=self.part.directory)
+        settings = f"{self.plan.settings} replace={self.replace} fuse={self.fuse} manifest={self.part.digest}"
+        agree_or_raise(problem, settings, "the DistNeighborLoader settings", self.timeout_s, path=self.part.directory)
         counts = exchange_counts([self.seeds.numel()] * self.world_size, timeout_s=self.timeout_s)
         return max(self._batches_for(c) for c in counts)
 
@@ -214,105 +237,180 @@ class DistNeighborLoader:
         gen.manual_seed(hash((self.seed, self.epoch, self.rank, salt)) & 0x7FFF_FFFF_FFFF_FFFF)
         return gen
 
-    def __iter__(self) -> Iterator[Batch]:
+    def __iter__(self) -> Iterator[Any]:
         seeds = self.seeds
         if self.shuffle and seeds.numel():
             perm = torch.randperm(seeds.numel(), generator=self._generator(0), device=self.device)
             seeds = seeds[perm]
         gen = self._generator(1)
-        if self._relabel is None:
-            self._relabel = Relabeller(self.part.num_nodes, self.device)
         self.epoch += 1
         for i in range(self.num_batches):
             start = time.perf_counter()
-            batch = self._sample(seeds[i * self.batch_size : (i + 1) * self.batch_size], gen)
+            sampled = self.sample(seeds[i * self.batch_size : (i + 1) * self.batch_size], gen)
+            batch = self.present(sampled)
             self.stats["total_s"] += time.perf_counter() - start
             self.stats["batches"] += 1
-            self.stats["sampled_edges"] += batch.num_edges
-            self.stats["seeds"] += batch.batch_size
-            yield batch
+            self.stats["sampled_edges"] += sampled.batch.num_edges
+            self.stats["seeds"] += sampled.batch.batch_size
+            yield batch.to_pyg() if self.pyg else batch
 
-    def _sample(self, seeds: torch.Tensor, gen: torch.Generator) -> Batch:
-        if self.fuse:
-            sampled = fused_sample(self, self._relabel, seeds, gen)
-            batch = Batch(n_id=sampled.n_id, batch_size=int(seeds.numel()), edge_index=sampled.edge_index, e_id=sampled.e_id,
-                          num_sampled_nodes=sampled.num_nodes, num_sampled_edges=sampled.num_edges, node_data=sampled.node_data)
-            batch.x = batch.node_data[self.node_data_names[0]] if self.node_data_names else None
-            batch.y = sampled.y
-            return batch
-        relabel = self._relabel
+    def present(self, sampled: Sampled) -> Union[Batch, HeteroBatch]:
+        """The batch as the user sees it: a Batch with x / node_data / y (homogeneous) or split by type."""
+        b, first = sampled.batch, self.node_data_names[0] if self.node_data_names else None
+        if self.plan.input_type is not None:
+            return typed_batch(b, self.part, self.sampler.sampled_types, self.plan.input_type, sampled.node_data, sampled.y, first)
+        b.node_data, b.y = dict(sampled.node_data), sampled.y
+        b.x = b.node_data[first] if first is not None else None
+        return b
+
+    # -- one batch
+
+    def sample(self, seeds: torch.Tensor, gen: torch.Generator) -> Sampled:
+        """One batch for this rank's `seeds` (erased global ids on the device, distinct; any number, none too):
+        the hops, then the rows. A collective: every rank calls it as often, in the same order (a link loader or
+        layer-wise inference reuses the loader through it and `present`)."""
+        if self._relabel is None:  # the global-size map, made once, on first use
+            self._relabel = Relabeller(self.part.num_nodes, self.device)
+        relabel, rows, carry = self._relabel, self.rows, self.fuse
         relabel.start(seeds)
         n_ids, srcs, dsts, eids = [seeds], [], [], []
+        got: dict[Hashable, list[torch.Tensor]] = {key: [] for key in rows.data_keys + [rows.label_key]}  # per n_id segment
         frontier, first = seeds, 0
         num_nodes, num_edges = [int(seeds.numel())], []
-        for hop, fanout in enumerate(self.fanouts):
-            counts, src, eid, order = self._sample_hop(frontier, fanout, gen)
-            dst = torch.repeat_interleave(order + first, counts, output_size=int(src.numel()))
-            pos, added = relabel.add_unique(src, final=hop == len(self.fanouts) - 1)
+        nothing = [[] for _ in rows.kind_keys]
+        for hop in range(self.num_hops):
+            final = hop == self.num_hops - 1
+            if self.table_hops and self.sampler.table_fanout(hop):
+                pos, dst, eid, added = self._table_hop(frontier, hop, gen, first, final)
+            else:
+                answer = self._round(frontier, rows.keys(hop == 0) if carry else nothing, (hop, gen))
+                dst = torch.repeat_interleave(answer.order + first, answer.counts, output_size=int(answer.src.numel()))
+                (pos, added), eid = relabel.add_unique(answer.src, final=final), answer.eid
+                for key, part_rows in answer.node_rows.items():
+                    got[key].append(part_rows)
             first += int(frontier.numel())
             srcs.append(pos), dsts.append(dst), eids.append(eid), n_ids.append(added)
-            num_nodes.append(int(added.numel())), num_edges.append(int(src.numel()))
+            num_nodes.append(int(added.numel())), num_edges.append(int(pos.numel()))
             frontier = added
-        n_id = torch.cat(n_ids)
         relabel.reset()
+        n_id = torch.cat(n_ids)
+        if carry and rows.data_keys:  # the last hop's nodes: one round of requests and rows for every array
+            for key, part_rows in self._round(frontier, rows.keys(False), None).node_rows.items():
+                got[key].append(part_rows)
+        node_data = {key: torch.cat(got[key]) for key in rows.data_keys} if carry else self._fetch_after(n_id)
+        y = None
+        if rows.label_key is not None:
+            y = got[rows.label_key][0] if carry else \
+                self._round(seeds, rows.only(rows.label_key, rows.seed_kind), None).node_rows[rows.label_key]
         edge_index = torch.empty((2, sum(num_edges)), dtype=torch.int64, device=self.device)
         torch.cat(srcs, out=edge_index[0])
         torch.cat(dsts, out=edge_index[1])
         batch = Batch(n_id=n_id, batch_size=int(seeds.numel()), edge_index=edge_index, e_id=torch.cat(eids),
                       num_sampled_nodes=num_nodes, num_sampled_edges=num_edges)
-        for name in self.node_data_names:
-            batch.node_data[name] = self._timed(self.part.gather, name, n_id, timeout_s=self.timeout_s)
-        if self.node_data_names:
-            batch.x = batch.node_data[self.node_data_names[0]]
-        if self.labels is not None:
-            batch.y = self._timed(self.part.gather, self.labels, seeds, timeout_s=self.timeout_s)
-        return batch
+        return Sampled(batch, node_data, y)
 
-    def _timed(self, fn, *args, **kwargs):
-        if self.world_size == 1:
-            return fn(*args, **kwargs)
-        self.stats["collectives"] += 3  # a distributed gather: counts, ids, rows
-        start = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            self.stats["collective_s"] += time.perf_counter() - start
-
-    def _sample_hop(self, frontier: torch.Tensor, fanout: int, gen: torch.Generator):
-        """(counts, source ids, edge ids, order): sampled in-edges of every frontier node.
-
-        Edges come grouped by node, the nodes in the order `frontier[order]`,
-        `counts[i]` edges for node `frontier[order[i]]`.
-        """
+    def _table_hop(self, frontier: torch.Tensor, hop: int, gen: torch.Generator, first: int, final: bool):
+        """One hop with one partition as a [columns, fanout] table: (positions of the sources, destinations, edge
+        ids, nodes added), with one host synchronisation (Relabeller.add_masked); local ids are the global ids."""
         part = self.part
-        if self.world_size == 1:
-            counts, src, eid = self.serve(frontier, fanout, gen)
-            return counts, src, eid, torch.arange(frontier.numel(), device=self.device)
-        owner, cols = part.book.owner_and_local(frontier)
-        send_cols, send_counts, order = group_by_owner(cols, owner, self.world_size)
-        send_counts = send_counts.tolist()
-        wait = self.timeout_s
-        start = time.perf_counter()
-        recv_counts = exchange_counts(send_counts, timeout_s=wait)
-        cols = all_to_all_rows(send_cols, send_counts, recv_counts, timeout_s=wait)
-        self.stats["collective_s"] += time.perf_counter() - start
-        self.stats["collectives"] += 4
-        counts, src, eid = self.serve(cols, fanout, gen)
-        start = time.perf_counter()
-        got_counts = all_to_all_rows(counts, recv_counts, send_counts, timeout_s=wait)
-        answer_rows = [int(c.sum()) for c in counts.split(recv_counts)]
-        got_rows = [int(c.sum()) for c in got_counts.split(send_counts)]
-        got = all_to_all_rows(torch.stack([src, eid], 1), answer_rows, got_rows, timeout_s=wait)
-        self.stats["collective_s"] += time.perf_counter() - start
-        return got_counts, got[:, 0], got[:, 1], order
+        table = self.sampler.sample_table(frontier, hop, gen)
+        positions = table.clamp(min=0).reshape(-1)
+        src = torch.index_select(part.indices, 0, positions)
+        pos, added, keep = self._relabel.add_masked(src, (table >= 0).reshape(-1), final=final)
+        eid = torch.index_select(part.edge_ids, 0, torch.index_select(positions, 0, keep))
+        dst = torch.div(keep, table.shape[1], rounding_mode="floor").add_(first)
+        return pos, dst, eid, added
 
-    def serve(self, cols: torch.Tensor, fanout: int, gen: torch.Generator):
-        """Sample owned columns `cols`: (counts, global source ids, global edge ids), grouped by column (the owner's side
-        of a hop; gpart.runtime.fused calls it too)."""
-        part = self.part
-        picks = sample_columns(part.indptr, cols, fanout, self.replace, gen)
-        src = torch.index_select(part.indices, 0, picks.positions)
-        if part.num_parts > 1:  # with one partition local ids are the global ids (SPEC.md 4.1)
-            src = torch.index_select(part.node_ids, 0, src)
-        eid = torch.index_select(part.edge_ids, 0, picks.positions)
-        return picks.counts, src, eid
+    def _fetch_after(self, n_id: torch.Tensor) -> dict[Hashable, torch.Tensor]:
+        """Rows of every array for the whole node list, after sampling: one round per array (and kind)."""
+        rows = self.rows
+        out = {}
+        for kind, keys in enumerate(rows.kind_keys):
+            for key in keys:
+                out[key] = self._round(n_id, rows.only(key, kind), None).node_rows[key]
+        return out
+
+    def _round(self, frontier: torch.Tensor, keys: list[list[Hashable]], sample: Optional[tuple[int, torch.Generator]]) -> _Answer:
+        """Requests for `frontier` to their owners; answers: the sampled in-edges (when `sample` = (hop, generator))
+        and the rows of `keys` of the flagged requests. 4 collectives with sampling, 3 for rows alone, none in a
+        world of one partition."""
+        rows, exchange = self.rows, self.exchange
+        layouts = rows.layouts(keys)
+        widths = [layout.row_bytes for layout in layouts]
+        located = rows.located(frontier, widths)
+        if not exchange.active:
+            return self._local_round(frontier, keys, layouts, located, sample)
+        asked = None
+        if sample is None:  # rows alone: only the nodes whose rows are not held here are asked for
+            asked = torch.nonzero(rows.needs(*located, widths)).reshape(-1)
+        owner, cols = self.part.book.owner_and_local(frontier if asked is None else torch.index_select(frontier, 0, asked))
+        send_cols, send_counts, order = exchange.group_by_partition(cols, owner)
+        order = order if asked is None else torch.index_select(asked, 0, order)
+        req = rows.requests(located, order, send_counts, widths)
+        recv_counts = exchange.counts(send_counts)
+        flagged = exchange.rows(send_cols * 2 + req.need, send_counts, recv_counts)
+        cols, wanted = torch.div(flagged, 2, rounding_mode="floor"), torch.remainder(flagged, 2).bool()
+        src = eid = counts = cols[:0]
+        peers = exchange.num_peers
+        if sample is not None:
+            counts, src, eid = self.sampler.sample(cols, *sample)
+        count_split = recv_counts if sample is not None else [0] * peers  # rows alone: no counts ahead of them
+        got_counts = send_counts if sample is not None else [0] * peers
+        packed, per_kind = rows.pack_owned(keys, layouts, cols, wanted, recv_counts)
+        message, sizes = _answer_message(packed, per_kind, counts, count_split)
+        got_sizes = [8 * c + sum(n * layout.row_bytes for n, layout in zip(kinds, layouts)) for c, kinds in zip(got_counts, req.per_kind)]
+        got = exchange.rows(message, sizes, got_sizes)
+        got_counts_t, row_bytes = _split_answers(got, got_counts, got_sizes, req.per_kind, layouts)
+        if sample is not None:  # the sampled edges, sized by the counts both sides now know
+            answer_rows = [int(c.sum()) for c in counts.split(recv_counts)]
+            got_rows = [int(c.sum()) for c in got_counts_t.split(send_counts)]
+            edges = exchange.rows(torch.stack([src, eid], 1), answer_rows, got_rows)
+            src, eid = edges[:, 0], edges[:, 1]
+        return _Answer(got_counts_t, src, eid, order, rows.frontier_rows(keys, layouts, row_bytes, req))
+
+    def _local_round(self, frontier, keys, layouts, located, sample) -> _Answer:
+        """A round with one partition: every node is owned here (local ids are the global ids, SPEC.md 4.1)."""
+        order = torch.arange(frontier.numel(), device=self.device)
+        src = eid = counts = frontier[:0]
+        if sample is not None:
+            counts, src, eid = self.sampler.sample(frontier, *sample)
+        req = Requests(located[0], located[1], order, torch.zeros_like(frontier, dtype=torch.bool), [])
+        return _Answer(counts, src, eid, order, self.rows.frontier_rows(keys, layouts, [None] * len(layouts), req))
+
+
+class HeteroNeighborLoader(NeighborLoader):
+    """The loader of a typed partition (what DistNeighborLoader builds for one): the same loader, whose
+    batches are HeteroBatch (HeteroData with pyg=True); seeds {ntype: ids}, fanouts {(s, r, d): [per hop]}."""
+
+
+def _answer_message(packed: list[Optional[torch.Tensor]], per_kind: list[list[int]], counts: torch.Tensor,
+                    count_split: list[int]) -> tuple[torch.Tensor, list[int]]:
+    """Per requester, in peer order: the counts of its columns (int64 bytes), then the rows it flagged, kind after
+    kind (`packed[kind]`: [n, row_bytes] in peer order, `per_kind[peer][kind]` rows each); the byte sizes."""
+    blocks = [p for p in packed if p is not None]
+    if len(packed) == 1 and blocks and not counts.numel():  # rows of one kind alone, already in peer order: no copy
+        return blocks[0].reshape(-1), [n[0] * blocks[0].shape[1] for n in per_kind]
+    split = [p.split([n[t] for n in per_kind]) if p is not None else None for t, p in enumerate(packed)]
+    pieces, sizes = [], []
+    for b, c_counts in enumerate(counts.split(count_split)):
+        block = [c_counts.contiguous().view(torch.uint8)] + [p[b].reshape(-1) for p in split if p is not None]
+        pieces += block
+        sizes.append(sum(int(p.numel()) for p in block))
+    return torch.cat(pieces), sizes
+
+
+def _split_answers(got: torch.Tensor, got_counts: list[int], got_sizes: list[int], per_kind: list[list[int]],
+                   layouts: list[RowLayout]) -> tuple[torch.Tensor, list[Optional[torch.Tensor]]]:
+    """(counts of every requested column, in group order; per kind, the flagged rows' bytes [n, row_bytes], group order)."""
+    if len(layouts) == 1 and layouts[0].row_bytes and not any(got_counts):  # rows of one kind alone: the message as it is
+        return got[:0].view(torch.int64), [got.reshape(-1, layouts[0].row_bytes)]
+    counts: list[torch.Tensor] = []
+    rows: list[list[torch.Tensor]] = [[] for _ in layouts]
+    for block, c, kinds in zip(got.reshape(-1).split(got_sizes), got_counts, per_kind):
+        counts.append(block[: 8 * c])
+        at = 8 * c
+        for t, (n, layout) in enumerate(zip(kinds, layouts)):
+            rows[t].append(block[at:at + n * layout.row_bytes])
+            at += n * layout.row_bytes
+    kinds = [torch.cat(r).reshape(-1, layout.row_bytes) if layout.row_bytes else None for r, layout in zip(rows, layouts)]
+    return torch.cat(counts).view(torch.int64), kinds

@@ -19,8 +19,11 @@ per node, so the same code runs on CPU and CUDA:
 - fanout -1 takes every in-edge.
 
 `Relabeller` maps global ids to positions in a batch's node list through a
-reusable global-size scratch map (as DGL's to_block does), which is faster than
-sorting: a lookup is one index_select, and only the touched entries are reset.
+reusable global-size scratch map on the device (as DGL's to_block does), which
+is faster than sorting: a lookup is one index_select, and only the touched
+entries are reset. `sample_table` and `Relabeller.add_masked` are the static-
+shape forms (a [columns, fanout] table, -1 padded) that need one host
+synchronisation per hop in all: the sizes of the hop's edges and new nodes.
 """
 
 from __future__ import annotations
@@ -86,6 +89,27 @@ def sample_segments(
         slots = torch.index_select(offsets, 0, big).unsqueeze(1) + torch.arange(fanout, device=start.device)
         positions.index_copy_(0, slots.reshape(-1), subsets.add_(torch.index_select(start, 0, big).unsqueeze(1)).reshape(-1))
     return Picks(counts, positions)
+
+
+def sample_table(
+    start: torch.Tensor,
+    deg: torch.Tensor,
+    fanout: int,
+    replace: bool = False,
+    generator: Optional[torch.Generator] = None,
+) -> torch.Tensor:
+    """[n, fanout] positions sampled from each segment `[start[i], start[i] + deg[i])` (fanout > 0), -1 in the
+    slots past min(fanout, deg[i]): the rules of sample_segments in a static shape, without a host
+    synchronisation (no nonzero, no masked_select): every row runs Floyd's rounds, rows with deg <= fanout
+    then take 0..deg-1. For the GPU, where a synchronisation costs more than the rows' wasted draws."""
+    slots = torch.arange(fanout, dtype=torch.int64, device=start.device)
+    if replace:
+        draws = _uniform_below(deg.clamp(min=1).unsqueeze(1).expand(deg.numel(), fanout).contiguous(), generator)
+        return torch.where((deg > 0).unsqueeze(1), start.unsqueeze(1) + draws, -1)
+    big = deg > fanout
+    offsets = floyd_offsets(torch.where(big, deg, fanout + 1), fanout, generator)
+    offsets = torch.where(big.unsqueeze(1), offsets, slots)
+    return torch.where(slots < deg.unsqueeze(1), start.unsqueeze(1) + offsets, -1)
 
 
 def _from_slot_table(start: torch.Tensor, deg: torch.Tensor, fanout: int, big: torch.Tensor, subsets: Optional[torch.Tensor]) -> Picks:
@@ -156,7 +180,9 @@ class Relabeller:
     """
 
     def __init__(self, num_nodes: int, device: torch.device):
-        self.slot = torch.full((num_nodes,), _UNSET, dtype=torch.int32, device=device)
+        # one slot more than nodes: add_masked points its padding there
+        self.slot = torch.full((num_nodes + 1,), _UNSET, dtype=torch.int32, device=device)
+        self.num_nodes = int(num_nodes)
         self.size = 0
         self._touched: list[torch.Tensor] = []
 
@@ -192,6 +218,28 @@ class Relabeller:
         self._touched.append(new_ids)
         self.size += int(new_ids.numel())
         return got.to(torch.int64), new_ids
+
+    def add_masked(self, ids: torch.Tensor, valid: torch.Tensor, final: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """add_unique for the entries of `ids` where `valid` (padding elsewhere): (positions of the valid ids, the ids
+        newly appended, the indices of the valid entries). One host synchronisation: both sizes at once."""
+        padded = torch.where(valid, ids, self.num_nodes)
+        claim = torch.arange(self.size, self.size + ids.numel(), dtype=torch.int32, device=ids.device)
+        self.slot.scatter_reduce_(0, padded, claim, reduce="amin")
+        got = torch.index_select(self.slot, 0, padded)
+        self.slot[self.num_nodes] = _UNSET  # the padding's slot claims nothing
+        first = (got == claim) & valid
+        total, new = torch.stack([valid.sum(), first.sum()]).tolist()  # the one synchronisation: the sizes
+        keep = torch.nonzero_static(valid, size=total).reshape(-1)
+        new_ids = torch.index_select(ids, 0, torch.nonzero_static(first, size=new).reshape(-1))
+        rank = torch.cumsum(first, 0, dtype=torch.int32).sub_(1)
+        got = torch.index_select(got, 0, keep)
+        fresh = got >= self.size
+        got = torch.where(fresh, torch.index_select(rank, 0, (got - self.size).clamp_(min=0)) + self.size, got)
+        if not final:
+            self.slot.index_copy_(0, new_ids, torch.arange(self.size, self.size + new, dtype=torch.int32, device=ids.device))
+        self._touched.append(new_ids)
+        self.size += new
+        return got.to(torch.int64), new_ids, keep
 
     def reset(self) -> None:
         for ids in self._touched:

@@ -13,7 +13,10 @@ remaining quotas in (rank, id) order. Ownership: a node belongs to its
 partition, an edge to the partition that stores it (its destination's).
 The result is sorted and deterministic. This is a collective when
 torch.distributed is initialised; each rank reads only the entries it owns,
-so a full-size array need not be the same object on every rank.
+so a full-size array need not be the same object on every rank. With L
+trainers per partition (gpart.runtime.trainers) the selection is divided
+over all of them: the L trainers of a partition start from equal slices of
+its owned selection, then quotas even out across every rank.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import torch
 from gpart.collectives.agreement import agree_or_raise
 from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts
 from gpart.collectives.process_group import world
+from gpart.runtime.trainers import layout_problem
 
 
 def node_split(part: Any, nodes: Any, *, timeout_s: Optional[float] = None) -> torch.Tensor:
@@ -96,14 +100,15 @@ def _overlap(a0: int, a1: int, b0: int, b1: int) -> int:
 
 def _even_share(part, owned: torch.Tensor, problem: Optional[str], what: str, timeout_s: Optional[float]) -> torch.Tensor:
     rank, world_size = world()
-    if problem is None and world_size == 1 and part.num_parts > 1:
-        problem = f"has {part.num_parts} partitions: {what} needs torch.distributed with one rank per partition"
-    if problem is None and world_size > 1 and (world_size != part.num_parts or rank != part.rank):
-        problem = f"rank {rank} of {world_size} loaded partition {part.rank} of {part.num_parts}: {what} needs rank r on partition r"
+    per_part = world_size // part.num_parts if world_size > 1 else 1
+    problem = problem or _layout_problem(part, rank, world_size, what)
     wait = timeout_s if timeout_s is not None else part.timeout_s
     agree_or_raise(problem, f"{what} of {part.digest}", what, wait, path=part.directory)
     if world_size == 1:
         return owned
+    if per_part > 1:  # the L trainers of a partition start from equal contiguous slices of its selection
+        bounds = [owned.numel() * i // per_part for i in range(per_part + 1)]
+        owned = owned[bounds[rank % per_part]:bounds[rank % per_part + 1]]
     counts = exchange_counts([owned.numel()] * world_size, timeout_s=wait)
     quotas = _quotas(counts)
     keep = [min(c, q) for c, q in zip(counts, quotas)]
@@ -114,3 +119,16 @@ def _even_share(part, owned: torch.Tensor, problem: Optional[str], what: str, ti
     recv = [_overlap(surplus_at[s], surplus_at[s + 1], deficit_at[rank], deficit_at[rank + 1]) for s in range(world_size)]
     got = all_to_all_rows(owned[keep[rank]:], send, recv, timeout_s=wait)
     return torch.sort(torch.cat([owned[: keep[rank]], got.to(owned.device)])).values
+
+
+def _layout_problem(part, rank: int, world_size: int, what: str) -> Optional[str]:
+    """Whether this rank trains on the partition it loaded (rank r on partition r // L, L trainers per partition)."""
+    if world_size == 1:
+        return f"has {part.num_parts} partitions: {what} needs torch.distributed with one rank per partition" \
+            if part.num_parts > 1 else None
+    problem = layout_problem(part.num_parts, world_size)
+    per_part = world_size // part.num_parts
+    if problem is None and rank // per_part != part.rank:
+        problem = (f"rank {rank} of {world_size} loaded partition {part.rank} of {part.num_parts}: {what} needs "
+                   f"rank r on partition r // {per_part} ({part.num_parts} partitions x {per_part} trainers)")
+    return problem

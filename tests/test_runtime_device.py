@@ -1,0 +1,126 @@
+"""The loader's device path: hops as [columns, fanout] tables with one host synchronisation each.
+
+With one partition on a GPU the loader samples every hop as a static-shape
+table (gpart.runtime.sampling.sample_table) and relabels it through the
+device-resident map in one step (Relabeller.add_masked), whose only host
+synchronisation is the hop's sizes. The same code runs on the CPU when
+`loader.table_hops` is set, which is how it is checked here: every batch exact
+against the input (real data, Cora), draws uniform. On CUDA (skipped without
+it) the default loader takes that path, from GPU memory and from pinned
+host memory, and its batches pass the same checks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from itertools import combinations
+
+import numpy as np
+import pytest
+import torch
+
+import gpart.runtime as gr
+from gpart.runtime.sampling import Relabeller, sample_table
+from test_runtime_sampler import CORA, _chi2, _chi2_critical, _cora, check_batch
+
+FANOUTS = [4, 3]
+
+
+@pytest.fixture(scope="module")
+def cora_one(tmp_path_factory):
+    from gpart.partition import partition_graph
+
+    if not CORA.exists():
+        pytest.skip("sample_data/cora.npz missing")
+    out = tmp_path_factory.mktemp("device") / "one"
+    partition_graph(CORA, out, 1, "metis")
+    return out
+
+
+def _batches(part, fanouts, table: bool, **kw) -> list:
+    loader = gr.DistNeighborLoader(part, torch.arange(0, part.num_nodes, 3), fanouts=fanouts, batch_size=200, seed=2, **kw)
+    loader.table_hops = table
+    return list(loader)
+
+
+def test_table_hops_on_cpu_give_exact_batches(cora_one):
+    data = _cora()
+    indeg = np.bincount(data["dst"], minlength=data["feat"].shape[0])
+    part = gr.load_partition(cora_one, device="cpu")
+    assert not gr.DistNeighborLoader(part, [0], fanouts=FANOUTS).table_hops  # the CPU default: compact hops
+    tables = _batches(part, FANOUTS, True)
+    compact = _batches(part, FANOUTS, False)
+    assert len(tables) == len(compact) > 0
+    for a, b in zip(tables, compact):
+        check_batch(a, FANOUTS, data, indeg)
+        assert torch.equal(a.n_id[: a.batch_size], b.n_id[: b.batch_size])  # the same seeds, other draws
+        assert a.num_sampled_edges[0] == b.num_sampled_edges[0]  # min(fanout, in-degree) either way
+    # with replacement: fanout draws for every node with in-edges; -1 (every in-edge) falls back to compact hops
+    for batch in _batches(part, [3], True, replace=True):
+        ei = batch.edge_index.numpy()
+        got = np.bincount(ei[1], minlength=batch.batch_size)
+        assert np.array_equal(got, np.where(indeg[batch.n_id[: batch.batch_size].numpy()] > 0, 3, 0))
+    for batch in _batches(part, [-1, 2], True):
+        check_batch(batch, [-1, 2], data, indeg)
+
+
+def test_sample_table_uniform_and_padded():
+    gen = torch.Generator().manual_seed(3)
+    trials = 12000
+    table = sample_table(torch.full((trials,), 10), torch.full((trials,), 6), 3, False, gen)
+    subsets = Counter(tuple(sorted(row)) for row in (table - 10).tolist())
+    assert set(subsets) == set(combinations(range(6), 3))
+    assert _chi2(np.array(list(subsets.values()))) < _chi2_critical(19)
+    small = sample_table(torch.tensor([0, 5, 9]), torch.tensor([2, 0, 3]), 3, False, gen)
+    assert small.tolist() == [[0, 1, -1], [-1, -1, -1], [9, 10, 11]]
+    drawn = sample_table(torch.tensor([4]).repeat(4000), torch.tensor([5]).repeat(4000), 2, True, gen)
+    counts = np.bincount(drawn.reshape(-1).numpy() - 4, minlength=5)
+    assert drawn.min() >= 4 and drawn.max() < 9 and _chi2(counts) < _chi2_critical(4)
+
+
+def test_add_masked_equals_add_unique_on_the_valid_entries():
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 50, (300,), generator=gen)
+    valid = torch.rand(300, generator=gen) > 0.3
+    a, b = Relabeller(50, torch.device("cpu")), Relabeller(50, torch.device("cpu"))
+    seeds = torch.tensor([7, 3, 11])
+    a.start(seeds), b.start(seeds)
+    pos, added, keep = a.add_masked(ids, valid)
+    want_pos, want_added = b.add_unique(ids[valid])
+    assert torch.equal(keep, torch.nonzero(valid).reshape(-1))
+    assert torch.equal(pos, want_pos) and torch.equal(added, want_added) and a.size == b.size
+    again = torch.tensor([3, 49, 7])  # a second hop sees the first hop's nodes listed
+    assert torch.equal(a.add_masked(again, torch.ones(3, dtype=torch.bool))[0], b.add_unique(again)[0])
+    a.reset()
+    assert bool((a.slot == torch.iinfo(torch.int32).max).all())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_batches_pass_the_cpu_checks(cora_one):
+    data = _cora()
+    indeg = np.bincount(data["dst"], minlength=data["feat"].shape[0])
+    for feature_device in (None, "cpu"):  # rows from GPU memory, then from pinned host memory
+        part = gr.load_partition(cora_one, device="cuda", feature_device=feature_device)
+        loader = gr.DistNeighborLoader(part, torch.arange(0, part.num_nodes, 3), fanouts=FANOUTS, batch_size=200, seed=2)
+        assert loader.table_hops
+        for batch in loader:
+            assert batch.edge_index.is_cuda and batch.x.is_cuda and batch.y.is_cuda
+            for name in ("n_id", "edge_index", "e_id", "x", "y"):
+                setattr(batch, name, getattr(batch, name).cpu())
+            batch.node_data = {k: v.cpu() for k, v in batch.node_data.items()}
+            check_batch(batch, FANOUTS, data, indeg)
+    assert math.isfinite(float(loader.stats["total_s"]))
+
+
+def test_sample_and_present_are_the_loaders_batches(cora_one):
+    """What a link loader or layer-wise inference reuses: loader.sample(seeds, generator) then loader.present."""
+    data = _cora()
+    indeg = np.bincount(data["dst"], minlength=data["feat"].shape[0])
+    part = gr.load_partition(cora_one, device="cpu")
+    loader = gr.DistNeighborLoader(part, torch.arange(0, 600, 3), fanouts=FANOUTS, batch_size=50, shuffle=False, seed=1)
+    first = next(iter(loader))
+    loader.set_epoch(0)
+    again = loader.present(loader.sample(torch.arange(0, 150, 3), loader._generator(1)))
+    check_batch(again, FANOUTS, data, indeg)
+    assert all(torch.equal(getattr(first, k), getattr(again, k)) for k in ("n_id", "edge_index", "e_id", "x", "y"))
