@@ -4,12 +4,14 @@ bounded wait every collective of gpart goes through."""
 from __future__ import annotations
 
 import datetime
+import socket
 from typing import Optional
 
 import torch
 import torch.distributed as dist
 
 from gpart.base.errors import RankMismatchError
+from gpart.collectives.peers import lost_hosts, register
 
 
 def is_initialized() -> bool:
@@ -43,13 +45,16 @@ def wait(work, timeout_s: Optional[float], what: str) -> None:
         work.wait()
         return
     rank, world_size = world()
+    register(rank)  # so that a failure can name the host it lost (gpart.collectives.peers)
     try:
         ok = work.wait(datetime.timedelta(seconds=timeout_s))
     except RuntimeError as exc:
-        raise RankMismatchError(None, f"rank {rank}: {what} with the other {world_size - 1} ranks failed or "
-                                      f"did not complete within {timeout_s:g} s ({first_line(exc)})") from None
+        raise RankMismatchError(None, f"rank {rank} on {socket.gethostname()}: {what} with the other {world_size - 1} "
+                                      f"ranks failed or did not complete within {timeout_s:g} s ({first_line(exc)})"
+                                      f"{lost_hosts(rank, world_size, timeout_s)}") from None
     if ok is False:
-        raise RankMismatchError(None, f"rank {rank}: {what} did not complete within {timeout_s:g} s")
+        raise RankMismatchError(None, f"rank {rank} on {socket.gethostname()}: {what} did not complete within "
+                                      f"{timeout_s:g} s{lost_hosts(rank, world_size, timeout_s)}")
 
 
 def barrier(timeout_s: Optional[float] = None, group=None) -> None:
