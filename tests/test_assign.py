@@ -540,3 +540,39 @@ def test_a_narrow_miss_is_repaired_not_sent_to_metis(monkeypatch, tmp_path):
     assert stats["edge_balance"] == pytest.approx(tried[1]["edge_balance"], abs=1e-6)
     assert all(t["seconds"] > 0 for t in tried)
     assert tried[1]["seconds"] <= 0.5 * tried[0]["seconds"], tried
+
+
+def test_kaminpar_leaves_the_parent_free_to_draw_progress():
+    """KaMinPar holds the GIL for its whole run, so it runs in a child process: a thread of the caller (the
+    progress display's refresh) keeps running meanwhile, and the result is the same as before (reproducible)."""
+    pytest.importorskip("kaminpar")
+    import threading
+    import time
+
+    from gpart.balance import combined_weights, in_degrees
+    from gpart.kaminpar_backend import kaminpar_partition
+    from support.synthetic import powerlaw_graph
+
+    graph = powerlaw_graph(60_000, 600_000, feat_dim=0, seed=1)
+    xadj, adjncy = symmetric_csr(graph)
+    weights = combined_weights(graph.num_nodes, in_degrees(graph))
+    ticks, done = [], threading.Event()
+
+    def tick() -> None:
+        while not done.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.005)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    start = time.perf_counter()
+    try:
+        owner = kaminpar_partition(xadj, adjncy, weights, 4, seed=0, imbalance=0.03, threads=1)
+    finally:
+        done.set()
+        ticker.join()
+    took = time.perf_counter() - start
+    during = [t for t in ticks if start < t < start + took]
+    assert max(np.diff([start] + during + [start + took])) < max(0.25, took / 4), (took, len(during))
+    again = kaminpar_partition(xadj, adjncy, weights, 4, seed=0, imbalance=0.03, threads=1)
+    assert np.array_equal(owner, again) and owner.dtype == np.int32 and set(np.unique(owner)) == {0, 1, 2, 3}
