@@ -120,28 +120,32 @@ def rebalance(owner: np.ndarray, shares: np.ndarray, num_parts: int, bound: floa
 def _repair_moves(owner, shares, part, receiver, loads, goal, unit, added_cut: AddedCut, degree) -> np.ndarray:
     """Nodes of `part` to move to `receiver`: the prefix, best first, that lowers the total excess most.
 
-    A node's worth is what moving it takes off the excess per unit of cut it adds: the shares
-    `part` is over in count for it, the shares `receiver` is full in against it (so moving a hub
-    moves many in-edges for one node, moving a node with no in-edges moves a node and no edges),
-    and the cut it adds (`added_cut`).
+    A node's worth is what moving it alone takes off the excess of the two parts, per unit of cut
+    it adds (`added_cut`): the shares `part` is over in count for it, the shares `receiver` is
+    full in (or would pass the goal in) against it; so moving a hub moves many in-edges for one
+    node, a node with no in-edges a node for none, and a hub bigger than the receiver's room is
+    worth nothing.
     """
-    worth = ((loads[part] > goal).astype(np.float64) - (loads[receiver] >= goal)) / unit
     members = np.flatnonzero(owner == part)
-    net = shares[members] @ worth
-    candidates, net = members[net > 0], net[net > 0]
+    before = _excess(loads[part], loads[receiver], np.zeros((1, shares.shape[1])), goal, unit)[0]
+    worth = before - _excess(loads[part], loads[receiver], shares[members], goal, unit)
+    candidates, worth = members[worth > 0], worth[worth > 0]
     if candidates.size > MAX_CANDIDATES:  # the most worth per edge to re-home
-        keep = np.argpartition(-net / (degree[candidates] + 1.0), MAX_CANDIDATES)[:MAX_CANDIDATES]
-        candidates, net = candidates[keep], net[keep]
+        keep = np.argpartition(-worth / (degree[candidates] + 1.0), MAX_CANDIDATES)[:MAX_CANDIDATES]
+        candidates, worth = candidates[keep], worth[keep]
     if candidates.size == 0:
         return candidates
     cost = added_cut(owner, candidates, part, receiver)
-    ordered = candidates[np.lexsort((cost, -net / (np.maximum(cost, 0) + 1.0)))]
-    taken = np.cumsum(shares[ordered], axis=0)
-    excess = (np.maximum(loads[part] - taken - goal, 0) + np.maximum(loads[receiver] + taken - goal, 0)) / unit
-    total = excess.sum(axis=1)
+    ordered = candidates[np.lexsort((cost, -worth / (np.maximum(cost, 0) + 1.0)))]
+    total = _excess(loads[part], loads[receiver], np.cumsum(shares[ordered], axis=0), goal, unit)
     best = int(np.argmin(total))
-    before = float(((np.maximum(loads[part] - goal, 0) + np.maximum(loads[receiver] - goal, 0)) / unit).sum())
     return ordered[:best + 1] if total[best] < before * (1 - 1e-9) else ordered[:0]
+
+
+def _excess(giver: np.ndarray, taker: np.ndarray, moved: np.ndarray, goal: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """[k]: the two parts' excess over the goal (summed over shares, in units of the mean) after each row of `moved`
+    [k, C] leaves `giver` [C] for `taker` [C]."""
+    return ((np.maximum(giver - moved - goal, 0) + np.maximum(taker + moved - goal, 0)) / unit).sum(axis=1)
 
 
 def _connections(owner: np.ndarray, nodes: np.ndarray, part: int, xadj: np.ndarray, adjncy: np.ndarray) -> np.ndarray:
