@@ -5,17 +5,9 @@ as (u, v) in u's block and as (v, u) in v's block (blocks of BLOCK_NODES
 consecutive ids), so a block's bucket holds every neighbour of its nodes.
 Everything below reads the buckets block by block, vectorised per block.
 
-Two first placements compete, the one with the lower cut goes on:
+Two first placements compete; each is restreamed and the best pass of
+either is kept:
 
-- Clusters (`_cluster`): label propagation, each node taking the label most
-  of its neighbours carry, no cluster above a part's mean in any share;
-  the clusters are packed into parts heaviest first (`_pack`), then nodes
-  with the fewest neighbours in their cluster move until every share is
-  within 1 + imbalance (gpart.refine.rebalance). This is what social graphs
-  need, whose ids carry no locality: Fennel alone cut 0.43-0.51 of
-  facebook's and email-Enron's edges at 8 parts, the clusters 0.27-0.43.
-  Graphs without clusters (R-MAT: 7% of the edges inside clusters after 4
-  passes) skip the packing.
 - Fennel (Tsourakakis et al. 2014) in id order, a block at a time:
 
       gain[i, p] = (neighbours of i already in p) - alpha * gamma * load[p]^(gamma-1)
@@ -28,6 +20,15 @@ Two first placements compete, the one with the lower cut goes on:
   highest-gain nodes and the rest retry their next best part (at most P
   rounds); nodes no room fits go to the least-loaded parts. This is what
   graphs whose ids carry locality (road networks) and R-MAT graphs need.
+- Clusters (`_cluster`): label propagation, each node taking the label most
+  of its neighbours carry, no cluster above a part's mean in any share;
+  the clusters are packed into parts heaviest first (`_pack`), then nodes
+  with the fewest neighbours in their cluster move until every share is
+  within 1 + imbalance (gpart.refine.rebalance). This is what social graphs
+  need, whose ids carry no locality: Fennel and restreaming alone cut
+  0.43-0.51 of facebook's and email-Enron's edges at 8 parts, the clusters
+  0.29-0.43. Clustering gives up after 3 passes where packing its clusters
+  cannot beat Fennel's placement (`_hopeless`: R-MAT, road-NY).
 
 Then restreaming passes (Nishimura & Ugander 2013): loads start from the
 previous pass's, a block leaves its parts before it is re-placed, every
@@ -41,8 +42,8 @@ STALL_PASSES passes that do not beat the best.
 Memory: N-sized labels, cluster sizes, owners and shares; one block's
 bucket and gain matrix (BLOCK_NODES x P); the edges live in the scratch
 files (16 bytes per edge with 32-bit ids, 32 with 64-bit). Time: two passes
-over the edges to spill them, then up to CLUSTER_PASSES + PASSES + 2 reads
-of the buckets.
+over the edges to spill them, then one placing pass, up to CLUSTER_PASSES
+clustering passes and up to 2 x PASSES reads for the restreams.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ PASSES = 8
 GAMMA = 1.5
 GAIN_CELLS = 1 << 22  # block nodes x parts: bounds the gain matrix to 32 MiB
 CLUSTER_PASSES = 16
-CLUSTER_PROBE, CLUSTER_FLOOR, CLUSTER_SETTLED = 3, 0.15, 0.005
+CLUSTER_PROBE, CLUSTER_FLOOR, CLUSTER_SETTLED, CLUSTER_HOPE = 3, 0.15, 0.005, 0.8
 CLUSTER_SEED = 7
 PACK_GRAIN = 64
 UNIT_CAP = 4096  # units packed into parts, one by one
@@ -98,13 +99,15 @@ def stream_book(graph: Graph, num_parts: int, *, imbalance: float = 0.03, balanc
         with progress.stage("stream: spill edges"):
             buckets = bucket_rows(scratch, graph.num_edges, -(-n // block), _both_directions(graph, block, id_dtype),
                                   {"node": id_dtype, "neighbour": id_dtype})
+        with progress.stage("stream: place"):
+            starts = {"fennel": _place_blocks(buckets, np.full(n, -1, dtype=np.int32), shares, num_parts, block,
+                                              float(imbalance), graph.num_edges, 0)[0]}
         with progress.stage("stream: cluster", total=float(CLUSTER_PASSES), unit="passes") as bar:
-            clusters = _cluster(buckets, shares, shares.sum(axis=0) / num_parts, block, bar)
-        starts = {} if clusters is None else {"clusters": _clustered(*clusters, shares, num_parts, imbalance)}
+            clusters = _cluster(buckets, shares, num_parts, block, bar, starts["fennel"])
+        if clusters is not None:
+            starts["clusters"] = _clustered(*clusters, shares, num_parts, imbalance)
         del clusters
-        with progress.stage("stream: place and restream", total=float(passes * (len(starts) + 1)), unit="passes") as bar:
-            starts["fennel"] = _place_blocks(buckets, np.full(n, -1, dtype=np.int32), shares, num_parts, block,
-                                             float(imbalance), graph.num_edges, 0)[0]
+        with progress.stage("stream: restream", total=float(passes * len(starts)), unit="passes") as bar:
             runs = {name: _restream(buckets, start, shares, num_parts, block, float(imbalance), graph.num_edges, passes, bar)
                     for name, start in starts.items()}
     kept = min(runs, key=lambda name: runs[name][2])
@@ -138,36 +141,48 @@ def _both_directions(graph: Graph, block: int, id_dtype: np.dtype):
     return rows_of
 
 
-def _cluster(buckets, shares: np.ndarray, cap: np.ndarray, block: int, bar) -> Optional[tuple[np.ndarray, np.ndarray]]:
+def _cluster(buckets, shares: np.ndarray, num_parts: int, block: int, bar,
+             rival: np.ndarray) -> Optional[tuple[np.ndarray, np.ndarray]]:
     """Cluster label of every node and its neighbours in its cluster, by label propagation over the blocks,
-    no cluster above `cap` [C] in any share; None when the graph shows no clusters.
+    no cluster above a part's mean in any share; None when packing the clusters cannot beat `rival` (owners).
 
     Blocks are visited in a seeded random order per pass and a block's new labels count at once
     for the blocks after it. Up to CLUSTER_PASSES passes; it stops early when a pass adds less
-    than CLUSTER_SETTLED to the share of edges inside clusters, and gives up when that share is
-    below CLUSTER_FLOOR after CLUSTER_PROBE passes (R-MAT 1M/10M: 0.064, against 0.29-0.51 on the
-    SNAP social graphs and road-NY: there packing clusters cannot beat Fennel's placement).
+    than CLUSTER_SETTLED to the share of edges inside clusters, and gives up (`_hopeless`) from
+    CLUSTER_PROBE passes on.
     """
-    n = shares.shape[0]
+    n, cap = shares.shape[0], shares.sum(axis=0) / num_parts
     ids = np.int32 if n < 2**31 else np.int64
     label = np.arange(n, dtype=ids)
     size = shares.copy()  # [N, C] shares of each cluster, by label
     home = np.zeros(n, dtype=ids)  # neighbours in the own cluster
-    inside = 0.0
+    rows, rival_rows, inside = max(int(buckets.offsets[-1]), 1), 0, 0.0
     for done in range(CLUSTER_PASSES):
         rng = np.random.default_rng([CLUSTER_SEED, done])
         for b in rng.permutation(buckets.offsets.shape[0] - 1):  # in id order, labels would drift with the ids
             first, last = b * block, min((b + 1) * block, n)
             node, neighbour = buckets.rows(b, "node"), buckets.rows(b, "neighbour")
+            rival_rows += int(np.count_nonzero(rival[node] != rival[neighbour])) if done == 0 else 0
             home[first:last] = _relabel_block(node.astype(np.int64) - first, label[neighbour], label, size, shares,
                                               first, last, cap, rng)
         bar.advance(1.0)
-        inside, before = float(home.sum()) / max(int(buckets.offsets[-1]), 1), inside
-        if done + 1 == CLUSTER_PROBE and inside < CLUSTER_FLOOR:
+        inside, before = float(home.sum()) / rows, inside
+        if done + 1 >= CLUSTER_PROBE and _hopeless(inside, rival_rows / rows, num_parts):
             return None
         if inside - before < CLUSTER_SETTLED:
             break
     return label, home
+
+
+def _hopeless(inside: float, rival_cut: float, num_parts: int) -> bool:
+    """Whether clusters holding `inside` of the edges are past hoping to beat a placement cutting `rival_cut`.
+
+    Packed into parts, the edges between clusters are cut about as often as at random (1 - 1/P of
+    them). Measured after 3 passes: R-MAT 1M/10M 6% of the edges inside clusters (hopeless: no
+    clusters to pack); road-NY 38%, so 0.54 to cut at 8 parts, against 0.10 for Fennel's placement
+    (hopeless); email-Enron 29%, 0.62 against Fennel's 0.55 (not: the clusters went on to cut 0.43).
+    """
+    return inside < CLUSTER_FLOOR or CLUSTER_HOPE * (1.0 - inside) * (1.0 - 1.0 / num_parts) > rival_cut
 
 
 def _relabel_block(local: np.ndarray, around: np.ndarray, label: np.ndarray, size: np.ndarray, shares: np.ndarray,
@@ -273,7 +288,7 @@ def _restream(buckets, owner: np.ndarray, shares: np.ndarray, num_parts: int, bl
         if done < passes and stalled < STALL_PASSES:
             placed, rows = _place_blocks(buckets, owner, shares, num_parts, block, imbalance, num_edges, done)
         else:
-            placed, rows = None, _cut_rows(buckets, [owner])[0]
+            placed, rows = None, _cut_rows(buckets, owner)
         cuts.append(rows / max(2 * num_edges, 1))  # every edge is two rows
         key = _pass_key(owner, cuts[-1], shares, num_parts, imbalance)
         best, best_key, stalled = (owner, key, 0) if key < best_key else (best, best_key, stalled + 1)
@@ -297,14 +312,10 @@ def _worst_balance(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> flo
     return float((_loads(owner, shares, num_parts).max(axis=0) / np.where(mean > 0, mean, np.inf)).max())
 
 
-def _cut_rows(buckets, owners: Sequence[np.ndarray]) -> list[int]:
-    """For each owner array, the rows of the buckets whose node and neighbour it puts apart (twice the cut edges)."""
-    rows = [0] * len(owners)
-    for b in range(buckets.offsets.shape[0] - 1):
-        node, neighbour = buckets.rows(b, "node"), buckets.rows(b, "neighbour")
-        for i, owner in enumerate(owners):
-            rows[i] += int(np.count_nonzero(owner[node] != owner[neighbour]))
-    return rows
+def _cut_rows(buckets, owner: np.ndarray) -> int:
+    """Rows of the buckets whose node and neighbour `owner` puts apart (twice the cut edges)."""
+    return sum(int(np.count_nonzero(owner[buckets.rows(b, "node")] != owner[buckets.rows(b, "neighbour")]))
+               for b in range(buckets.offsets.shape[0] - 1))
 
 
 def _place_blocks(buckets, previous: np.ndarray, shares: np.ndarray, num_parts: int, block: int, imbalance: float,
