@@ -1,24 +1,29 @@
 """The default partition method against the old default, random and stream, on graph families it was not tuned on.
 
-    python benchmarks/bench_default.py --base /tmp/base20                       # every graph, 4/8/16/32 parts
-    python benchmarks/bench_default.py --base /tmp/base20 --graphs rmat-1m --parts 4 8
+    python benchmarks/bench_default.py --base /tmp/old-default                       # every graph, 4/8/16/32 parts
+    python benchmarks/bench_default.py --base /tmp/old-default --graphs rmat-1m --parts 4 8
 
 Graphs (generated into --workdir when missing, as uncompressed .npz): R-MAT
 (a, b, c, d = 0.45, 0.22, 0.22, 0.11, node ids randomly permuted, no self
-loops or duplicates) 1M/10M and 4M/50M, Chung-Lu (gpart.synthetic, power-law
-expected degrees, exponent 2.5, 10% training mask) 1M/10M, the SNAP social
-graphs of ../shared/data (as read, and with their ids randomly permuted),
-road-NY and a 2-D grid (1000 x 1000, 4-neighbour, both directions).
+loops or duplicates) 1M/10M and 4M/50M, Chung-Lu (tests/support/synthetic.py,
+power-law expected degrees, exponent 2.5, 10% training mask) 1M/10M, the SNAP
+social graphs of ../shared/data (as read, and with their ids randomly
+permuted), road-NY, the Walshaw meshes 4elt and crack and a 2-D grid (1000 x
+1000, 4-neighbour, both directions).
 
-Every measurement is one child process that reads the graph and runs
-gpart.assign.assign (the partition step only: reading and writing the
-result are the same for every method) and reports its wall time, peak RSS,
-the tries the default made with their seconds (manifest `params.tried`),
-the cut (fraction of input edges whose endpoints have different owners) and
-the node / in-edge / training-node balances. `--base` names a checkout of
-gpart before this change (e.g. `git worktree add /tmp/base20 main`); its
-default runs in the same table as `old default`. DGL is not compared here
-(benchmarks/bench_dgl_cut.py does that in its own venv).
+Every measurement is one child process (this script with --child) that
+reads the graph and runs gpart.assign.assign (the partition step only:
+reading and writing the result are the same for every method). It reports
+the step's wall and CPU time, the process's peak RSS (its own or its forked
+KaMinPar / METIS child's, whichever is larger: the child starts as a copy of
+the parent), the tries the default made with their seconds (manifest
+`params.tried`), the cut (fraction of input edges whose endpoints have
+different owners) and the node / in-edge / training-node balances; the
+parent adds the whole process's wall time (start-up and reading included).
+`--base` names a checkout of gpart before this change (e.g. `git worktree
+add /tmp/old-default <commit>`); its default runs in the same table as
+`old default`, its child importing gpart from there. DGL is not compared
+here (benchmarks/bench_dgl_cut.py does that in its own venv).
 """
 
 from __future__ import annotations
@@ -34,9 +39,12 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from harness import run_child, script_child
+
 RMAT_PROBABILITIES = (0.45, 0.22, 0.22, 0.11)
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve()
+REPO = HERE.parents[1]
+DATA = HERE.parents[2] / "shared" / "data"
 
 
 # --------------------------------------------------------------------------- graphs
@@ -105,7 +113,7 @@ def rmat_maker(num_nodes: int, num_edges: int) -> Callable[[Path], None]:
 
 def chunglu_maker(num_nodes: int, num_edges: int) -> Callable[[Path], None]:
     def make(path: Path) -> None:
-        from gpart.synthetic import write_powerlaw_npz
+        from tests.support.synthetic import write_powerlaw_npz  # the repository root is on sys.path (harness)
 
         write_powerlaw_npz(path, num_nodes, num_edges, 0, 0)
     return make
@@ -122,6 +130,8 @@ GRAPHS: dict[str, Callable[[Path], None] | Path] = {
     "enron": ENRON,
     "enron-perm": permuted_copy(ENRON),
     "road-ny": DATA / "road-ny" / "NY.gr.xz",
+    "4elt": DATA / "walshaw-small" / "4elt.graph.gz",
+    "crack": DATA / "walshaw-small" / "crack.graph.gz",
     "grid-1m": lambda path: write_npz(path, 1_000_000, *grid_edges(1000)),
 }
 
@@ -139,31 +149,31 @@ def graph_path(name: str, workdir: Path) -> Path:
 
 # --------------------------------------------------------------------------- one measurement per child process
 
-# Runs in the child: read the graph, time gpart.assign.assign, print one JSON line.
-CHILD = r"""
-import json, resource, sys, time
-import numpy as np
-from gpart.assign import assign
-from gpart.balance import balances, in_degrees, train_mask
-from gpart.formats.readers import read_graph
 
-path, parts, method = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-graph = read_graph(path)
-start, cpu = time.perf_counter(), time.process_time()
-result = assign(graph, parts, method)
-wall = time.perf_counter() - start
-owner = result.book.owner_array
-src, dst = np.asarray(graph.src), np.asarray(graph.dst)
-children = resource.getrusage(resource.RUSAGE_CHILDREN)  # KaMinPar and METIS run in forked children
-peak_kib = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, children.ru_maxrss)
-print(json.dumps({
-    "wall": wall, "cpu": time.process_time() - cpu + children.ru_utime + children.ru_stime,
-    "peak_mib": peak_kib / 1024, "edges": graph.num_edges,
-    "cut": float(np.count_nonzero(owner[src] != owner[dst]) / max(graph.num_edges, 1)),
-    **balances(owner, parts, in_degrees(graph), train_mask(graph)),
-    "tried": result.params.get("tried"), "start": result.params.get("start"),
-}))
-"""
+def child(path: str, parts: int, method: str) -> dict:
+    """Read the graph, time gpart.assign.assign, measure the result (runs in the child process)."""
+    import resource
+
+    from gpart.assign import assign
+    from gpart.balance import balances, in_degrees, train_mask
+    from gpart.formats.readers import read_graph
+
+    graph = read_graph(path)
+    start, cpu = time.perf_counter(), time.process_time()
+    result = assign(graph, parts, method)
+    wall = time.perf_counter() - start
+    owner = result.book.owner_array
+    src, dst = np.asarray(graph.src), np.asarray(graph.dst)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # KaMinPar and METIS run in forked children
+    peak_kib = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, children.ru_maxrss)
+    return {
+        "wall": wall, "cpu": time.process_time() - cpu + children.ru_utime + children.ru_stime,
+        "peak_mib": peak_kib / 1024, "edges": graph.num_edges,
+        "cut": float(np.count_nonzero(owner[src] != owner[dst]) / max(graph.num_edges, 1)),
+        **balances(owner, parts, in_degrees(graph), train_mask(graph)),
+        "tried": result.params.get("tried"), "start": result.params.get("start"),
+    }
+
 
 # label -> (method, which checkout: "new" this one, "base" the --base one)
 METHODS = {"default": ("balanced", "new"), "old default": ("balanced", "base"), "stream": ("stream", "new"),
@@ -174,15 +184,17 @@ def measure(path: Path, parts: int, label: str, base: Optional[Path], timeout: f
     method, checkout = METHODS[label]
     if checkout == "base" and base is None:
         return None
-    env = dict(os.environ, PYTHONPATH=str(REPO if checkout == "new" else base))
+    env = dict(os.environ)
+    if checkout == "base":  # gpart from the base checkout: first on the path, and the worktree shim's root where one is used
+        kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != REPO]
+        env.update(PYTHONPATH=os.pathsep.join([str(base)] + kept), GPART_ROOT=str(base))
     try:
-        run = subprocess.run([sys.executable, "-c", CHILD, str(path), str(parts), method], capture_output=True,
-                             text=True, env=env, timeout=timeout, cwd="/")
+        run = run_child(script_child(HERE, str(path), str(parts), method), timeout=timeout, env=env, cwd="/")
     except subprocess.TimeoutExpired:
         return {"error": f"over {timeout:.0f} s"}
     if run.returncode != 0:
-        return {"error": run.stderr.strip().splitlines()[-1] if run.stderr.strip() else f"exit {run.returncode}"}
-    return json.loads(run.stdout.strip().splitlines()[-1])
+        return {"error": run.last_error_line() or f"exit {run.returncode}"}
+    return dict(run.result(), process=run.seconds)
 
 
 def tries_text(tried: Optional[list]) -> str:
@@ -200,11 +212,11 @@ def row(graph: str, parts: int, label: str, m: Optional[dict], random_cut: Optio
     if m is None:
         return ""
     if "error" in m:
-        return f"| {graph} | {parts} | {label} | {m['error']} | | | | | | | | |"
+        return f"| {graph} | {parts} | {label} | {m['error']} | | | | | | | | | |"
     ratio = f"{m['cut'] / random_cut:.2f}" if random_cut else ""
     train = "" if m["train_balance"] is None else f"{m['train_balance']:.3f}"
     how = tries_text(m["tried"]) or (f"start: {m['start']}" if m.get("start") else "")
-    return (f"| {graph} | {parts} | {label} | {m['wall']:.1f} | {m['cpu']:.1f} | {m['peak_mib']:.0f} | {m['cut']:.3f} | "
+    return (f"| {graph} | {parts} | {label} | {m['wall']:.1f} | {m['process']:.1f} | {m['cpu']:.1f} | {m['peak_mib']:.0f} | {m['cut']:.3f} | "
             f"{ratio} | {m['node_balance']:.3f} | {m['edge_balance']:.3f} | {train} | {how} |")
 
 
@@ -216,9 +228,13 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/bench_default"), help="where generated graphs go")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per measurement")
+    parser.add_argument("--child", nargs=3, metavar=("GRAPH", "PARTS", "METHOD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    print("| graph | parts | method | wall s | cpu s | peak MiB | cut | /random | node | in-edge | train | tries |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    if args.child:
+        print(json.dumps(child(*args.child[:1], int(args.child[1]), args.child[2])))
+        return
+    print("| graph | parts | method | wall s | process s | cpu s | peak MiB | cut | /random | node | in-edge | train | tries |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for name in args.graphs:
         path = graph_path(name, args.workdir)
         for parts in args.parts:
