@@ -21,14 +21,17 @@ either is kept:
   rounds); nodes no room fits go to the least-loaded parts. This is what
   graphs whose ids carry locality (road networks) and R-MAT graphs need.
 - Clusters (`_cluster`): label propagation, each node taking the label most
-  of its neighbours carry, no cluster above a part's mean in any share;
-  the clusters are packed into parts heaviest first (`_pack`), then nodes
-  with the fewest neighbours in their cluster move until every share is
-  within 1 + imbalance (gpart.refine.rebalance). This is what social graphs
-  need, whose ids carry no locality: Fennel and restreaming alone cut
-  0.43-0.51 of facebook's and email-Enron's edges at 8 parts, the clusters
-  0.29-0.43. Clustering gives up after 3 passes where packing its clusters
-  cannot beat Fennel's placement (`_hopeless`: R-MAT, road-NY).
+  of its neighbours carry, no cluster above 1/CLUSTER_SPLIT of a part's mean
+  in any share; the graph of clusters (at most about UNIT_CAP nodes, edges
+  weighted by the edges between them) is partitioned by METIS k-way with
+  every share its own constraint (`_partition_units`), then nodes with the
+  fewest neighbours in their cluster move until every share is within
+  1 + imbalance (gpart.refine.rebalance). This is what social graphs need,
+  whose ids carry no locality: Fennel and restreaming alone cut 0.43-0.51 of
+  facebook's and email-Enron's edges at 8 parts, the clusters packed
+  heaviest first 0.29-0.43, partitioned by METIS 0.24-0.33. Clustering gives
+  up after 3 passes where its clusters cannot beat Fennel's placement
+  (`_hopeless`: R-MAT, road-NY).
 
 Then restreaming passes (Nishimura & Ugander 2013): loads start from the
 previous pass's, a block leaves its parts before it is re-placed, every
@@ -40,7 +43,8 @@ buckets), so more passes never give a worse result; restreaming stops after
 STALL_PASSES passes that do not beat the best.
 
 Memory: N-sized labels, cluster sizes, owners and shares; one block's
-bucket and gain matrix (BLOCK_NODES x P); the edges live in the scratch
+bucket and gain matrix (BLOCK_NODES x P); the graph of clusters (at most
+UNIT_CAP^2 entries, whatever the edges); the edges live in the scratch
 files (16 bytes per edge with 32-bit ids, 32 with 64-bit). Time: two passes
 over the edges to spill them, then one placing pass, up to CLUSTER_PASSES
 clustering passes and up to 2 x PASSES reads for the restreams.
@@ -60,7 +64,8 @@ from gpart.formats.scratch import ScratchDir
 from gpart.base.graph import Graph
 from gpart.base.progress import Progress, or_null
 from gpart.spill import bucket_rows
-from gpart.metis import balance_column
+from gpart.isolate import call_isolated
+from gpart.metis import balance_column, part_graph_multiconstraint
 from gpart.refine import rebalance
 
 BLOCK_NODES = 8192
@@ -71,10 +76,16 @@ PASSES = 8
 GAMMA = 1.5
 GAIN_CELLS = 1 << 22  # block nodes x parts: bounds the gain matrix to 32 MiB
 CLUSTER_PASSES = 16
-CLUSTER_PROBE, CLUSTER_FLOOR, CLUSTER_SETTLED, CLUSTER_HOPE = 3, 0.15, 0.005, 0.5
+CLUSTER_PROBE, CLUSTER_FLOOR, CLUSTER_SETTLED, CLUSTER_HOPE = 3, 0.15, 0.001, 0.5
 CLUSTER_SEED = 7
-PACK_GRAIN = 64
-UNIT_CAP = 4096  # units packed into parts, one by one
+# A cluster holds at most 1/CLUSTER_SPLIT of a part in any share: small enough for the partition of the clusters
+# to balance every share, large enough to keep the edges inside. Facebook, ids permuted, 8 parts, imbalance 0.10,
+# cut in the end (CLUSTER_SPLIT 2 / 3 / 4 / 8): 0.198 / 0.181 / 0.190 / under CLUSTER_FLOOR (too few edges inside).
+# Clustering until a pass adds under 0.001 (CLUSTER_SETTLED) rather than 0.005: 0.190 against 0.216 at 4.
+CLUSTER_SPLIT = 3
+UNIT_CAP = 4096  # nodes of the graph of clusters that METIS partitions
+UNIT_SCALE = 1000  # METIS vertex weights: a part's mean of a share is UNIT_SCALE
+UNIT_TRIALS = 8
 STALL_PASSES = 2
 BALANCE_SLACK = 0.01
 
@@ -105,7 +116,8 @@ def stream_book(graph: Graph, num_parts: int, *, imbalance: float = 0.03, balanc
         with progress.stage("stream: cluster", total=float(CLUSTER_PASSES), unit="passes") as bar:
             clusters = _cluster(buckets, shares, num_parts, block, bar, starts["fennel"])
         if clusters is not None:
-            starts["clusters"] = _clustered(*clusters, shares, num_parts, imbalance)
+            with progress.stage("stream: partition clusters"):
+                starts["clusters"] = _clustered(buckets, *clusters, shares, num_parts, imbalance)
         del clusters
         with progress.stage("stream: restream", total=float(passes * len(starts)), unit="passes") as bar:
             runs = {name: _restream(buckets, start, shares, num_parts, block, float(imbalance), graph.num_edges, passes, bar)
@@ -144,14 +156,15 @@ def _both_directions(graph: Graph, block: int, id_dtype: np.dtype):
 def _cluster(buckets, shares: np.ndarray, num_parts: int, block: int, bar,
              rival: np.ndarray) -> Optional[tuple[np.ndarray, np.ndarray]]:
     """Cluster label of every node and its neighbours in its cluster, by label propagation over the blocks,
-    no cluster above a part's mean in any share; None when packing the clusters cannot beat `rival` (owners).
+    no cluster above 1/CLUSTER_SPLIT of a part's mean in any share; None when partitioning the clusters cannot
+    beat `rival` (owners).
 
     Blocks are visited in a seeded random order per pass and a block's new labels count at once
     for the blocks after it. Up to CLUSTER_PASSES passes; it stops early when a pass adds less
     than CLUSTER_SETTLED to the share of edges inside clusters, and gives up (`_hopeless`) from
     CLUSTER_PROBE passes on.
     """
-    n, cap = shares.shape[0], shares.sum(axis=0) / num_parts
+    n, cap = shares.shape[0], shares.sum(axis=0) / (num_parts * CLUSTER_SPLIT)
     ids = np.int32 if n < 2**31 else np.int64
     label = np.arange(n, dtype=ids)
     size = shares.copy()  # [N, C] shares of each cluster, by label
@@ -178,7 +191,8 @@ def _hopeless(inside: float, rival_cut: float, num_parts: int) -> bool:
     """Whether clusters holding `inside` of the edges are past hoping to beat a placement cutting `rival_cut`.
 
     Packed into parts, the edges between clusters are cut about as often as at random (1 - 1/P of
-    them). Measured after 3 passes: R-MAT 1M/10M 6% of the edges inside clusters (hopeless: no
+    them); partitioned by METIS, about half as often or less (CLUSTER_HOPE). Measured after 3 passes
+    (clusters up to a part): R-MAT 1M/10M 6% of the edges inside clusters (hopeless: no
     clusters to pack); road-NY 38%, so 0.54 to cut at 8 parts, against 0.10 for Fennel's placement
     (hopeless); email-Enron 29%, 0.62 against Fennel's 0.55 (not: the clusters went on to cut 0.43).
     """
@@ -225,27 +239,30 @@ def _relabel_block(local: np.ndarray, around: np.ndarray, label: np.ndarray, siz
     return home
 
 
-def _clustered(label: np.ndarray, home: np.ndarray, shares: np.ndarray, num_parts: int, imbalance: float) -> np.ndarray:
-    """Owner of every node from its cluster: the clusters packed into parts (`_units`, `_pack`), then nodes moved
-    until every share is within 1 + imbalance, those with the fewest neighbours in their cluster first."""
+def _clustered(buckets, label: np.ndarray, home: np.ndarray, shares: np.ndarray, num_parts: int,
+               imbalance: float) -> np.ndarray:
+    """Owner of every node from its cluster: the graph of clusters (`_units`, `_unit_graph`) partitioned by METIS
+    with every share its own constraint (`_pack` where METIS cannot run), then nodes moved until every share is
+    within 1 + imbalance, those with the fewest neighbours in their cluster first."""
     unit, sizes = _units(label, shares, num_parts)
-    owner = _pack(sizes, num_parts)[unit]
+    part = _partition_units(buckets, unit, sizes, num_parts, imbalance)
+    owner = part[unit]
     return rebalance(owner, shares, num_parts, 1.0 + imbalance, lambda current, nodes, part, to: home[nodes], home)
 
 
 def _units(label: np.ndarray, shares: np.ndarray, num_parts: int) -> tuple[np.ndarray, np.ndarray]:
     """The unit of every node and each unit's shares [U, C] in parts (1.0 = a part's mean).
 
-    Units: each cluster heavier than one grain (1/PACK_GRAIN of a part, at least 2/UNIT_CAP of the
-    graph), and bundles of the lighter ones in the order of their profile (in-edges per node), so a
-    bundle is as edge-heavy or node-heavy as its clusters and can even out a part. At most about UNIT_CAP units.
+    Units: the clusters where there are at most UNIT_CAP, else each cluster heavier than a grain
+    (2/UNIT_CAP of the graph) and bundles of the lighter ones in the order of their profile (in-edges
+    per node), so a bundle is as edge-heavy or node-heavy as its clusters. At most about UNIT_CAP units.
     """
     num_shares = shares.shape[1]
     sizes = np.column_stack([np.bincount(label, weights=shares[:, c], minlength=label.shape[0]) for c in range(num_shares)])
     mean = np.maximum(sizes.sum(axis=0) / num_parts, 1e-300)
     weight = (sizes / mean).mean(axis=1)
     clusters = np.flatnonzero(weight > 0)
-    grain = max(1.0 / PACK_GRAIN, 2.0 * num_parts / UNIT_CAP)
+    grain = 0.0 if clusters.size <= UNIT_CAP else 2.0 * num_parts / UNIT_CAP  # bundles only where there are too many
     big, small = clusters[weight[clusters] > grain], clusters[weight[clusters] <= grain]
     small = small[np.argsort(sizes[small, 1] / mean[1] - sizes[small, 0] / mean[0], kind="stable")]
     bundle = (np.cumsum(weight[small]) // grain).astype(np.int64)
@@ -258,11 +275,51 @@ def _units(label: np.ndarray, shares: np.ndarray, num_parts: int) -> tuple[np.nd
     return unit[label], unit_sizes
 
 
+def _unit_graph(buckets, unit: np.ndarray, num_units: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The graph of units as CSR (xadj, adjncy) with edge weights (rows between the two units), read from the
+    buckets block by block; at most num_units^2 entries whatever the edges."""
+    keys, counts = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    for b in range(buckets.offsets.shape[0] - 1):
+        a, c = unit[buckets.rows(b, "node")], unit[buckets.rows(b, "neighbour")]
+        apart = a != c
+        keys = np.concatenate([keys, a[apart] * num_units + c[apart]])
+        counts = np.concatenate([counts, np.ones(int(apart.sum()), dtype=np.int64)])
+        keys, where = np.unique(keys, return_inverse=True)
+        counts = np.bincount(where, weights=counts, minlength=keys.size).astype(np.int64)
+    xadj = np.zeros(num_units + 1, dtype=np.int64)
+    xadj[1:] = np.cumsum(np.bincount(keys // num_units, minlength=num_units))
+    return xadj, keys % num_units, counts  # both directions of every pair are rows: the CSR is symmetric
+
+
+def _partition_units(buckets, unit: np.ndarray, sizes: np.ndarray, num_parts: int, imbalance: float) -> np.ndarray:
+    """Part of every unit: METIS k-way on the graph of units, edges weighted by the rows between them, every share
+    a constraint (in a forked child: METIS traps SIGTERM, gpart.isolate); `_pack` where METIS fails.
+
+    Measured (8 parts, cut after rebalancing, before restreaming): facebook 0.59 packed heaviest first,
+    0.26 partitioned; email-Enron 0.52 and 0.41.
+    """
+    num_units = sizes.shape[0]
+    if num_units <= num_parts:
+        return _pack(sizes, num_parts)
+    xadj, adjncy, weights = _unit_graph(buckets, unit, num_units)
+    vertex_weights = np.rint(sizes * UNIT_SCALE).astype(np.int64)
+    settings = dict(seed=0, imbalance=imbalance, objective="cut", trials=UNIT_TRIALS, iterations=None)
+
+    def run(out: np.ndarray) -> int:
+        value, out[:] = part_graph_multiconstraint(xadj, adjncy, vertex_weights.ravel(), sizes.shape[1], num_parts,
+                                                   False, settings, edge_weights=weights)
+        return int(value)
+
+    try:
+        _, part = call_isolated(run, num_units)
+    except (RuntimeError, ValueError, MemoryError):  # a pymetis without multi-constraint METIS: pack greedily
+        return _pack(sizes, num_parts)
+    return part.astype(np.int32)
+
+
 def _pack(sizes: np.ndarray, num_parts: int) -> np.ndarray:
     """Part of every unit (`sizes` [U, C] in parts): heaviest first, each to the part it leaves least loaded in its
-    most loaded share. (Measured: preferring the part a unit has most edges to, through a [U, U] matrix of edges
-    between units, cut more in the end on email-Enron, 0.418 against 0.396 at 8 parts: it packs less evenly, and
-    evening out afterwards costs more than it saved.)"""
+    most loaded share."""
     part = np.zeros(sizes.shape[0], dtype=np.int32)
     load = np.zeros((num_parts, sizes.shape[1]))
     for u in np.argsort(-sizes.mean(axis=1), kind="stable"):  # at most about UNIT_CAP units
