@@ -14,9 +14,9 @@ permuted), road-NY, the Walshaw meshes 4elt and crack and a 2-D grid (1000 x
 Every measurement is one child process (this script with --child) that
 reads the graph and runs gpart.assign.assign (the partition step only:
 reading and writing the result are the same for every method). It reports
-the step's wall and CPU time, the process's peak RSS (its own or its forked
-KaMinPar / METIS child's, whichever is larger: the child starts as a copy of
-the parent), the tries the default made with their seconds (manifest
+the step's wall and CPU time (its forked children's included), the
+process's peak RSS (its own since exec, or its forked KaMinPar / METIS
+child's, whichever is larger: the child starts as a copy of the parent), the tries the default made with their seconds (manifest
 `params.tried`), the cut (fraction of input edges whose endpoints have
 different owners) and the node / in-edge / training-node balances; the
 parent adds the whole process's wall time (start-up and reading included).
@@ -39,7 +39,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from harness import run_child, script_child
+from harness import peak_rss_mib, run_child, script_child
 
 RMAT_PROBABILITIES = (0.45, 0.22, 0.22, 0.11)
 HERE = Path(__file__).resolve()
@@ -165,10 +165,12 @@ def child(path: str, parts: int, method: str) -> dict:
     owner = result.book.owner_array
     src, dst = np.asarray(graph.src), np.asarray(graph.dst)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)  # KaMinPar and METIS run in forked children
-    peak_kib = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, children.ru_maxrss)
+    # this image's own peak (ru_maxrss would carry over this script's parent's), or a forked child's
+    # (its peak counts from its RSS at the fork: the pages it shares with this process included)
+    peak_mib = max(peak_rss_mib(since_exec=True), children.ru_maxrss / 1024)
     return {
         "wall": wall, "cpu": time.process_time() - cpu + children.ru_utime + children.ru_stime,
-        "peak_mib": peak_kib / 1024, "edges": graph.num_edges,
+        "peak_mib": peak_mib, "edges": graph.num_edges,
         "cut": float(np.count_nonzero(owner[src] != owner[dst]) / max(graph.num_edges, 1)),
         **balances(owner, parts, in_degrees(graph), train_mask(graph)),
         "tried": result.params.get("tried"), "start": result.params.get("start"),
