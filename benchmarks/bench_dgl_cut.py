@@ -8,7 +8,7 @@ what `dgl.distributed.partition_graph(..., part_method="metis")` computes
 before writing anything: `dgl.metis_partition_assignment` on the homogeneous
 graph, with DGL's default `balance_edges=False` and with `balance_edges=True`.
 gpart's side is the assignment of `gpart partition` (method `balanced`,
-gpart.assign.assign), also without writing. Each side is one child process,
+gpart.assign.assign, and `--method stream`), also without writing. Each side is one child process,
 so peak RSS (ru_maxrss) is its own; with --cap each child runs in a cgroup
 v1 memory group of that size (tests/support/memcap.py; root only). Cut = fraction of
 directed input edges whose endpoints have different owners; balances are
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ import numpy as np
 from harness import peak_rss_mib, run_child, script_child
 
 HERE = Path(__file__).resolve()
+GPART_METHODS = {"gpart": "balanced", "gpart-stream": "stream"}  # side -> gpart partition method
 
 
 def cut_and_balances(owner: np.ndarray, src: np.ndarray, dst: np.ndarray, train, parts: int) -> dict:
@@ -51,12 +53,14 @@ def child(args) -> dict:
     with np.load(args.graph) as z:
         src, dst, n = np.asarray(z["src"], dtype=np.int64), np.asarray(z["dst"], dtype=np.int64), int(z["num_nodes"])
         train = np.asarray(z["train_mask"], dtype=bool) if "train_mask" in z.files else None
-    start = time.perf_counter()
-    if args.side == "gpart":
+    start, cpu = time.perf_counter(), time.process_time()
+    if args.side in GPART_METHODS:
         from gpart.assign import assign
         from gpart.formats.readers import read_graph
 
-        owner = assign(read_graph(args.graph), args.parts, "balanced", threads=args.threads).book.owner_array
+        method = GPART_METHODS[args.side]
+        options = {"threads": args.threads} if method == "balanced" else {}
+        owner = assign(read_graph(args.graph), args.parts, method, **options).book.owner_array
     else:
         import dgl
         import torch
@@ -64,14 +68,20 @@ def child(args) -> dict:
         graph = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=n)
         owner = dgl.metis_partition_assignment(graph, args.parts, balance_edges=args.side == "dgl-edges", mode="k-way").numpy()
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "rss_mib": peak_rss_mib(), **cut_and_balances(owner, src, dst, train, args.parts)}
+    # this image's own peak (ru_maxrss would carry over the parent's), or a forked child's: gpart's KaMinPar
+    # and METIS run in one, which starts as a copy of this process
+    peak = max(peak_rss_mib(since_exec=True), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = time.process_time() - cpu + children.ru_utime + children.ru_stime  # the machine is shared: wall varies
+    return {"seconds": seconds, "cpu": cpu, "rss_mib": peak, **cut_and_balances(owner, src, dst, train, args.parts)}
 
 
 def run_side(args, side: str, python: str) -> dict:
     """One side in a child of this script run by `python` (under --cap when given): its figures, or {"error": ...}."""
     cmd = script_child(HERE, side, "--graph", str(args.graph), "--parts", str(args.parts), "--threads", str(args.threads),
                        python=python)
-    run = run_child(cmd, cap=args.cap or None, env={**os.environ, "PYTHONPATH": str(HERE.parents[1])})
+    path = os.pathsep.join(filter(None, [str(HERE.parents[1]), os.environ.get("PYTHONPATH")]))  # keeps a worktree shim
+    run = run_child(cmd, cap=args.cap or None, env={**os.environ, "PYTHONPATH": path})
     if run.oom_killed:
         return {"error": f"killed: out of memory at the {args.cap / 2**30:.0f} GiB cap"}
     if run.returncode != 0:
@@ -84,9 +94,9 @@ def main() -> None:
     parser.add_argument("--graph", type=Path, default=Path("/tmp/pl/powerlaw-1m.npz"))
     parser.add_argument("--parts", type=int, default=4)
     parser.add_argument("--dgl-python", default="/tmp/dglvenv/bin/python")
-    parser.add_argument("--threads", type=int, default=2, help="KaMinPar threads of gpart's side")
+    parser.add_argument("--threads", type=int, default=1, help="KaMinPar threads of gpart's side (gpart partition's default: 1)")
     parser.add_argument("--cap", default=None, help="cgroup memory cap of each child, e.g. 22GiB")
-    parser.add_argument("--sides", default="gpart,dgl,dgl-edges")
+    parser.add_argument("--sides", default="gpart,gpart-stream,dgl,dgl-edges")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -98,18 +108,31 @@ def main() -> None:
 
         args.cap = parse_memory_size(args.cap)
     print(f"{args.graph}, {args.parts} parts; cut = fraction of directed edges cut; balances max/mean")
-    print(f"  {'partitioner':<36}{'wall s':>8}{'RSS MiB':>9}{'cut':>7}{'node':>7}{'in-edge':>8}{'train':>7}")
-    labels = {"gpart": "gpart balanced (default)", "dgl": "DGL METIS (balance_edges=False)",
+    print(f"  {'partitioner':<36}{'wall s':>8}{'cpu s':>8}{'RSS MiB':>9}{'cut':>7}{'node':>7}{'in-edge':>8}{'train':>7}")
+    labels = {"gpart": "gpart balanced (default)", "gpart-stream": "gpart stream", "dgl": "DGL METIS (balance_edges=False)",
               "dgl-edges": "DGL METIS (balance_edges=True)"}
+    results = {}
     for side in args.sides.split(","):
-        result = run_side(args, side, sys.executable if side == "gpart" else args.dgl_python)
+        result = run_side(args, side, sys.executable if side in GPART_METHODS else args.dgl_python)
         if "error" in result:
             print(f"  {labels[side]:<36}{result['error']}", flush=True)
             continue
+        results[side] = result
         train = "-" if result["train_balance"] is None else f"{result['train_balance']:.3f}"
-        print(f"  {labels[side]:<36}{result['seconds']:8.1f}{result['rss_mib']:9.0f}{result['cut']:7.3f}"
+        print(f"  {labels[side]:<36}{result['seconds']:8.1f}{result['cpu']:8.1f}{result['rss_mib']:9.0f}{result['cut']:7.3f}"
               f"{result['node_balance']:7.3f}{result['edge_balance']:8.3f}{train:>7}", flush=True)
 
+    print_ratios(results, labels)
+
+
+def print_ratios(results: dict, labels: dict) -> None:
+    """Each gpart side's wall, peak RSS and cut over each DGL side's (the issue's targets: <= 0.5, <= 1, <= 1)."""
+    for ours in [s for s in results if s in GPART_METHODS]:
+        for theirs in [s for s in results if s not in GPART_METHODS]:
+            a, b = results[ours], results[theirs]
+            print(f"  {labels[ours]} / {labels[theirs]}: wall {a['seconds'] / b['seconds']:.2f}, "
+                  f"cpu {a['cpu'] / b['cpu']:.2f}, "
+                  f"peak RSS {a['rss_mib'] / b['rss_mib']:.2f}, cut {a['cut'] / b['cut']:.3f}", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -16,8 +16,10 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
+    Task,
     TransferSpeedColumn,
 )
+from rich.text import Text
 
 from gpart.base.progress import NullProgress
 import numpy as np
@@ -46,12 +48,20 @@ class _Stage:
             self.bar.update(self.task, completed=t.total)
 
 
+class _CountColumn(MofNCompleteColumn):
+    """done/total, or nothing for a stage of unknown length (KaMinPar, METIS): `0/?` for the whole run said nothing."""
+
+    def render(self, task: Task) -> Text:
+        return Text("") if task.total is None else super().render(task)
+
+
 class RichProgress:
-    """One progress bar per library stage, drawn on stderr."""
+    """One progress bar per library stage, drawn on stderr: its name, the bar (a pulse when the length is
+    unknown), done/total, and the elapsed and remaining time."""
 
     def __init__(self, bytes_mode: bool = False):
         columns = [TextColumn("{task.description:<28}"), BarColumn(), TaskProgressColumn()]
-        columns += [TransferSpeedColumn()] if bytes_mode else [MofNCompleteColumn()]
+        columns += [TransferSpeedColumn()] if bytes_mode else [_CountColumn()]
         columns += [TimeElapsedColumn(), TimeRemainingColumn()]
         self.bar = RichBar(*columns, console=stderr, transient=False)
 

@@ -148,8 +148,9 @@ def part_graph_pymetis(xadj, adjncy, num_parts, recursive, settings) -> tuple[in
     return int(result.edge_cuts), np.asarray(result.vertex_part, dtype=np.int64)
 
 
-def part_graph_multiconstraint(xadj, adjncy, weights, ncon, num_parts, recursive, settings) -> tuple[int, np.ndarray]:
-    """METIS with ncon > 1 balance constraints, called through ctypes.
+def part_graph_multiconstraint(xadj, adjncy, weights, ncon, num_parts, recursive, settings,
+                               edge_weights: Optional[np.ndarray] = None) -> tuple[int, np.ndarray]:
+    """METIS with ncon > 1 balance constraints, called through ctypes (`edge_weights`: one per adjncy entry, or None).
 
     pymetis 2025.2.2 passes ncon = 1 to METIS whatever the length of
     `vweights` (measured: a second constraint is ignored and node weights are
@@ -181,9 +182,11 @@ def part_graph_multiconstraint(xadj, adjncy, weights, ncon, num_parts, recursive
     part = np.empty(xadj.shape[0] - 1, dtype=np.int64)
     null = ctypes.c_void_p
     function.restype = ctypes.c_int
-    function.argtypes = [index, index, index, index, index, null, null, index, null, null, index, index, index]
+    adjwgt = None if edge_weights is None else np.ascontiguousarray(edge_weights, dtype=np.int64)
+    function.argtypes = [index, index, index, index, index, null, null if adjwgt is None else index, index, null, null,
+                         index, index, index]
     status = function(nvtxs, ncon_arr, np.ascontiguousarray(xadj), np.ascontiguousarray(adjncy),
-                      np.ascontiguousarray(weights, dtype=np.int64), None, None, nparts, None, None,
+                      np.ascontiguousarray(weights, dtype=np.int64), None, adjwgt, nparts, None, None,
                       options, edgecut, part)
     if status != METIS_OK:
         raise RuntimeError(f"METIS returned status {status} ({METIS_STATUS.get(status, 'unknown')})")

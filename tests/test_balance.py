@@ -119,28 +119,75 @@ def test_stream_is_deterministic_and_spills_nothing(tmp_path):
     assert counts.min() > 0
 
 
-@pytest.mark.parametrize("name", list(GRAPHS))
-def test_restreaming_lowers_the_cut_within_the_bound(name):
-    """Each graph's cut after the default passes is well below one Fennel pass's, with every share within 1.10.
+# cut at 8 passes, 4 parts, before clusters became a first placement (Fennel's alone)
+FENNEL_CUTS = {"cora": 0.29, "facebook": 0.38, "enron": 0.36, "road-ny": 0.045}
 
-    Measured (4 parts, 1 pass -> 8): Cora 0.59 -> 0.29, facebook 0.61 -> 0.38,
-    email-Enron 0.54 -> 0.36, road-NY 0.079 -> 0.045. Before the restream kept
-    loads and let only half a block move, more passes made some cuts worse
-    (facebook 0.58 at 2 passes, 0.60 at 8; Cora 0.49 / 0.65 past the bound).
+
+@pytest.mark.parametrize("name", list(GRAPHS))
+def test_more_passes_never_cut_more_and_stay_within_the_bound(name):
+    """The cut never rises with the passes (the best pass is kept), every share stays within 1.10, and
+    at the default passes the cut is no worse than Fennel's placement and restreams gave alone.
+
+    Measured (4 parts, 1 / 2 / 4 / 8 passes): Cora 0.205 / 0.200 / 0.193 / 0.184 (clusters),
+    facebook 0.076 / 0.075 / 0.073 / 0.070 (clusters), email-Enron 0.435 / 0.435 / 0.400 / 0.359
+    (Fennel), road-NY 0.079 / 0.067 / 0.054 / 0.045 (Fennel).
     """
-    from gpart.assign import assign
     from gpart.stream import PASSES
 
     _, graph = graph_of(name)
+    cuts = stream_cuts(graph, 4, (1, 2, 4, PASSES), check_bound=True)
+    assert all(later <= earlier for earlier, later in zip(cuts, cuts[1:])), cuts
+    assert cuts[-1] <= FENNEL_CUTS[name] + 0.005, cuts
+
+
+def stream_cuts(graph, num_parts: int, passes_list, check_bound: bool = False, imbalance: float = 0.03) -> list[float]:
+    """The stream's cut (fraction of input edges) for each number of passes."""
+    from gpart.assign import assign
+
     src, dst = np.asarray(graph.src), np.asarray(graph.dst)
-    cuts = {}
-    for passes in (1, PASSES):
-        owner = assign(graph, 4, "stream", passes=passes).book.owner_array
-        cuts[passes] = np.count_nonzero(owner[src] != owner[dst]) / graph.num_edges
-        if passes == PASSES:
-            for key, value in balances(owner, 4, in_degrees(graph), train_mask(graph)).items():
-                assert value is None or value <= BALANCE_BOUND, (key, value)
-    assert cuts[PASSES] <= 0.8 * cuts[1], cuts
+    cuts = []
+    for passes in passes_list:
+        owner = assign(graph, num_parts, "stream", passes=passes, imbalance=imbalance).book.owner_array
+        cuts.append(np.count_nonzero(owner[src] != owner[dst]) / graph.num_edges)
+        for key, value in balances(owner, num_parts, in_degrees(graph), train_mask(graph)).items():
+            assert not check_bound or value is None or value <= BALANCE_BOUND, (key, value)
+    return cuts
+
+
+def permuted(graph):
+    """The graph with its node ids randomly permuted (seeded): ids that carry no locality."""
+    from gpart.base.graph import Graph
+
+    relabel = np.random.default_rng(0).permutation(graph.num_nodes)
+    return Graph(graph.num_nodes, relabel[np.asarray(graph.src)], relabel[np.asarray(graph.dst)], {}, source=graph.source)
+
+
+@pytest.mark.parametrize("ids", ["as read", "permuted"])
+@pytest.mark.parametrize("name", ["facebook", "enron"])
+def test_stream_beats_random_on_social_graphs(name, ids):
+    """8 parts on the SNAP social graphs: at most 0.85 x random's cut (7/8), never rising with the passes;
+    at the default's balance bound (imbalance 0.10), within 1.25 x the default's cut.
+
+    Measured at the stream's 3% (random 0.875): facebook 0.251, permuted 0.236; email-Enron 0.334,
+    permuted 0.293 (clusters partitioned by METIS; packed heaviest first they cut 0.29, 0.29, 0.42,
+    0.43; Fennel's placement and restreams alone 0.51, 0.43, 0.44, 0.44). At 10%: 0.196, 0.216, 0.317,
+    0.285 against the default's 0.164 and 0.30.
+    """
+    _, graph = graph_of(name)
+    graph = permuted(graph) if ids == "permuted" else graph
+    cuts = stream_cuts(graph, 8, (1, 2, 8))
+    assert all(later <= earlier for earlier, later in zip(cuts, cuts[1:])), cuts
+    assert cuts[-1] <= 0.85 * 7 / 8, cuts
+    if kaminpar_missing():
+        pytest.skip(kaminpar_missing())
+    from gpart.assign import assign
+    from gpart.stream import PASSES
+
+    owner = assign(graph, 8, "balanced").book.owner_array
+    src, dst = np.asarray(graph.src), np.asarray(graph.dst)
+    default_cut = np.count_nonzero(owner[src] != owner[dst]) / graph.num_edges
+    (at_bound,) = stream_cuts(graph, 8, (PASSES,), imbalance=BALANCE_BOUND - 1.0)
+    assert at_bound <= 1.25 * default_cut, (at_bound, default_cut)
 
 
 # --------------------------------------------------------------------------- bounded memory
@@ -290,7 +337,9 @@ def test_verify_catches_a_wrong_training_count(tmp_path):
     manifest["partitions"][0]["num_train"] += 1
     (out / "manifest.json").write_text(json.dumps(manifest))
     report = verify(out, graph=CORA)
-    assert not report["ok"] and any("num_train is" in line for line in report["problems"]), report["problems"]
+    # with --graph, a count the input contradicts is a mismatch line (verify names the wrong side), else a problem
+    lines = report["problems"] + report.get("mismatch", [])
+    assert not report["ok"] and any("num_train is" in line for line in lines), report
 
 
 def test_balanced_repairs_a_share_kaminpar_left_past_the_bound():

@@ -376,3 +376,25 @@ def test_a_registered_method_is_checked_as_the_others(tmp_path, cora, modulo, ex
     result = CliRunner().invoke(cli, ["partition", str(cora), "-p", "2", "--method", "modulo-3", *extra, "-o", str(tmp_path / "out")])
     assert result.exit_code == 2 and message in result.output, result.output
     assert result.output.count("\n") == 1 and not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+def test_a_stage_of_unknown_length_shows_its_name_and_elapsed_time_not_a_count():
+    """KaMinPar and METIS report no progress of their own: their row shows the stage name, a pulse and the
+    elapsed time while they run (once `0/?` and 0:00:00 for the whole run), a counted stage its done/total."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from gpart.cli.ui import RichProgress
+
+    shown = Console(file=io.StringIO(), force_terminal=True, width=160, color_system=None)
+    progress = RichProgress()
+    with progress.stage("stream: restream", total=8.0) as counted, progress.stage("kaminpar"):
+        counted.advance(3)
+        time.sleep(1.1)
+        shown.print(progress.bar.make_tasks_table(progress.bar.tasks))
+    rows = shown.file.getvalue().splitlines()
+    kaminpar = next(row for row in rows if "kaminpar" in row)
+    assert "0/?" not in kaminpar and re.search(r"0:00:0[1-9]", kaminpar), kaminpar
+    assert "3/8" in next(row for row in rows if "restream" in row), rows

@@ -52,3 +52,29 @@ def test_refine_lowers_the_cut_and_keeps_the_bound():
     assert edge_cut(refined, src, dst) < 0.9 * edge_cut(owner, src, dst)
     after = balances(refined, parts, degree, train)
     assert all(after[k] <= max(1.10, start[k]) for k in after), after
+
+
+def test_repair_passes_over_a_hub_bigger_than_any_receivers_room():
+    """Part 0 is past the bound in in-edges, most of them on one hub: moving the hub would leave any receiver
+    further past the bound than part 0 is, so the repair moves small nodes instead (it used to stop at once:
+    Chung-Lu 1M/10M at 32 parts stayed at in-edge balance 1.185, its hub holding a third of a part's in-edges)."""
+    from gpart.base.graph import Graph
+
+    rng = np.random.default_rng(3)
+    n, parts = 4000, 4
+    xadj, adjncy = symmetric_csr(Graph(n, rng.integers(0, n, 20 * n), rng.integers(0, n, 20 * n), {}))
+    degree = rng.choice([0.0, 20.0], n)  # half the nodes have no in-edges: parts can swap in-edges for nodes
+    degree[0] = 0.29 * degree[1:].sum()  # 0.9 of a part's mean in-edges
+    owner = rng.integers(1, parts, n).astype(np.int32)
+    owner[:int(0.13 * n)] = 0  # the hub and 0.4 of a part's mean in-edges on small nodes
+    shares = balance_shares(degree, None)
+    mean = shares.sum(axis=0) / parts
+
+    def loads(o: np.ndarray) -> np.ndarray:
+        return np.stack([np.bincount(o, weights=shares[:, j], minlength=parts) for j in range(2)], axis=1) / mean
+
+    before = loads(owner)
+    assert before[0, 1] > 1.25 and before[1:, 1].min() + shares[0, 1] / mean[1] > 1.7, before
+    repaired = repair_balance(owner, shares, parts, 1.10, xadj, adjncy)
+    assert loads(repaired).max() <= 1.10, loads(repaired)
+    assert repaired[0] == 0  # the hub stayed
