@@ -18,6 +18,7 @@ from gpart.runtime.filelist_slice import load_rows
 from gpart.runtime.hetero import HeteroPartition
 from gpart.runtime.hetero_loader import HeteroBatch
 from gpart.runtime.loaded_partition import LoadedPartition, load_partition
+from gpart.runtime.link_loader import DistLinkNeighborLoader, HeteroLinkBatch, LinkBatch
 from gpart.runtime.loader import Batch, DistNeighborLoader
 from gpart.runtime.optim import SparseAdagrad, SparseAdam
 from gpart.runtime.split import edge_split, node_split
@@ -39,6 +40,9 @@ __all__ = [
     "edge_split",
     "DistNeighborLoader",
     "Batch",
+    "DistLinkNeighborLoader",
+    "LinkBatch",
+    "HeteroLinkBatch",
     # heterogeneous graphs
     "HeteroPartition",
     "HeteroBatch",
