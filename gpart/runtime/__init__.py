@@ -18,6 +18,7 @@ from gpart.runtime.filelist_slice import load_rows
 from gpart.runtime.hetero import HeteroPartition
 from gpart.runtime.hetero_loader import HeteroBatch
 from gpart.runtime.loaded_partition import LoadedPartition, load_partition
+from gpart.runtime.layerwise import layerwise_inference
 from gpart.runtime.link_loader import DistLinkNeighborLoader, HeteroLinkBatch, LinkBatch
 from gpart.runtime.loader import Batch, DistNeighborLoader
 from gpart.runtime.optim import SparseAdagrad, SparseAdam
@@ -43,6 +44,7 @@ __all__ = [
     "DistLinkNeighborLoader",
     "LinkBatch",
     "HeteroLinkBatch",
+    "layerwise_inference",
     # heterogeneous graphs
     "HeteroPartition",
     "HeteroBatch",
