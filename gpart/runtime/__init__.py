@@ -11,6 +11,7 @@ artifact is opened).
 """
 
 from gpart.runtime import initializers as init
+from gpart.collectives.agreement import named_barrier as barrier
 from gpart.ckpt.runtime_save import save_checkpoint
 from gpart.ckpt.runtime_load import load_checkpoint
 from gpart.runtime.embedding import ShardedEmbedding
@@ -45,6 +46,8 @@ __all__ = [
     "LinkBatch",
     "HeteroLinkBatch",
     "layerwise_inference",
+    # a named collective (a rank in another one fails both at once)
+    "barrier",
     # heterogeneous graphs
     "HeteroPartition",
     "HeteroBatch",

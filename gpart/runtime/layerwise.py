@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from gpart.base.errors import InputError
+from gpart.collectives.agreement import agree_or_raise
 from gpart.runtime.loader import NeighborLoader
 
 Layer = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -53,19 +53,24 @@ def layerwise_inference(layers: Sequence[Layer], part: Any, node_data: str = "fe
     timeout_s (None: the partition's). With several trainers per partition
     each computes all of its partition's nodes (the same rows).
     """
+    problem = None
     if getattr(part, "is_hetero", False):
-        raise InputError(part.directory, "layerwise_inference takes a homogeneous partition (typed ones are not supported)")
-    if node_data not in part.node_data:
-        raise InputError(part.directory, f"no node data {node_data!r} loaded (loaded: {', '.join(part.node_data) or 'none'})")
+        problem = "layerwise_inference takes a homogeneous partition (typed ones are not supported)"
+    elif node_data not in part.node_data:
+        problem = f"no node data {node_data!r} loaded (loaded: {', '.join(part.node_data) or 'none'})"
+    wait = float(timeout_s if timeout_s is not None else part.timeout_s)
+    # opens the collective: a rank elsewhere (another collective, or a bad argument) fails every rank at once
+    agree_or_raise(problem, f"layers={len(layers)} node_data={node_data} manifest={part.digest}", "layerwise_inference",
+                   wait, path=part.directory)
     owned = part.node_ids[: part.num_owned]
     rows = part.node_data[node_data][: part.num_owned]
     for layer in layers:
-        rows = _one_layer(layer, part, rows, owned, int(batch_size), timeout_s)
+        rows = _one_layer(layer, part, rows, owned, int(batch_size), wait)
     return owned, rows
 
 
 def _one_layer(layer: Layer, part: Any, rows: torch.Tensor, owned: torch.Tensor, batch_size: int,
-               timeout_s: Optional[float]) -> torch.Tensor:
+               timeout_s: float) -> torch.Tensor:
     """The layer's rows of the owned nodes, from `rows` (the previous layer's rows of the owned nodes)."""
     # the partition seen with `rows` as its only node data, held for owned nodes alone (no halo rows)
     view = dataclasses.replace(part, halo=False, node_data={LAYER_ROWS: rows})

@@ -36,7 +36,7 @@ from gpart.collectives.agreement import agree_or_raise
 from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts
 from gpart.collectives.process_group import world
 from gpart.runtime.hetero_loader import HeteroBatch
-from gpart.runtime.loader import Batch, NeighborLoader, Sampled
+from gpart.runtime.loader import DEFAULT_NODE_DATA, Batch, NeighborLoader, Sampled, present_defaults
 from gpart.runtime.negative_sampling import MODES, NegativeSampler
 
 EdgeType = tuple[str, str, str]
@@ -100,7 +100,7 @@ def DistLinkNeighborLoader(
     exclude_seed_edges: bool = False,
     shuffle: bool = True,
     seed: int = 0,
-    node_data: Union[str, Sequence[str], None] = "feat",
+    node_data: Union[str, Sequence[str], None] = DEFAULT_NODE_DATA,
     replace: bool = False,
     drop_last: bool = False,
     timeout_s: Optional[float] = None,
@@ -123,8 +123,8 @@ def DistLinkNeighborLoader(
     this partition's nodes; gpart.runtime.negative_sampling says exactly what
     holds). exclude_seed_edges: drop the batch's seed edges (and their
     --add-reverse copies) from the sampled sub-graph. node_data: names whose
-    rows make x / node_data; the default "feat" is taken only when the
-    partition has it. shuffle, seed, replace, drop_last, timeout_s, pyg: as
+    rows make x / node_data (the default "feat" only when the partition has
+    it). shuffle, seed, replace, drop_last, timeout_s, pyg: as
     DistNeighborLoader.
 
     Collectives (every rank makes the same calls, each bounded by timeout_s):
@@ -143,7 +143,7 @@ class LinkNeighborLoader:
     def __init__(self, part: Any, seed_edges: Any, fanouts: Any = (15, 10), batch_size: int = 1024,
                  neg_sampling: Optional[str] = None, neg_ratio: float = 1, strict_negatives: bool = False,
                  exclude_seed_edges: bool = False, shuffle: bool = True, seed: int = 0,
-                 node_data: Union[str, Sequence[str], None] = "feat", replace: bool = False, drop_last: bool = False,
+                 node_data: Union[str, Sequence[str], None] = DEFAULT_NODE_DATA, replace: bool = False, drop_last: bool = False,
                  timeout_s: Optional[float] = None, pyg: bool = False):
         self.part, self.typed = part, bool(getattr(part, "is_hetero", False))
         self.batch_size, self.shuffle, self.seed, self.pyg = int(batch_size), bool(shuffle), int(seed), bool(pyg)
@@ -160,7 +160,7 @@ class LinkNeighborLoader:
                     f"exclude={self.exclude} batch_size={self.batch_size}")
         agree_or_raise(problem, settings, "the DistLinkNeighborLoader settings", wait, path=part.directory)
         self.src, self.dst, self.input_id = seeds.resolve(part, wait)
-        names = _default_names(part, node_data)
+        names, _ = present_defaults(part, node_data, None)
         none = torch.zeros(0, dtype=torch.int64)
         empty = {self._src_type(): none} if self.typed else none
         self.nodes = NeighborLoader(part, empty, fanouts, 1, False, seed, names, None, replace, False, wait, True, False)
@@ -307,15 +307,6 @@ def _reverse_type(part: Any, edge_type: int) -> Optional[int]:
         if entry.get("reverses") == seed_type:
             return part.edge_types.index(tuple(entry["edge_type"]))
     return None
-
-
-def _default_names(part: Any, node_data: Union[str, Sequence[str], None]) -> list[str]:
-    """The node data to carry: as given, except that the default "feat" is dropped when the partition lacks it."""
-    names = [node_data] if isinstance(node_data, str) else list(node_data or [])
-    if names == ["feat"]:
-        have = {k[1] if isinstance(k, tuple) else k for k in part.node_data}
-        return names if "feat" in have else []
-    return names
 
 
 @dataclass
