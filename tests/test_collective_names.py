@@ -53,6 +53,8 @@ def parts(tmp_path_factory) -> dict:
         partition_graph(root / "bare.npz", out[n], n, "metis")
         out[("cora", n)] = root / f"cora_{n}"
         partition_graph(CORA, out[("cora", n)], n, "metis")
+    out[4] = root / "bare_4"
+    partition_graph(root / "bare.npz", out[4], 4, "random")
     return out
 
 
@@ -96,3 +98,28 @@ def test_collectives_in_different_places_fail_at_once_naming_both(parts):
         seconds, message = r["loader_vs_split"]
         assert seconds < 2 and "'the DistNeighborLoader settings'" in message and "'node_split'" in message, message
         assert r["bare_batches"] > 0
+
+
+def _wrong_layout(rank: int, world_size: int, parts: dict) -> dict:
+    out = {}
+    for case, call in (("four_on_two", lambda: gr.load_partition(parts[4], device="cpu")),
+                       ("four_on_two_split", lambda: gr.node_split(gr.load_partition(parts[4], rank, device="cpu"), [0])),
+                       ("swapped", lambda: gr.node_split(gr.load_partition(parts[2], 1 - rank, device="cpu"), [0]))):
+        try:
+            call()
+            out[case] = "no error"
+        except Exception as exc:  # noqa: BLE001 - the message is what is checked
+            out[case] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def test_wrong_layout_messages_say_what_fits_and_how_to_fix(parts):
+    for rank, r in enumerate(run_distributed(_wrong_layout, 2, parts, timeout_s=120)):
+        for case in ("four_on_two", "four_on_two_split"):
+            message = r[case]
+            assert message.startswith("InputError") and "has 4 partitions but the job has 2 ranks" in message, message
+            assert "4 x L ranks (4, 8, 12, 16, ...)" in message and "2 ranks fit results of 1, 2 partitions" in message
+            assert "torchrun --nnodes 4 --nproc-per-node L" in message and "--parts one of 1, 2" in message
+        message = r["swapped"]
+        assert f"rank {rank} of 2 loaded partition {1 - rank} of 2" in message and f"rank {rank} on partition {rank}" in message
+        assert "gr.load_partition(path) (rank left out)" in message and "\n" not in message

@@ -57,7 +57,7 @@ from gpart.runtime.packed_rows import RowLayout
 from gpart.runtime.row_fetcher import Requests
 from gpart.runtime.sampling import Relabeller
 from gpart.runtime.sampling_plan import plan_for
-from gpart.runtime.trainers import trainer_layout
+from gpart.runtime.trainers import trainer_layout, wrong_partition
 
 
 @dataclass
@@ -220,9 +220,7 @@ class NeighborLoader:
             return f"batch_size must be >= 1, got {self.batch_size}"
         part, layout = self.part, self.layout
         if self.world_size > 1 and layout.partition != part.rank:
-            per = layout.trainers_per_part
-            return (f"rank {self.rank} of {self.world_size} loaded partition {part.rank} of {part.num_parts}: the loader needs "
-                    f"rank r on partition r // {per} ({part.num_parts} partitions x {per} trainers), here partition {layout.partition}")
+            return wrong_partition(self.rank, self.world_size, part.num_parts, part.rank, "the loader")
         if self.world_size == 1 and part.num_parts > 1:
             return f"has {part.num_parts} partitions: initialise torch.distributed with one rank per partition (or several)"
         return None
