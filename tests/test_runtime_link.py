@@ -221,3 +221,35 @@ def test_distributed_link_batches(parts, world_size):
     assert sum(empty[0]) == 0 and all(len(e) == len(empty[1]) for e in empty) and sum(map(sum, empty[1:])) > 0
     if world_size == 2:
         assert all(r["typed"] for r in results)
+
+
+def _typed_pairs(batch, etype) -> set:
+    ei = batch.edge_index.get(etype)
+    if ei is None:
+        return set()
+    return set(zip(batch.n_id[etype[0]][ei[0]].tolist(), batch.n_id[etype[2]][ei[1]].tolist()))
+
+
+def test_typed_exclusion_removes_reverse_copies(tmp_path):
+    """A typed result made with --add-reverse: excluding seed edges of (word, in, paper) also drops their copies in
+    (paper, rev_in, word); of (paper, cites, paper) both directions within the relation."""
+    from gpart.partition import partition_graph
+
+    if not HETERO.exists():
+        pytest.skip("sample_data/cora_hetero.npz missing")
+    partition_graph(HETERO, tmp_path / "rev", 1, "range", add_reverse=True)
+    part = gr.load_partition(tmp_path / "rev", device="cpu")
+    cases = {("word", "in", "paper"): ("paper", "rev_in", "word"), ("paper", "cites", "paper"): ("paper", "cites", "paper")}
+    for etype, reverse in cases.items():
+        fanouts = {etype: [-1], reverse: [-1]}
+        ids = torch.arange(0, 400, 3)
+        seen = {}
+        for exclude in (False, True):
+            batch = next(iter(gr.DistLinkNeighborLoader(part, (etype, ids), fanouts=fanouts, batch_size=len(ids),
+                                                        shuffle=False, exclude_seed_edges=exclude)))
+            eli = batch.edge_label_index
+            seeds = set(zip(batch.n_id[etype[0]][eli[0]].tolist(), batch.n_id[etype[2]][eli[1]].tolist()))
+            forward, back = _typed_pairs(batch, etype), {(b, a) for a, b in _typed_pairs(batch, reverse)}
+            seen[exclude] = (len(seeds & forward), len(seeds & back))
+        assert seen[False][0] == len(ids) and seen[False][1] > 0, seen  # every in-edge taken: the seeds are there
+        assert seen[True] == (0, 0), seen
