@@ -82,6 +82,11 @@ def _mismatch(rank: int, world_size: int, parts: dict) -> dict:
             out[case] = (0.0, "no error")
         except Exception as exc:  # noqa: BLE001 - the message is what is checked
             out[case] = (time.monotonic() - start, f"{type(exc).__name__}: {exc}")
+    try:  # batch sizes differ: every rank would count the batches differently, so building fails on both at once
+        gr.DistNeighborLoader(part, [rank], batch_size=8 + rank)
+        out["batch_sizes"] = "no error"
+    except Exception as exc:  # noqa: BLE001 - the message is what is checked
+        out["batch_sizes"] = f"{type(exc).__name__}: {exc}"
     gr.barrier()  # both still in step: the failed checks counted on both ranks
     bare = gr.load_partition(parts[2], device="cpu")
     ids = gr.node_split(bare, torch.arange(0, 2708, 5))
@@ -98,6 +103,7 @@ def test_collectives_in_different_places_fail_at_once_naming_both(parts):
         seconds, message = r["loader_vs_split"]
         assert seconds < 2 and "'the DistNeighborLoader settings'" in message and "'node_split'" in message, message
         assert r["bare_batches"] > 0
+        assert "ranks disagree about the DistNeighborLoader settings" in r["batch_sizes"] and "batch_size=8" in r["batch_sizes"]
 
 
 def _wrong_layout(rank: int, world_size: int, parts: dict) -> dict:

@@ -230,7 +230,9 @@ class NeighborLoader:
 
     def _agree(self, problem: Optional[str]) -> int:
         """Check the settings agree on every rank (raising on all of them otherwise); the common batch count."""
-        settings = f"{self.plan.settings} replace={self.replace} fuse={self.fuse} manifest={self.part.digest}"
+        # batch_size and drop_last too: every rank counts the batches of every rank's seeds with its own
+        settings = (f"{self.plan.settings} replace={self.replace} fuse={self.fuse} batch_size={self.batch_size} "
+                    f"drop_last={self.drop_last} manifest={self.part.digest}")
         agree_or_raise(problem, settings, "the DistNeighborLoader settings", self.timeout_s, path=self.part.directory)
         counts = exchange_counts([self.seeds.numel()] * self.world_size, timeout_s=self.timeout_s)
         return max(self._batches_for(c) for c in counts)
