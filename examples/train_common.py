@@ -19,6 +19,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+import gpart.runtime as gr
 from gpart.base.errors import GpartError
 
 Forward = Callable[[nn.Module, object], torch.Tensor]  # (model, batch) -> logits of the batch's seeds
@@ -89,10 +90,31 @@ def sync_gradients(model: nn.Module, seeds: int, device: torch.device) -> None:
         p.grad = (g / total).reshape(p.shape)
 
 
+class LayerwiseAccuracy:
+    """Accuracy over the nodes of a mask on all ranks from gr.layerwise_inference (every node, every in-neighbour,
+    layer by layer): what `fit` evaluates with when given one in place of a loader. `layers_of(model)`: the model
+    as a list of layers `layer(x, edge_index)` (gr.layerwise_inference's convention)."""
+
+    def __init__(self, part, mask: str, layers_of: Callable[[nn.Module], list], batch_size: int = 4096):
+        self.part, self.layers_of, self.batch_size = part, layers_of, batch_size
+        owned = part.num_owned
+        self.mask, self.labels = part.node_data[mask][:owned].bool(), part.node_data["label"][:owned]
+
+    @torch.no_grad()
+    def __call__(self, model: nn.Module, device: torch.device) -> float:
+        _, out = gr.layerwise_inference(self.layers_of(model), self.part, batch_size=self.batch_size)
+        hit = int((out.argmax(1)[self.mask] == self.labels[self.mask]).sum())
+        # with L trainers per partition each counts its partition's nodes: L x both sums, the same ratio
+        hit, total = all_sum([hit, int(self.mask.sum())], device)
+        return hit / max(total, 1)
+
+
 @torch.no_grad()
 def accuracy(model: nn.Module, loader, forward: Forward, device: torch.device) -> float:
-    """Accuracy over the seeds of `loader` on all ranks."""
+    """Accuracy over the seeds of `loader` on all ranks (or by layer-wise inference: a LayerwiseAccuracy)."""
     model.eval()
+    if isinstance(loader, LayerwiseAccuracy):
+        return loader(model, device)
     correct = 0
     for batch in loader:
         correct += int((forward(model, batch).argmax(1) == batch.y).sum())

@@ -18,8 +18,9 @@ formula, mean with index_add_); `--layers pyg|torch` chooses. Each rank loads it
 partition, takes its equal share of the training nodes (gr.node_split), and
 draws mini-batches with gr.DistNeighborLoader; gradients are summed over
 ranks with one all_reduce and divided by the global number of seeds, so a
-step is the same whatever the world size. Validation and test accuracy use
-every in-neighbour (fanouts -1), i.e. the exact 2-layer model. gloo on CPU,
+step is the same whatever the world size. Validation and test accuracy come
+from gr.layerwise_inference: every node's logits layer by layer with every
+in-neighbour, i.e. the exact model. gloo on CPU,
 NCCL when CUDA is present. Needs node data feat, label, train_mask,
 val_mask and test_mask.
 """
@@ -39,7 +40,7 @@ import gpart.runtime as gr
 from gpart.runtime.device import resolve_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_common beside this file, also under torchrun
-from train_common import add_common_arguments, all_max, fit, pyg_layers, run, setup_distributed  # noqa: E402
+from train_common import LayerwiseAccuracy, add_common_arguments, all_max, fit, pyg_layers, run, setup_distributed  # noqa: E402
 
 
 class SAGEConv(nn.Module):
@@ -86,6 +87,15 @@ class SAGE(nn.Module):
                 x = F.relu(x)
         return x
 
+    def layers(self) -> list:
+        """The forward pass as layers `layer(x, edge_index)` (evaluation mode: no dropout), for gr.layerwise_inference."""
+        def first(x: torch.Tensor) -> torch.Tensor:
+            x = x.float()
+            return x / x.abs().sum(1, keepdim=True).clamp(min=1e-12) if self.row_normalize else x
+        last = len(self.convs) - 1
+        return [(lambda x, ei, i=i, conv=conv: (lambda h: h if i == last else F.relu(h))(conv(first(x) if i == 0 else x, ei)))
+                for i, conv in enumerate(self.convs)]
+
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -96,11 +106,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="use features as stored (default: scale each row to sum 1, as for Cora's bag of words)")
     add_common_arguments(parser, lr=0.02)
     return parser.parse_args(argv)
-
-
-def exact_loader(part, mask: str, layers: int):
-    """Batches of this rank's share of the nodes of `mask` with every in-neighbour (fanouts -1): exact inference."""
-    return gr.DistNeighborLoader(part, gr.node_split(part, mask), fanouts=[-1] * layers, batch_size=1024, shuffle=False)
 
 
 def forward(model: nn.Module, batch) -> torch.Tensor:
@@ -127,7 +132,8 @@ def train(args: argparse.Namespace) -> dict:
                  conv_class(use_pyg)).to(device)
     per_rank = -(-args.batch_size // world_size)
     loader = gr.DistNeighborLoader(part, gr.node_split(part, "train_mask"), fanouts=fanouts, batch_size=per_rank, seed=args.seed)
-    loaders = (loader, exact_loader(part, "val_mask", len(fanouts)), exact_loader(part, "test_mask", len(fanouts)))
+    # evaluation: every node's logits by layer-wise inference (all in-neighbours), accuracy over the mask's nodes
+    loaders = (loader, LayerwiseAccuracy(part, "val_mask", SAGE.layers), LayerwiseAccuracy(part, "test_mask", SAGE.layers))
     return fit(model, forward_pyg if use_pyg else forward, loaders, args, device, rank, world_size) | {"layers": "pyg" if use_pyg else "torch"}
 
 

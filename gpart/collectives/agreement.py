@@ -1,6 +1,13 @@
 """Checks that every rank of a job agrees on something (settings, the input's digest), in bounded
 time, raising on every rank when they do not: the runtime's guard against ranks that would
-otherwise wait for each other in different collectives."""
+otherwise wait for each other in different collectives.
+
+Every check carries a header: the name of the collective it opens (`what`) and its sequence
+number within the job (per process group). Every public collective of gpart.runtime opens with
+such a check, so ranks that entered different collectives (rank 0 in layerwise_inference, rank 1
+in gr.barrier or in another loader), or the same one a different number of times, raise at once,
+naming both, instead of waiting for the timeout in mismatched exchanges.
+"""
 
 from __future__ import annotations
 
@@ -15,23 +22,31 @@ from gpart.base.errors import InputError, RankMismatchError
 from gpart.collectives.process_group import first_line, world
 
 # Bytes of a value's text shipped beside its digest, so a disagreement names
-# both values in the error (long values are cut).
+# both values in the error (long values are cut); the collective's name likewise.
 _TEXT_BYTES = 200
+_NAME_BYTES = 80
 _DIGEST_BYTES = 32
+_sequence: dict[int, int] = {}  # checks made so far, per control group
 
 
-def _encode(value: str) -> torch.Tensor:
+def _encode(value: str, what: str, seq: int) -> torch.Tensor:
     raw = value.encode("utf-8")
-    text = raw[:_TEXT_BYTES]
-    buf = bytearray(hashlib.sha256(raw).digest()) + len(text).to_bytes(2, "little") + text.ljust(_TEXT_BYTES, b"\0")
+    text, name = raw[:_TEXT_BYTES], what.encode("utf-8")[:_NAME_BYTES]
+    buf = (bytearray(hashlib.sha256(raw).digest()) + seq.to_bytes(8, "little") + len(name).to_bytes(2, "little")
+           + name.ljust(_NAME_BYTES, b"\0") + len(text).to_bytes(2, "little") + text.ljust(_TEXT_BYTES, b"\0"))
     return torch.frombuffer(buf, dtype=torch.uint8).clone()
 
 
-def _decode(buf: torch.Tensor) -> tuple[bytes, str]:
+def _decode(buf: torch.Tensor) -> tuple[bytes, int, str, str]:
+    """(digest of the value, sequence number, collective name, the value's first bytes)."""
     data = bytes(buf.tolist())
-    n = int.from_bytes(data[_DIGEST_BYTES : _DIGEST_BYTES + 2], "little")
-    text = data[_DIGEST_BYTES + 2 : _DIGEST_BYTES + 2 + n].decode("utf-8", errors="replace")
-    return data[:_DIGEST_BYTES], text
+    at = _DIGEST_BYTES
+    seq = int.from_bytes(data[at:at + 8], "little")
+    n = int.from_bytes(data[at + 8:at + 10], "little")
+    name = data[at + 10:at + 10 + n].decode("utf-8", errors="replace")
+    at += 10 + _NAME_BYTES
+    n = int.from_bytes(data[at:at + 2], "little")
+    return data[:_DIGEST_BYTES], seq, name, data[at + 2:at + 2 + n].decode("utf-8", errors="replace")
 
 
 _control_groups: dict[float, object] = {}
@@ -67,22 +82,42 @@ def check_same_across_ranks(value: str, what: str, timeout_s: float = 60.0, grou
     except RuntimeError as exc:
         raise RankMismatchError(path, f"rank {rank}: not all {world_size} ranks reached the check of {what} "
                                       f"within {timeout_s:g} s ({first_line(exc)})") from None
-    mine = _encode(value)
+    seq = _sequence.get(id(control), 0) + 1
+    _sequence[id(control)] = seq
+    mine = _encode(value, what, seq)
     gathered = [torch.empty_like(mine) for _ in range(world_size)]
     work = dist.all_gather(gathered, mine, group=control, async_op=True)
     try:
         work.wait(timeout)
     except RuntimeError as exc:  # every rank arrived, then the exchange broke: a message of its own
         raise RankMismatchError(path, f"rank {rank}: exchanging {what} failed: {first_line(exc)}") from None
-    decoded = [_decode(t) for t in gathered]
-    differing = [r for r, (digest, _) in enumerate(decoded) if digest != decoded[rank][0]]
+    _raise_on_difference([_decode(t) for t in gathered], rank, world_size, what, path)
+
+
+def _raise_on_difference(decoded: list[tuple[bytes, int, str, str]], rank: int, world_size: int, what: str, path) -> None:
+    """RankMismatchError naming both sides when another rank is in another collective, or has another value."""
+    _, seq, _, text = decoded[rank]
+    elsewhere = [r for r, (_, s, name, _) in enumerate(decoded) if (s, name) != (seq, what)]
+    if elsewhere:
+        other = elsewhere[0]
+        _, o_seq, o_name, _ = decoded[other]
+        raise RankMismatchError(path, f"rank {rank} is in collective #{seq} {what!r} but rank {other} is in #{o_seq} "
+                                      f"{o_name!r}: every rank must make the same collective calls in the same order "
+                                      f"({len(elsewhere)} of {world_size} ranks elsewhere)")
+    differing = [r for r, (digest, _, _, _) in enumerate(decoded) if digest != decoded[rank][0]]
     if differing:
         other = differing[0]
         raise RankMismatchError(
             path,
-            f"ranks disagree about {what}: rank {rank} has {decoded[rank][1]!r}, rank {other} has {decoded[other][1]!r}"
+            f"ranks disagree about {what}: rank {rank} has {text!r}, rank {other} has {decoded[other][3]!r}"
             f" ({len(differing)} of {world_size} ranks differ from rank {rank})",
         )
+
+
+def named_barrier(what: str = "barrier", timeout_s: float = 60.0) -> None:
+    """A barrier that is a named collective: every rank waits for the others (bounded by timeout_s); a rank that is
+    in another gpart collective meanwhile makes both raise at once, naming both. A no-op in a world of one."""
+    check_same_across_ranks("", what, timeout_s)
 
 
 def agree_or_raise(problem: Optional[str], value: str, what: str, timeout_s: float = 60.0, path=None) -> None:

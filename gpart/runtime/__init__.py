@@ -11,6 +11,7 @@ artifact is opened).
 """
 
 from gpart.runtime import initializers as init
+from gpart.collectives.agreement import named_barrier as barrier
 from gpart.ckpt.runtime_save import save_checkpoint
 from gpart.ckpt.runtime_load import load_checkpoint
 from gpart.runtime.embedding import ShardedEmbedding
@@ -18,6 +19,8 @@ from gpart.runtime.filelist_slice import load_rows
 from gpart.runtime.hetero import HeteroPartition
 from gpart.runtime.hetero_loader import HeteroBatch
 from gpart.runtime.loaded_partition import LoadedPartition, load_partition
+from gpart.runtime.layerwise import layerwise_inference
+from gpart.runtime.link_loader import DistLinkNeighborLoader, HeteroLinkBatch, LinkBatch
 from gpart.runtime.loader import Batch, DistNeighborLoader
 from gpart.runtime.optim import SparseAdagrad, SparseAdam
 from gpart.runtime.split import edge_split, node_split
@@ -39,6 +42,12 @@ __all__ = [
     "edge_split",
     "DistNeighborLoader",
     "Batch",
+    "DistLinkNeighborLoader",
+    "LinkBatch",
+    "HeteroLinkBatch",
+    "layerwise_inference",
+    # a named collective (a rank in another one fails both at once)
+    "barrier",
     # heterogeneous graphs
     "HeteroPartition",
     "HeteroBatch",

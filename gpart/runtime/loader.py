@@ -57,7 +57,7 @@ from gpart.runtime.packed_rows import RowLayout
 from gpart.runtime.row_fetcher import Requests
 from gpart.runtime.sampling import Relabeller
 from gpart.runtime.sampling_plan import plan_for
-from gpart.runtime.trainers import trainer_layout
+from gpart.runtime.trainers import trainer_layout, wrong_partition
 
 
 @dataclass
@@ -119,6 +119,20 @@ class _Answer:
     node_rows: dict[Hashable, torch.Tensor]  # per key: rows of the requested nodes of its kind, in frontier order
 
 
+DEFAULT_NODE_DATA = ("feat",)
+
+
+def present_defaults(part: Any, node_data: Union[str, Sequence[str], None], labels: Optional[str]) -> tuple[list[str], Optional[str]]:
+    """(node data names, labels): the defaults ("feat", "label") kept only when the partition has them, so a
+    graph without them loads with the defaults (named explicitly in node_data, a missing array is an error)."""
+    have = {k[1] if isinstance(k, tuple) else k for k in part.node_data}
+    if node_data is DEFAULT_NODE_DATA:
+        node_data = [n for n in DEFAULT_NODE_DATA if n in have]
+    if labels == "label" and "label" not in have:
+        labels = None
+    return ([node_data] if isinstance(node_data, str) else list(node_data or [])), labels
+
+
 def DistNeighborLoader(
     part: Any,
     seeds: Any,
@@ -126,7 +140,7 @@ def DistNeighborLoader(
     batch_size: int = 1024,
     shuffle: bool = True,
     seed: int = 0,
-    node_data: Union[str, Sequence[str], None] = ("feat",),
+    node_data: Union[str, Sequence[str], None] = DEFAULT_NODE_DATA,
     labels: Optional[str] = "label",
     replace: bool = False,
     drop_last: bool = False,
@@ -148,7 +162,8 @@ def DistNeighborLoader(
     (seed, epoch, rank): the same run gives the same batches for a fixed world
     size. node_data: names whose rows of the batch's nodes make `x` (the
     first) and `node_data`; labels: the name whose seed rows make `y` (None:
-    no y). replace: draw with replacement. drop_last: drop each rank's last
+    no y); the defaults "feat" and "label" are taken only when the partition
+    has them. replace: draw with replacement. drop_last: drop each rank's last
     partial batch. timeout_s: bound of every wait on a peer (None: the
     partition's). fuse: rows travel in the sampling answers (False: fetched
     after sampling, one array at a time; the same batches). pyg: yield
@@ -171,21 +186,20 @@ class NeighborLoader:
     fetcher composed. `stats` counts batches, seeds, sampled edges, collectives and the seconds spent."""
 
     def __init__(self, part: Any, seeds: Any, fanouts: Any = (15, 10), batch_size: int = 1024, shuffle: bool = True,
-                 seed: int = 0, node_data: Union[str, Sequence[str], None] = ("feat",), labels: Optional[str] = "label",
+                 seed: int = 0, node_data: Union[str, Sequence[str], None] = DEFAULT_NODE_DATA, labels: Optional[str] = "label",
                  replace: bool = False, drop_last: bool = False, timeout_s: Optional[float] = None, fuse: bool = True,
                  pyg: bool = False):
         self.part, self.device = part, part.device
         self.batch_size, self.shuffle, self.seed = int(batch_size), bool(shuffle), int(seed)
         self.replace, self.drop_last, self.pyg = bool(replace), bool(drop_last), bool(pyg)
-        self.node_data_names = [node_data] if isinstance(node_data, str) else list(node_data or [])
-        self.labels = labels
+        self.node_data_names, self.labels = present_defaults(part, node_data, labels)
         self.timeout_s = float(timeout_s if timeout_s is not None else part.timeout_s)
         self.layout = trainer_layout(part.num_parts, self.timeout_s, path=part.directory)
         self.rank, self.world_size = self.layout.rank, self.layout.world_size
         self.stats = {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
         self.exchange = Exchange(self.layout, self.timeout_s, self.stats)
         self.fuse = bool(fuse) and self.exchange.active
-        self.plan = plan_for(part, seeds, fanouts, self.node_data_names, labels)
+        self.plan = plan_for(part, seeds, fanouts, self.node_data_names, self.labels)
         self.seeds, self.rows = self.plan.seeds, self.plan.rows
         self.num_batches = self._agree(self._problem())
         self.sampler = LocalSampler(part, self.plan.hop_fanouts, self.replace)
@@ -206,9 +220,7 @@ class NeighborLoader:
             return f"batch_size must be >= 1, got {self.batch_size}"
         part, layout = self.part, self.layout
         if self.world_size > 1 and layout.partition != part.rank:
-            per = layout.trainers_per_part
-            return (f"rank {self.rank} of {self.world_size} loaded partition {part.rank} of {part.num_parts}: the loader needs "
-                    f"rank r on partition r // {per} ({part.num_parts} partitions x {per} trainers), here partition {layout.partition}")
+            return wrong_partition(self.rank, self.world_size, part.num_parts, part.rank, "the loader")
         if self.world_size == 1 and part.num_parts > 1:
             return f"has {part.num_parts} partitions: initialise torch.distributed with one rank per partition (or several)"
         return None
@@ -218,7 +230,9 @@ class NeighborLoader:
 
     def _agree(self, problem: Optional[str]) -> int:
         """Check the settings agree on every rank (raising on all of them otherwise); the common batch count."""
-        settings = f"{self.plan.settings} replace={self.replace} fuse={self.fuse} manifest={self.part.digest}"
+        # batch_size and drop_last too: every rank counts the batches of every rank's seeds with its own
+        settings = (f"{self.plan.settings} replace={self.replace} fuse={self.fuse} batch_size={self.batch_size} "
+                    f"drop_last={self.drop_last} manifest={self.part.digest}")
         agree_or_raise(problem, settings, "the DistNeighborLoader settings", self.timeout_s, path=self.part.directory)
         counts = exchange_counts([self.seeds.numel()] * self.world_size, timeout_s=self.timeout_s)
         return max(self._batches_for(c) for c in counts)

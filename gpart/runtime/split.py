@@ -29,7 +29,7 @@ import torch
 from gpart.collectives.agreement import agree_or_raise
 from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts
 from gpart.collectives.process_group import world
-from gpart.runtime.trainers import layout_problem
+from gpart.runtime.trainers import layout_problem, wrong_partition
 
 
 def node_split(part: Any, nodes: Any, *, timeout_s: Optional[float] = None) -> torch.Tensor:
@@ -127,8 +127,6 @@ def _layout_problem(part, rank: int, world_size: int, what: str) -> Optional[str
         return f"has {part.num_parts} partitions: {what} needs torch.distributed with one rank per partition" \
             if part.num_parts > 1 else None
     problem = layout_problem(part.num_parts, world_size)
-    per_part = world_size // part.num_parts
-    if problem is None and rank // per_part != part.rank:
-        problem = (f"rank {rank} of {world_size} loaded partition {part.rank} of {part.num_parts}: {what} needs "
-                   f"rank r on partition r // {per_part} ({part.num_parts} partitions x {per_part} trainers)")
+    if problem is None and rank // (world_size // part.num_parts) != part.rank:
+        problem = wrong_partition(rank, world_size, part.num_parts, part.rank, what)
     return problem

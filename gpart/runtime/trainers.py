@@ -58,7 +58,17 @@ def layout_problem(num_parts: int, world_size: Optional[int] = None) -> Optional
     fits = [p for p in range(1, world_size + 1) if world_size % p == 0]
     return (f"has {num_parts} partitions but the job has {world_size} ranks: ranks must be partitions x trainers per "
             f"partition, i.e. {num_parts} x L ranks ({', '.join(str(num_parts * k) for k in (1, 2, 3, 4))}, ...); "
-            f"{world_size} ranks fit results of {', '.join(map(str, fits))} partitions")
+            f"{world_size} ranks fit results of {', '.join(map(str, fits))} partitions. Fix: start {num_parts} x L "
+            f"processes (torchrun --nnodes {num_parts} --nproc-per-node L, or --nproc-per-node {num_parts} on one "
+            f"machine), or partition again with --parts one of {', '.join(map(str, fits))}")
+
+
+def wrong_partition(rank: int, world_size: int, num_parts: int, loaded: int, what: str) -> str:
+    """The one-line error of a rank that loaded another partition than its own (rank r trains on r // L)."""
+    per = world_size // num_parts
+    return (f"rank {rank} of {world_size} loaded partition {loaded} of {num_parts}, but with {num_parts} partitions x "
+            f"{per} trainer{'s' if per > 1 else ''} rank r trains on partition r // {per}, so rank {rank} on partition "
+            f"{rank // per}: {what} needs it; load the job's partition with gr.load_partition(path) (rank left out)")
 
 
 def partition_of_rank(num_parts: int, rank: Optional[int] = None, path: Any = None) -> int:
