@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from interop_common import CORA_TYPED, DEFAULT_GRAPHS, GENERATED_TYPED_EDGES, partition_typed, partition_with_edge_weights, typed_inputs  # noqa: E402  (interop_common puts gpart on sys.path)
+from interop_common import CORA_TYPED, DEFAULT_GRAPHS, graphs_and_typed_edges, partition_typed, partition_with_edge_weights, typed_inputs  # noqa: E402  (interop_common puts gpart on sys.path)
 
 from gpart.ckpt import export_checkpoint  # noqa: E402
 from gpart.convert import convert_partitions  # noqa: E402
@@ -270,13 +270,7 @@ def _check_typed_distgraph(work: Path) -> int:
 
 
 def main() -> None:
-    args = sys.argv[1:]
-    typed_edges = GENERATED_TYPED_EDGES
-    if "--typed-edges" in args:
-        i = args.index("--typed-edges")
-        typed_edges = int(args[i + 1])
-        del args[i: i + 2]
-    graphs = [Path(a) for a in args] or [g for g in DEFAULT_GRAPHS if g.exists()]
+    graphs, typed_edges = graphs_and_typed_edges(sys.argv[1:])
     import dgl
     import torch
 

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from interop_common import DEFAULT_GRAPHS, GENERATED_TYPED_EDGES, partition_typed, partition_with_edge_weights, typed_inputs  # noqa: E402  (interop_common puts gpart on sys.path)
+from interop_common import graphs_and_typed_edges, partition_typed, partition_with_edge_weights, typed_inputs  # noqa: E402  (interop_common puts gpart on sys.path)
 
 from gpart.convert import convert_partitions  # noqa: E402
 
@@ -173,13 +173,7 @@ def convert_and_check(graph_path: Path, work: Path, num_parts: int = 3) -> dict:
 
 
 def main() -> None:
-    args = sys.argv[1:]
-    typed_edges = GENERATED_TYPED_EDGES
-    if "--typed-edges" in args:
-        i = args.index("--typed-edges")
-        typed_edges = int(args[i + 1])
-        del args[i: i + 2]
-    graphs = [Path(a) for a in args] or [g for g in DEFAULT_GRAPHS if g.exists()]
+    graphs, typed_edges = graphs_and_typed_edges(sys.argv[1:])
     install_torch_sparse_stand_in()
     import graphlearn_torch
     import torch

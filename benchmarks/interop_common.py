@@ -23,6 +23,18 @@ CORA_TYPED = ROOT / "sample_data" / "cora_hetero.npz"
 GENERATED_TYPED_EDGES = 200_000
 
 
+def graphs_and_typed_edges(args: list[str]) -> tuple[list[Path], int]:
+    """A check script's command line: GRAPH ... [--typed-edges N] -> (the graphs, default DEFAULT_GRAPHS that exist;
+    the edge count of the generated typed graph)."""
+    args = list(args)
+    typed_edges = GENERATED_TYPED_EDGES
+    if "--typed-edges" in args:
+        i = args.index("--typed-edges")
+        typed_edges = int(args[i + 1])
+        del args[i: i + 2]
+    return [Path(a) for a in args] or [g for g in DEFAULT_GRAPHS if g.exists()], typed_edges
+
+
 def partition_with_edge_weights(graph_path: Path, work: Path, num_parts: int = 3):
     """(graph, edge weights, partition directory): gpart's random partition of `graph_path` with a float edge array edge_w."""
     graph = read_graph(graph_path)

@@ -11,24 +11,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpart.cli.main import main
 from gpart.formats.hetero_input import read_hetero_graph
 from gpart.formats.partition_reader import PartitionReader
 from gpart.formats.readers import read_graph
 from gpart.formats.scratch import ScratchDir
+from support.cli_run import run
 
 from gpart.reverse_edges import reverse_copy_ids
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
 STORAGES = ["binary", "hdf5"]
-
-
-def run(capsys, *args) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def stored_edges(out: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:

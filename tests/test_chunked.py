@@ -7,21 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from gpart.cli.main import main
-from gpart.base.errors import InputError
 from gpart.formats.chunked import ChunkedGraph, chunk_bounds, read_chunked_graph
 from gpart.formats.readers import read_graph
+from support.cli_run import run
+
+from gpart.base.errors import InputError
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
-
-
-def run(capsys, *args) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.fixture
@@ -59,6 +52,7 @@ def test_chunk_json_and_refuses_existing_output(tmp_path, capsys, cora_chunks):
 
 def test_edge_data_chunks_follow_the_edge_chunks(tmp_path):
     from gpart.formats.chunked import write_chunked
+
     from gpart.base.graph import Graph
 
     g = Graph.from_arrays([0, 1, 2, 3, 4], [1, 2, 3, 4, 0], 5)

@@ -8,22 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from gpart.cli.main import main
 from gpart.formats.hetero_input import is_typed_npz, read_hetero_graph
+from support.cli_run import run
 
 REPO = Path(__file__).resolve().parents[1]
 HETERO = REPO / "sample_data" / "cora_hetero.npz"
 CORA = REPO / "sample_data" / "cora.npz"
 SOURCE = REPO.parent / "shared" / "data" / "cora" / "cora.npz"
 METHODS = ["balanced", "metis", "kaminpar", "stream", "remainder", "range", "random"]
-
-
-def run(capsys, *args) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def test_typed_detection_and_cora_derived_graph(tmp_path):

@@ -9,24 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-import gpart.runtime as gr
 from gpart.cli.main import main
 from gpart.formats.hetero_input import read_hetero_graph
 from gpart.formats.partition_reader import PartitionReader
+from support.cli_run import run
 from support.gloo_processes import run_distributed
+
+import gpart.runtime as gr
 from gpart.base.errors import NotLocalError
 
 REPO = Path(__file__).resolve().parents[1]
 HETERO = REPO / "sample_data" / "cora_hetero.npz"
 FANOUTS = {("paper", "cites", "paper"): [4, 3], ("word", "in", "paper"): [5, 2], ("paper", "has", "word"): [3, 2]}
-
-
-def run(capsys, *args) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.fixture(scope="module")

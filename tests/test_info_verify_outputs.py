@@ -9,18 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from gpart.cli.main import main
+from support.cli_run import run
 from test_ckpt import make_run
 
 CORA = Path(__file__).resolve().parents[1] / "sample_data" / "cora.npz"
-
-
-def run(capsys, *args) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from gpart.cli.distributed_commands import cli as distributed_cli
-from gpart.cli.main import cli, main
+from gpart.cli.main import cli
 from gpart.formats.book import ArrayBook
+from support.cli_run import run
+
 from gpart.partition import partition_graph
 from gpart.partition_methods.method import PartitionMethod
 from gpart.partition_methods.options import MethodOptions, OptionError
@@ -23,13 +24,6 @@ from gpart.partition_methods.registry import METHODS, method_names, register
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
 FACEBOOK = Path(__file__).resolve().parents[2] / "shared" / "data" / "facebook-combined" / "facebook_combined.txt.gz"
-
-
-def run(capsys, *args) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -384,9 +378,8 @@ def test_a_stage_of_unknown_length_shows_its_name_and_elapsed_time_not_a_count()
     import io
     import time
 
-    from rich.console import Console
-
     from gpart.cli.ui import RichProgress
+    from rich.console import Console
 
     shown = Console(file=io.StringIO(), force_terminal=True, width=160, color_system=None)
     progress = RichProgress()

@@ -10,20 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gpart.cli.main import main
+from support.cli_run import run
 
 from gpart.base.errors import InputMismatchError
-from gpart.cli.main import main
 from gpart.inspect_result import verify
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
 CORA, HETERO = SAMPLE / "cora.npz", SAMPLE / "cora_hetero.npz"
-
-
-def run(capsys, *args) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def _cora_edited(path: Path, edit) -> Path:

@@ -43,50 +43,48 @@ EdgeType = tuple[str, str, str]
 
 
 @dataclass
-class LinkBatch(Batch):
+class _SeedEdges:
+    """The seed-edge fields that a LinkBatch and a HeteroLinkBatch share (PyG's LinkNeighborLoader names)."""
+
+    edge_label_index: Optional[torch.Tensor] = None
+    edge_label: Optional[torch.Tensor] = None
+    src_index: Optional[torch.Tensor] = None
+    dst_pos_index: Optional[torch.Tensor] = None
+    dst_neg_index: Optional[torch.Tensor] = None
+    input_id: Optional[torch.Tensor] = None
+
+    def _put_seed_edges(self, store: Any) -> None:
+        """Set the seed-edge fields that are present on a PyG store (Data, or one edge type of HeteroData)."""
+        for f in dataclasses.fields(_SeedEdges):
+            if getattr(self, f.name) is not None:
+                store[f.name] = getattr(self, f.name)
+
+
+@dataclass
+class LinkBatch(_SeedEdges, Batch):
     """A Batch (see there) with the seed edges of PyG's LinkNeighborLoader: `edge_label_index` [2, B'] positions in
     n_id (the positives, then the binary negatives), `edge_label` (1 positive, 0 negative; None without
     negatives), and for triplet negatives `src_index`, `dst_pos_index` [B] and `dst_neg_index` [B, ratio] (squeezed
     to [B] when ratio is 1). `input_id`: the seed edges' ids when they were given as edge ids (else None)."""
 
-    edge_label_index: Optional[torch.Tensor] = None
-    edge_label: Optional[torch.Tensor] = None
-    src_index: Optional[torch.Tensor] = None
-    dst_pos_index: Optional[torch.Tensor] = None
-    dst_neg_index: Optional[torch.Tensor] = None
-    input_id: Optional[torch.Tensor] = None
-
     def to_pyg(self) -> Any:
-        data = super().to_pyg()
-        for name in _LINK_FIELDS:
-            if getattr(self, name) is not None:
-                data[name] = getattr(self, name)
+        data = Batch.to_pyg(self)
+        self._put_seed_edges(data)
         return data
 
 
 @dataclass
-class HeteroLinkBatch(HeteroBatch):
+class HeteroLinkBatch(_SeedEdges, HeteroBatch):
     """A HeteroBatch with the seed edges of `input_edge_type`: the LinkBatch fields, positions into
     n_id[src type] (row 0 / src_index) and n_id[dst type] (row 1 / dst_*_index). `batch_size` counts the seed
     nodes of every type; n_id[t] starts with the seed nodes of type t (num_sampled_nodes[t][0] of them)."""
 
     input_edge_type: Optional[EdgeType] = None
-    edge_label_index: Optional[torch.Tensor] = None
-    edge_label: Optional[torch.Tensor] = None
-    src_index: Optional[torch.Tensor] = None
-    dst_pos_index: Optional[torch.Tensor] = None
-    dst_neg_index: Optional[torch.Tensor] = None
-    input_id: Optional[torch.Tensor] = None
 
     def to_pyg(self) -> Any:
-        data = super().to_pyg()
-        for name in _LINK_FIELDS:
-            if getattr(self, name) is not None:
-                data[self.input_edge_type][name] = getattr(self, name)
+        data = HeteroBatch.to_pyg(self)
+        self._put_seed_edges(data[self.input_edge_type])
         return data
-
-
-_LINK_FIELDS = ("edge_label_index", "edge_label", "src_index", "dst_pos_index", "dst_neg_index", "input_id")
 
 
 def DistLinkNeighborLoader(

@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from gpart.formats.names import process_alive
+
 PREFIX = "gpmh"  # namespaces gpmh<pid>-sw, gpmh<pid>-h<i>
 BASE = Path("/tmp/gpart-multihost")  # BASE/<pid>-<n>/: local (mount point), disks/<host>/, etc-hosts
 SUBNET = "10.251.7"  # private, exists only on the cluster's own bridge
@@ -91,14 +93,6 @@ class Result:
     log: str
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _netns_names() -> list[str]:
@@ -142,13 +136,13 @@ def cleanup_stale() -> list[str]:
     removed = []
     for ns in _netns_names():
         match = _NAME.match(ns)
-        if match and not _alive(int(match.group(1))):
+        if match and not process_alive(int(match.group(1))):
             _kill_namespace(ns)
             removed.append(ns)
     if BASE.is_dir():
         for entry in BASE.iterdir():
             pid = entry.name.split("-")[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not process_alive(int(pid)):
                 _remove_tree(entry)
                 removed.append(str(entry))
     return removed
