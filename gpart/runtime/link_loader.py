@@ -43,7 +43,7 @@ EdgeType = tuple[str, str, str]
 
 
 @dataclass
-class _SeedEdges:
+class _SeedEdgeFields:
     """The seed-edge fields that a LinkBatch and a HeteroLinkBatch share (PyG's LinkNeighborLoader names)."""
 
     edge_label_index: Optional[torch.Tensor] = None
@@ -55,13 +55,13 @@ class _SeedEdges:
 
     def _put_seed_edges(self, store: Any) -> None:
         """Set the seed-edge fields that are present on a PyG store (Data, or one edge type of HeteroData)."""
-        for f in dataclasses.fields(_SeedEdges):
+        for f in dataclasses.fields(_SeedEdgeFields):
             if getattr(self, f.name) is not None:
                 store[f.name] = getattr(self, f.name)
 
 
 @dataclass
-class LinkBatch(_SeedEdges, Batch):
+class LinkBatch(_SeedEdgeFields, Batch):
     """A Batch (see there) with the seed edges of PyG's LinkNeighborLoader: `edge_label_index` [2, B'] positions in
     n_id (the positives, then the binary negatives), `edge_label` (1 positive, 0 negative; None without
     negatives), and for triplet negatives `src_index`, `dst_pos_index` [B] and `dst_neg_index` [B, ratio] (squeezed
@@ -74,7 +74,7 @@ class LinkBatch(_SeedEdges, Batch):
 
 
 @dataclass
-class HeteroLinkBatch(_SeedEdges, HeteroBatch):
+class HeteroLinkBatch(_SeedEdgeFields, HeteroBatch):
     """A HeteroBatch with the seed edges of `input_edge_type`: the LinkBatch fields, positions into
     n_id[src type] (row 0 / src_index) and n_id[dst type] (row 1 / dst_*_index). `batch_size` counts the seed
     nodes of every type; n_id[t] starts with the seed nodes of type t (num_sampled_nodes[t][0] of them)."""
