@@ -44,6 +44,7 @@ counted half). gloo on CPU, NCCL when CUDA is present. Needs node data feat.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -56,6 +57,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import gpart.runtime as gr
+from gpart.formats.readers import read_graph
+from gpart.partition import partition_graph
 from gpart.runtime.device import resolve_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_common / train_sage beside this file, also under torchrun
@@ -90,11 +93,6 @@ def split_masks(num_edges: int, seed: int) -> dict[str, np.ndarray]:
 def prepare(graph_path: str, out: str, num_parts: int, force: bool, seed: int = 0) -> None:
     """Read `graph_path`, add the edge split masks, partition into `out` with reverse edges (an existing `out`
     is replaced only with `force`)."""
-    import dataclasses
-
-    from gpart.formats.readers import read_graph
-    from gpart.partition import partition_graph
-
     graph = read_graph(graph_path)
     graph = dataclasses.replace(graph, edge_data={**graph.edge_data, **split_masks(graph.num_edges, seed)})
     m = partition_graph(graph, out, num_parts, "metis", add_reverse=True, force=force)
