@@ -165,13 +165,7 @@ def test_one_process_typed_link_batches(parts):
     part = gr.load_partition(parts[("typed", 1)], device="cpu")
     for etype in (("paper", "cites", "paper"), ("word", "in", "paper")):
         ids = torch.arange(0, data[f"{':'.join(etype)}/src"].size, 7)
-        loader = gr.DistLinkNeighborLoader(part, (etype, ids), fanouts=TYPED_FANOUTS, batch_size=300,
-                                           neg_sampling="binary", strict_negatives=True, exclude_seed_edges=True)
-        seen = []
-        for batch in loader:
-            check_typed(batch, data, etype, True, True)
-            seen += batch.input_id.tolist()
-        assert sorted(seen) == ids.tolist()
+        assert checked_typed_seeds(part, data, etype, ids, 300) == ids.tolist()
     pyg = pytest.importorskip("torch_geometric")
     assert pyg is not None
     data_pyg = next(iter(gr.DistLinkNeighborLoader(part, (etype, ids), fanouts=TYPED_FANOUTS, neg_sampling="binary", pyg=True)))
@@ -199,13 +193,7 @@ def _ranks(rank: int, world_size: int, parts: dict) -> dict:
         hpart = gr.load_partition(parts[("typed", 2)], device="cpu")
         etype = ("word", "in", "paper")
         ids = torch.arange(rank, typed["word:in:paper/src"].size, 2 * 5)
-        loader = gr.DistLinkNeighborLoader(hpart, (etype, ids), fanouts=TYPED_FANOUTS, batch_size=256,
-                                           neg_sampling="binary", strict_negatives=True, exclude_seed_edges=True)
-        seen = []
-        for batch in loader:
-            check_typed(batch, typed, etype, True, True)
-            seen += batch.input_id.tolist()
-        out["typed"] = sorted(seen) == ids.tolist()
+        out["typed"] = checked_typed_seeds(hpart, typed, etype, ids, 256) == ids.tolist()
     return out
 
 
@@ -253,3 +241,15 @@ def test_typed_exclusion_removes_reverse_copies(tmp_path):
             seen[exclude] = (len(seeds & forward), len(seeds & back))
         assert seen[False][0] == len(ids) and seen[False][1] > 0, seen  # every in-edge taken: the seeds are there
         assert seen[True] == (0, 0), seen
+
+
+def checked_typed_seeds(part, data, etype, ids, batch_size: int) -> list[int]:
+    """Every strict, seed-excluding binary batch of `ids` of `etype` checked against the input; the seed edge ids the
+    batches covered, sorted."""
+    loader = gr.DistLinkNeighborLoader(part, (etype, ids), fanouts=TYPED_FANOUTS, batch_size=batch_size,
+                                       neg_sampling="binary", strict_negatives=True, exclude_seed_edges=True)
+    seen = []
+    for batch in loader:
+        check_typed(batch, data, etype, True, True)
+        seen += batch.input_id.tolist()
+    return sorted(seen)
