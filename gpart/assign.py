@@ -20,7 +20,7 @@ from gpart.partition_methods.registry import method_options, resolve_method
 def assign(
     graph: Graph,
     num_parts: int,
-    method: Optional[str] = "metis",
+    method: Optional[str] = None,
     *,
     progress: Optional[Progress] = None,
     max_memory: Optional[int] = None,

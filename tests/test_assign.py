@@ -105,9 +105,9 @@ def test_params_are_json_serialisable():
         ({"num_parts": 11}, "exceeds the number of nodes 10"),
         ({"num_parts": 2.0}, "must be an integer"),
         ({"method": "spectral"}, "unknown partition method 'spectral'"),
-        ({"imbalance": 0}, "imbalance tolerance must be a positive"),
-        ({"imbalance": -0.1}, "imbalance tolerance must be a positive"),
-        ({"imbalance": float("nan")}, "imbalance tolerance must be a positive"),
+        ({"method": "metis", "imbalance": 0}, "imbalance tolerance must be a positive"),
+        ({"method": "metis", "imbalance": -0.1}, "imbalance tolerance must be a positive"),
+        ({"method": "metis", "imbalance": float("nan")}, "imbalance tolerance must be a positive"),
         ({"trials": 0}, "trials must be an integer >= 1"),
         ({"iterations": 0}, "iterations must be an integer >= 1"),
         ({"objective": "edges"}, "unknown METIS objective"),
@@ -127,6 +127,13 @@ def test_bad_parameters_name_the_input(kwargs, message):
     assert message in str(info.value)
     assert str(info.value).startswith("g.npz: ")
     assert "\n" not in str(info.value)
+
+
+def test_library_default_is_the_cli_default():
+    # gpart.assign.assign with no method runs what `gpart partition` runs with no --method
+    result = assign(small_graph(10), 2)
+    assert result.method == "balanced"
+    assert result.params["bound"] == 1.10
 
 
 @pytest.mark.parametrize("requested,options,chosen", [
@@ -374,7 +381,7 @@ def test_progress_reports_metis_stages():
 
             return NullProgress().stage(name)
 
-    assign(small_graph(10), 2, progress=Recorder())
+    assign(small_graph(10), 2, "metis", progress=Recorder())
     assert stages == ["symmetrise", "metis"]
 
 
@@ -413,7 +420,7 @@ def walshaw_ratios(walshaw, seeds, **options) -> list[float]:
     ratios = []
     for seed in seeds:
         for name, (graph, best) in walshaw.items():
-            result = assign(graph, 2, seed=seed, imbalance=0.05, **options)
+            result = assign(graph, 2, "metis", seed=seed, imbalance=0.05, **options)
             owner = result.book.owner_array
             # The 5% imbalance constraint holds: max part <= 1.05 * n / 2.
             assert np.bincount(owner, minlength=2).max() <= 1.05 * graph.num_nodes / 2, name
@@ -474,7 +481,7 @@ def test_cora_balance_train_mask(cora, num_parts):
         return per_part.max() / per_part.mean(), per_part
 
     balanced = assign(cora, num_parts, balance=["train_mask"], imbalance=imbalance)
-    plain = assign(cora, num_parts, imbalance=imbalance)
+    plain = assign(cora, num_parts, "metis", imbalance=imbalance)
     assert balanced.params["constraints"] == ["nodes", "train_mask"] and balanced.params["algorithm"] == "kway"
     spread, per_part = train_spread(balanced)
     # Within tolerance, up to one node of granularity (140 train nodes over P parts).
