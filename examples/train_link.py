@@ -240,7 +240,8 @@ def read_held_out(parts: str, num_nodes: int) -> dict[str, torch.Tensor]:
     for name in ARRAYS:
         if name not in arrays:
             raise InputError(path, f"no array {name!r}; write it again with --prepare --force")
-        a, pairs = arrays[name], arrays[f"{name.split('_')[0]}_pos"].shape[-1]
+        pos = arrays[f"{name.split('_')[0]}_pos"]  # checked first (ARRAYS order): its shape gives the pair count
+        a, pairs = arrays[name], pos.shape[-1] if pos.ndim else -1
         wanted = (pairs, RANK_NEGATIVES) if name.endswith("rank_neg") else (2, pairs)
         if a.dtype.kind not in "iu" or a.shape != wanted:
             raise InputError(path, f"{name} must be integers of shape {wanted}, got {a.dtype} {a.shape}")

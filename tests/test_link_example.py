@@ -101,7 +101,7 @@ def test_negatives_avoid_every_pair_and_a_graph_too_dense_is_one_error():
     src, dst = np.triu_indices(4, 1)  # every pair of nodes 0..3; node 4 joined to none
     known = np.unique(example.pair_keys(src, dst, 5))
     drawn = example.draw_negatives(np.array([0, 1, 4]), 4, 5, known, np.random.default_rng(0), "g.npz")
-    assert (drawn[:2] == 4).all() and ((drawn[2] < 4)).all()
+    assert (drawn[:2] == 4).all() and (drawn[2] < 4).all()
     with pytest.raises(InputError, match=r"^g\.npz: cannot draw negative pairs: after 1000 draws 1 still join"):
         example.draw_negatives(np.array([0]), 1, 4, np.unique(example.pair_keys(src, dst, 4)), np.random.default_rng(0), "g.npz")
 
