@@ -36,7 +36,7 @@ from gpart.collectives.agreement import agree_or_raise
 from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts
 from gpart.collectives.process_group import world
 from gpart.runtime.hetero_loader import HeteroBatch
-from gpart.runtime.loader import DEFAULT_NODE_DATA, Batch, NeighborLoader, Sampled, present_defaults
+from gpart.runtime.loader import DEFAULT_NODE_DATA, Batch, NeighborLoader, Sampled, epoch_generator, present_defaults
 from gpart.runtime.negative_sampling import MODES, NegativeSampler
 
 EdgeType = tuple[str, str, str]
@@ -193,12 +193,15 @@ class LinkNeighborLoader:
         """Use `epoch` for the next iteration's shuffle, negatives and sampling (iterating advances it by one)."""
         self.epoch = int(epoch)
 
+    def _generator(self, salt: int) -> torch.Generator:
+        return epoch_generator(self.seed, self.epoch, self.rank, salt, self.part.device)
+
     def __iter__(self) -> Iterator[Any]:
         self.nodes.set_epoch(self.epoch)
         order = torch.arange(self.src.numel(), device=self.part.device)
         if self.shuffle and order.numel():
-            order = torch.randperm(order.numel(), generator=self.nodes._generator(2), device=self.part.device)
-        gen = self.nodes._generator(3)
+            order = torch.randperm(order.numel(), generator=self._generator(2), device=self.part.device)
+        gen = self._generator(3)
         self.epoch += 1
         for i in range(self.num_batches):
             start = time.perf_counter()

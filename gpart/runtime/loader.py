@@ -133,6 +133,15 @@ def present_defaults(part: Any, node_data: Union[str, Sequence[str], None], labe
     return ([node_data] if isinstance(node_data, str) else list(node_data or [])), labels
 
 
+def epoch_generator(seed: int, epoch: int, rank: int, salt: int, device: Any) -> torch.Generator:
+    """The generator a loader draws one epoch's `salt`-th random stream from on `rank` (salts 0 and 1: the
+    NeighborLoader's shuffle and sampling; the link loader uses 2 and 3): the same (seed, epoch, rank) give the
+    same batches."""
+    gen = torch.Generator(device=device)
+    gen.manual_seed(hash((seed, epoch, rank, salt)) & 0x7FFF_FFFF_FFFF_FFFF)
+    return gen
+
+
 def DistNeighborLoader(
     part: Any,
     seeds: Any,
@@ -247,9 +256,7 @@ class NeighborLoader:
         self.epoch = int(epoch)
 
     def _generator(self, salt: int) -> torch.Generator:
-        gen = torch.Generator(device=self.device)
-        gen.manual_seed(hash((self.seed, self.epoch, self.rank, salt)) & 0x7FFF_FFFF_FFFF_FFFF)
-        return gen
+        return epoch_generator(self.seed, self.epoch, self.rank, salt, self.device)
 
     def __iter__(self) -> Iterator[Any]:
         seeds = self.seeds
