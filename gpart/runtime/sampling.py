@@ -24,6 +24,8 @@ is faster than sorting: a lookup is one index_select, and only the touched
 entries are reset. `sample_table` and `Relabeller.add_masked` are the static-
 shape forms (a [columns, fanout] table, -1 padded) that need one host
 synchronisation per hop in all: the sizes of the hop's edges and new nodes.
+`KeyRelabeller` does the same for int64 keys of any range (disjoint sampling's
+seed * num_nodes + node, too many for a scratch map) by sorting.
 """
 
 from __future__ import annotations
@@ -246,3 +248,40 @@ class Relabeller:
             self.slot.index_fill_(0, ids, _UNSET)
         self._touched.clear()
         self.size = 0
+
+
+class KeyRelabeller:
+    """Relabeller's add_unique over int64 keys of any range, by sorting (a key space too large for a scratch map:
+    disjoint sampling's keys seed * num_nodes + node). The listed keys are held sorted, with their positions."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._sorted = self._at = torch.zeros(0, dtype=torch.int64)
+
+    def start(self, keys: torch.Tensor) -> None:
+        """Begin a node list with `keys` (distinct) at positions 0..len-1."""
+        self._sorted, self._at = torch.sort(keys)
+        self.size = int(keys.numel())
+
+    def add_unique(self, ids: torch.Tensor, final: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(positions of `ids` (int64), the keys newly appended, in first-appearance order); final=True: the list
+        is not kept sorted for later calls (the last hop)."""
+        if ids.numel() == 0:
+            return ids.clone(), ids
+        uniq, inverse = torch.unique(ids, return_inverse=True)
+        at = torch.searchsorted(self._sorted, uniq).clamp_(max=max(self._sorted.numel() - 1, 0))
+        listed = torch.index_select(self._sorted, 0, at) == uniq if self._sorted.numel() else torch.zeros_like(uniq, dtype=torch.bool)
+        first = torch.full_like(uniq, ids.numel()).scatter_reduce_(0, inverse, torch.arange(ids.numel(), device=ids.device), "amin")
+        fresh = torch.nonzero(~listed).reshape(-1)  # indices into uniq of the new keys, in key order ...
+        by_appearance = torch.index_select(fresh, 0, torch.argsort(torch.index_select(first, 0, fresh)))  # ... and as first seen
+        positions = torch.where(listed, torch.index_select(self._at, 0, at) if self._at.numel() else at, 0)
+        positions.index_copy_(0, by_appearance, torch.arange(self.size, self.size + by_appearance.numel(), device=ids.device))
+        if not final:
+            self._sorted, merged = torch.sort(torch.cat([self._sorted, torch.index_select(uniq, 0, fresh)]))
+            self._at = torch.index_select(torch.cat([self._at, torch.index_select(positions, 0, fresh)]), 0, merged)
+        self.size += int(by_appearance.numel())
+        return torch.index_select(positions, 0, inverse), torch.index_select(uniq, 0, by_appearance)
+
+    def reset(self) -> None:
+        self.size = 0
+        self._sorted = self._at = self._sorted[:0]
