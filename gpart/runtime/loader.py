@@ -437,12 +437,12 @@ class NeighborLoader:
         peers = exchange.num_peers
         count_split = got_counts = [0] * peers  # rows alone: no counts ahead of them
         if sample is not None:
-            count_split, got_counts = recv_counts, send_counts
-            if draws is not None:
-                cols = torch.repeat_interleave(cols, recv_draws, output_size=int(recv_draws.sum()))
+            drawn, count_split, got_counts = cols, recv_counts, send_counts
+            if draws is not None:  # a column per draw; counts per draw both ways
+                drawn = torch.repeat_interleave(cols, recv_draws, output_size=int(recv_draws.sum()))
                 count_split = [int(d.sum()) for d in recv_draws.split(recv_counts)]
                 got_counts = [int(d.sum()) for d in draws.split(send_counts)]
-            counts, src, eid = self.sampler.sample(cols, *sample)
+            counts, src, eid = self.sampler.sample(drawn, *sample)
         packed, per_kind = rows.pack_owned(keys, layouts, cols, wanted, recv_counts)
         message, sizes = _answer_message(packed, per_kind, counts, count_split)
         got_sizes = [8 * c + sum(n * layout.row_bytes for n, layout in zip(kinds, layouts)) for c, kinds in zip(got_counts, req.per_kind)]
