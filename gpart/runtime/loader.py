@@ -370,22 +370,27 @@ class NeighborLoader:
         return out
 
     def _keyed_round(self, frontier: torch.Tensor, keys: list[list[Hashable]], sample: Optional[tuple[int, torch.Generator]]) -> _Answer:
-        """_round for a frontier of keys (node ids, or disjoint keys seed * num_nodes + node): each distinct node is
-        asked once, drawn once per key when sampling, and the answers (edges, sources as keys, rows) spread back to
-        the keys."""
+        """_round for a frontier of keys (node ids, or disjoint keys seed * num_nodes + node): across partitions each
+        distinct node is asked once, drawn once per key when sampling, and the answers (edges, sources as keys,
+        rows) spread back to the keys; with one partition nothing travels and the keys' nodes are sampled as they are."""
         if not self.disjoint:
             return self._round(frontier, keys, sample)
         n = self.part.num_nodes
-        nodes, inverse, mult = torch.unique(torch.remainder(frontier, n), return_inverse=True, return_counts=True)
-        answer = self._round(nodes, keys, sample, mult if sample is not None else None)
-        node_rows = self._spread_rows(answer.node_rows, keys, nodes, inverse)
-        if sample is None:
-            return _Answer(answer.counts, answer.src, answer.eid, answer.order, node_rows)
-        # the draws of node u answer, in group order, the keys of u in frontier order
-        rank = torch.empty_like(answer.order).index_copy_(0, answer.order, torch.arange(nodes.numel(), device=self.device))
-        order = torch.sort(torch.index_select(rank, 0, inverse), stable=True).indices
-        seed_base = torch.index_select(frontier, 0, order).div_(n, rounding_mode="floor").mul_(n)
-        src = answer.src + torch.repeat_interleave(seed_base, answer.counts, output_size=int(answer.src.numel()))
+        nodes = torch.remainder(frontier, n)
+        if not self.exchange.active:
+            answer = self._round(nodes, keys, sample)
+            order, node_rows = answer.order, answer.node_rows
+        else:
+            nodes, inverse, mult = torch.unique(nodes, return_inverse=True, return_counts=True)
+            answer = self._round(nodes, keys, sample, mult if sample is not None else None)
+            node_rows, order = self._spread_rows(answer.node_rows, keys, nodes, inverse), answer.order
+            if sample is not None:  # the draws of node u answer, in group order, the keys of u in frontier order
+                rank = torch.empty_like(order).index_copy_(0, order, torch.arange(nodes.numel(), device=self.device))
+                order = torch.sort(torch.index_select(rank, 0, inverse), stable=True).indices
+        src = answer.src
+        if sample is not None:  # sources as keys of the seed of the key they were drawn for
+            seed_base = torch.index_select(frontier, 0, order).div_(n, rounding_mode="floor").mul_(n)
+            src = src + torch.repeat_interleave(seed_base, answer.counts, output_size=int(src.numel()))
         return _Answer(answer.counts, src, answer.eid, order, node_rows)
 
     def _spread_rows(self, node_rows: dict[Hashable, torch.Tensor], keys: list[list[Hashable]], nodes: torch.Tensor,

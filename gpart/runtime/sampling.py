@@ -268,19 +268,34 @@ class KeyRelabeller:
         is not kept sorted for later calls (the last hop)."""
         if ids.numel() == 0:
             return ids.clone(), ids
-        uniq, inverse = torch.unique(ids, return_inverse=True)
-        at = torch.searchsorted(self._sorted, uniq).clamp_(max=max(self._sorted.numel() - 1, 0))
-        listed = torch.index_select(self._sorted, 0, at) == uniq if self._sorted.numel() else torch.zeros_like(uniq, dtype=torch.bool)
-        first = torch.full_like(uniq, ids.numel()).scatter_reduce_(0, inverse, torch.arange(ids.numel(), device=ids.device), "amin")
+        dev = ids.device
+        # one stable sort: the distinct keys, the first occurrence of each (the head of its run) and every id's run
+        ordered, perm = torch.sort(ids, stable=True)
+        head = torch.ones_like(ordered, dtype=torch.bool)
+        torch.ne(ordered[1:], ordered[:-1], out=head[1:])
+        uniq, first = torch.masked_select(ordered, head), torch.masked_select(perm, head)
+        run = torch.empty_like(perm).index_copy_(0, perm, torch.cumsum(head, 0).sub_(1))
+        at = torch.searchsorted(self._sorted, uniq)
+        at_clamped = at.clamp(max=max(self._sorted.numel() - 1, 0))
+        listed = torch.index_select(self._sorted, 0, at_clamped) == uniq if self._sorted.numel() else torch.zeros_like(head[:uniq.numel()])
         fresh = torch.nonzero(~listed).reshape(-1)  # indices into uniq of the new keys, in key order ...
         by_appearance = torch.index_select(fresh, 0, torch.argsort(torch.index_select(first, 0, fresh)))  # ... and as first seen
-        positions = torch.where(listed, torch.index_select(self._at, 0, at) if self._at.numel() else at, 0)
-        positions.index_copy_(0, by_appearance, torch.arange(self.size, self.size + by_appearance.numel(), device=ids.device))
-        if not final:
-            self._sorted, merged = torch.sort(torch.cat([self._sorted, torch.index_select(uniq, 0, fresh)]))
-            self._at = torch.index_select(torch.cat([self._at, torch.index_select(positions, 0, fresh)]), 0, merged)
+        positions = torch.where(listed, torch.index_select(self._at, 0, at_clamped) if self._at.numel() else at, 0)
+        positions.index_copy_(0, by_appearance, torch.arange(self.size, self.size + by_appearance.numel(), device=dev))
+        if not final:  # merge the new keys in: the j-th new key goes before its insertion point's key, j places on
+            self._merge(torch.index_select(uniq, 0, fresh), torch.index_select(at, 0, fresh), torch.index_select(positions, 0, fresh))
         self.size += int(by_appearance.numel())
-        return torch.index_select(positions, 0, inverse), torch.index_select(uniq, 0, by_appearance)
+        return torch.index_select(positions, 0, run), torch.index_select(uniq, 0, by_appearance)
+
+    def _merge(self, keys: torch.Tensor, insert_at: torch.Tensor, positions: torch.Tensor) -> None:
+        """Put sorted new `keys` (their insertion points in the sorted list, their positions) into the sorted list."""
+        total = self._sorted.numel() + keys.numel()
+        slot = insert_at + torch.arange(keys.numel(), device=keys.device)
+        old = torch.ones(total, dtype=torch.bool, device=keys.device)
+        old.index_fill_(0, slot, False)
+        old_slot = torch.nonzero(old).reshape(-1)
+        self._sorted = torch.empty(total, dtype=torch.int64, device=keys.device).index_copy_(0, slot, keys).index_copy_(0, old_slot, self._sorted)
+        self._at = torch.empty(total, dtype=torch.int64, device=keys.device).index_copy_(0, slot, positions).index_copy_(0, old_slot, self._at)
 
     def reset(self) -> None:
         self.size = 0
