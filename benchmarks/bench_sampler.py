@@ -106,13 +106,15 @@ def disjoint_vs_shared(part, seeds: torch.Tensor, batches: int, repeats: int) ->
             start = time.perf_counter()
             got = [next(it) for _ in range(batches)]
             seconds = time.perf_counter() - start
-            figures[key].append((batches / seconds, sum(b.num_edges for b in got) / seconds, sum(b.num_nodes for b in got) / batches))
+            figures[key].append((batches / seconds, sum(b.num_edges for b in got) / seconds,
+                                 sum(b.num_nodes for b in got) / batches))
     print(f"\ndisjoint=True beside the default, one process, one thread, fanouts {FANOUTS}, 1024 seeds/batch, "
           f"{batches} batches x {repeats} repeats, taking turns (median, min..max batches/s)")
     for (label, disjoint), values in figures.items():
         rates = sorted(v[0] for v in values)
         med = values[[v[0] for v in values].index(rates[len(rates) // 2])]
-        print(f"  {label:<11} {'disjoint' if disjoint else 'shared':<9} {med[0]:8.2f} batches/s ({rates[0]:.2f}..{rates[-1]:.2f})"
+        print(f"  {label:<11} {'disjoint' if disjoint else 'shared':<9} {med[0]:8.2f} batches/s "
+              f"({rates[0]:.2f}..{rates[-1]:.2f})"
               f"  {med[1] / 1e6:6.2f} M edges/s  {med[2]:9.0f} nodes/batch")
     print(f"  peak RSS {peak_rss_mib():.0f} MiB")
 
@@ -212,7 +214,8 @@ def multi_process(parts: dict, world_sizes: list[int], methods: list[str], halos
                     per_batch = got[0]["collectives"] / max(got[0]["batches"], 1)
                     rate = batches / max(r["wall_s"] for r in got)
                     head = f"  {name:<14} {w:>5} {total:>10.2f} {total / w:>9.2f}" if label == "topology" else " " * 42
-                    print(f"{head} {label:<18} {per_batch:>10.0f} {share:>9.0%} {rate:>10.1f} {got[0]['nodes'] / batches:>11.0f} "
+                    print(f"{head} {label:<18} {per_batch:>10.0f} {share:>9.0%} {rate:>10.1f} "
+                          f"{got[0]['nodes'] / batches:>11.0f} "
                           f"{max(r['rss_mb'] for r in res):>6.0f} MiB", flush=True)
 
 
@@ -268,7 +271,8 @@ def main() -> None:
     parser.add_argument("--methods", default="metis,random")
     parser.add_argument("--halo", default="0,1", help="halo settings of the multi-process partitions (default 0,1)")
     parser.add_argument("--repeats", type=int, default=5, help="single-process repeats, loader and baseline alternating (default 5)")
-    parser.add_argument("--disjoint", action="store_true", help="also time disjoint=True beside the default (same seeds, taking turns)")
+    parser.add_argument("--disjoint", action="store_true",
+                        help="also time disjoint=True beside the default (same seeds, taking turns)")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="also time the single-process loader of this gpart checkout (e.g. /work/main), alternating")
     args = parser.parse_args()

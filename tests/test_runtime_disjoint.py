@@ -21,11 +21,11 @@ import pytest
 import torch
 
 import gpart.runtime as gr
+from gpart.runtime.sampling import KeyRelabeller, Relabeller
 from support.gloo_processes import run_distributed
 from test_runtime_hetero import FANOUTS as TYPED_FANOUTS, check_batch as check_typed_batch
 from test_runtime_link import _pair_set, _within
 from test_runtime_sampler import _chi2, _chi2_critical
-from gpart.runtime.sampling import KeyRelabeller, Relabeller
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -89,7 +89,8 @@ def seed_of_nodes(batch, complete: bool = True) -> np.ndarray:
     return seed
 
 
-def check_disjoint(batch, fanouts: list[int], stored, indeg: np.ndarray, seed_batch: np.ndarray, exact: bool = True) -> np.ndarray:
+def check_disjoint(batch, fanouts: list[int], stored, indeg: np.ndarray, seed_batch: np.ndarray,
+                   exact: bool = True) -> np.ndarray:
     """The disjoint invariants of a homogeneous batch; `stored(s, d, e_id)` checks the edges exist in the input.
     Returns each node's seed."""
     n_id, ei, e_id = batch.n_id.numpy(), batch.edge_index.numpy(), batch.e_id.numpy()
@@ -151,7 +152,8 @@ def node_batches(part, seeds, data: dict, fanouts=FANOUTS, batch_size: int = 64,
     for batch in loader:
         n_id = batch.n_id.numpy()
         check_disjoint(batch, fanouts, _input_edges(data), indeg, np.arange(batch.batch_size))
-        assert np.array_equal(batch.x.numpy(), data["feat"][n_id]) and np.array_equal(batch.y.numpy(), data["label"][n_id[: batch.batch_size]])
+        assert np.array_equal(batch.x.numpy(), data["feat"][n_id])
+        assert np.array_equal(batch.y.numpy(), data["label"][n_id[: batch.batch_size]])
         seen += n_id[: batch.batch_size].tolist()
         repeated += n_id.size - np.unique(n_id).size
         keys += n_id.size - batch.num_sampled_nodes[-1]  # the keys that were sampled (all but the last hop's)
@@ -178,7 +180,7 @@ def seed_edge_batch(mode, num_pos: int, num_neg: int, ratio: int) -> np.ndarray:
 def link_batches(part, seed_edges, data: dict, mode, ratio: int, exclude: bool, batch_size: int = 100) -> list[int]:
     """Iterate a disjoint link loader, every batch checked; the seed edge ids seen."""
     n = data["feat"].shape[0]
-    pairs = _pair_set(data["src"], data["dst"], n)  # --add-reverse stores v -> u for every pair u -> v without one (SPEC 4.7)
+    pairs = _pair_set(data["src"], data["dst"], n)  # --add-reverse adds v -> u to every pair u -> v without one (SPEC 4.7)
     back = (pairs % n) * n + pairs // n
     indeg = np.bincount(np.concatenate([data["dst"], back[~np.isin(back, pairs)] % n]), minlength=n)
     loader = gr.DistLinkNeighborLoader(part, seed_edges, fanouts=FANOUTS, batch_size=batch_size, neg_sampling=mode,
@@ -187,7 +189,8 @@ def link_batches(part, seed_edges, data: dict, mode, ratio: int, exclude: bool, 
     for batch in loader:
         b, n_id, eli = batch.input_id.numel(), batch.n_id.numpy(), batch.edge_label_index.numpy()
         num_neg = eli.shape[1] - b if mode == "binary" else 0
-        check_disjoint(batch, FANOUTS, _reverse_stored(data), indeg, seed_edge_batch(mode, b, num_neg, ratio), exact=not exclude)
+        check_disjoint(batch, FANOUTS, _reverse_stored(data), indeg, seed_edge_batch(mode, b, num_neg, ratio),
+                       exact=not exclude)
         # the seeds are every endpoint, in order: the label indices point at them (PyG's disjoint arange)
         assert batch.batch_size == (2 * eli.shape[1] if mode != "triplet" else b * (2 + ratio))
         assert np.array_equal(eli.reshape(-1), np.arange(eli.size))
@@ -276,7 +279,8 @@ def test_disjoint_node_batches_one_process(parts):
     node_batches(part, train[:60], data, fanouts=[-1, 2], batch_size=30)
     rep = next(iter(gr.DistNeighborLoader(part, train, fanouts=[3], batch_size=64, replace=True, disjoint=True)))
     indeg = np.bincount(data["dst"], minlength=data["feat"].shape[0])
-    assert np.array_equal(np.bincount(rep.edge_index[1].numpy(), minlength=64), np.where(indeg[rep.n_id[:64].numpy()] > 0, 3, 0))
+    want = np.where(indeg[rep.n_id[:64].numpy()] > 0, 3, 0)
+    assert np.array_equal(np.bincount(rep.edge_index[1].numpy(), minlength=64), want)
     # duplicate seeds are separate sub-graphs; not disjoint, nothing changes (no batch vector)
     twice = next(iter(gr.DistNeighborLoader(part, [7, 7], fanouts=FANOUTS, disjoint=True, shuffle=False)))
     assert twice.n_id[:2].tolist() == [7, 7] and twice.batch[:2].tolist() == [0, 1]
@@ -291,7 +295,8 @@ def test_disjoint_to_pyg(parts):
     assert data.batch.tolist()[:3] == [0, 1, 2] and data.batch.numel() == data.n_id.numel() == data.num_nodes
     link = gr.load_partition(parts[("link", 1)], device="cpu")
     data = next(iter(gr.DistLinkNeighborLoader(link, [0, 1], fanouts=[2], disjoint=True, neg_sampling="binary", pyg=True)))
-    assert data.batch[:8].tolist() == [0, 1, 0, 1, 0, 1, 0, 1] and data.edge_label_index.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert data.batch[:8].tolist() == [0, 1, 0, 1, 0, 1, 0, 1]
+    assert data.edge_label_index.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
     typed = gr.load_partition(parts[("typed", 1)], device="cpu")
     hetero = next(iter(gr.DistNeighborLoader(typed, {"paper": [0, 1]}, fanouts=TYPED_FANOUTS, disjoint=True, pyg=True)))
     assert hetero["paper"].batch[:2].tolist() == [0, 1] and hetero["word"].batch.numel() == hetero["word"].n_id.numel()

@@ -124,7 +124,7 @@ class Sampled:
 
 @dataclass
 class _Answer:
-    counts: torch.Tensor  # sampled in-edges per requested node (per draw of it, when drawn several times), in order frontier[order]
+    counts: torch.Tensor  # sampled in-edges per requested node (per draw, when drawn several times), order frontier[order]
     src: torch.Tensor
     eid: torch.Tensor
     order: torch.Tensor
@@ -249,7 +249,8 @@ class NeighborLoader:
     def _agree(self, problem: Optional[str]) -> int:
         """Check the settings agree on every rank (raising on all of them otherwise); the common batch count."""
         # batch_size and drop_last too: every rank counts the batches of every rank's seeds with its own
-        settings = (f"{self.plan.settings} replace={self.replace} fuse={self.fuse} disjoint={self.disjoint} batch_size={self.batch_size} "
+        settings = (f"{self.plan.settings} replace={self.replace} fuse={self.fuse} disjoint={self.disjoint} "
+                    f"batch_size={self.batch_size} "
                     f"drop_last={self.drop_last} manifest={self.part.digest}")
         agree_or_raise(problem, settings, "the DistNeighborLoader settings", self.timeout_s, path=self.part.directory)
         counts = exchange_counts([self.seeds.numel()] * self.world_size, timeout_s=self.timeout_s)
@@ -369,7 +370,8 @@ class NeighborLoader:
                 out[key] = self._keyed_round(n_id, rows.only(key, kind), None).node_rows[key]
         return out
 
-    def _keyed_round(self, frontier: torch.Tensor, keys: list[list[Hashable]], sample: Optional[tuple[int, torch.Generator]]) -> _Answer:
+    def _keyed_round(self, frontier: torch.Tensor, keys: list[list[Hashable]],
+                     sample: Optional[tuple[int, torch.Generator]]) -> _Answer:
         """_round for a frontier of keys (node ids, or disjoint keys seed * num_nodes + node): across partitions each
         distinct node is asked once, drawn once per key when sampling, and the answers (edges, sources as keys,
         rows) spread back to the keys; with one partition nothing travels and the keys' nodes are sampled as they are."""

@@ -277,13 +277,16 @@ class KeyRelabeller:
         run = torch.empty_like(perm).index_copy_(0, perm, torch.cumsum(head, 0).sub_(1))
         at = torch.searchsorted(self._sorted, uniq)
         at_clamped = at.clamp(max=max(self._sorted.numel() - 1, 0))
-        listed = torch.index_select(self._sorted, 0, at_clamped) == uniq if self._sorted.numel() else torch.zeros_like(head[:uniq.numel()])
+        if self._sorted.numel():
+            listed = torch.index_select(self._sorted, 0, at_clamped) == uniq
+        else:
+            listed = torch.zeros_like(uniq, dtype=torch.bool)
         fresh = torch.nonzero(~listed).reshape(-1)  # indices into uniq of the new keys, in key order ...
-        by_appearance = torch.index_select(fresh, 0, torch.argsort(torch.index_select(first, 0, fresh)))  # ... and as first seen
+        by_appearance = torch.index_select(fresh, 0, torch.argsort(torch.index_select(first, 0, fresh)))  # ... as first seen
         positions = torch.where(listed, torch.index_select(self._at, 0, at_clamped) if self._at.numel() else at, 0)
         positions.index_copy_(0, by_appearance, torch.arange(self.size, self.size + by_appearance.numel(), device=dev))
         if not final:  # merge the new keys in: the j-th new key goes before its insertion point's key, j places on
-            self._merge(torch.index_select(uniq, 0, fresh), torch.index_select(at, 0, fresh), torch.index_select(positions, 0, fresh))
+            self._merge(*(torch.index_select(t, 0, fresh) for t in (uniq, at, positions)))
         self.size += int(by_appearance.numel())
         return torch.index_select(positions, 0, run), torch.index_select(uniq, 0, by_appearance)
 
@@ -294,9 +297,14 @@ class KeyRelabeller:
         old = torch.ones(total, dtype=torch.bool, device=keys.device)
         old.index_fill_(0, slot, False)
         old_slot = torch.nonzero(old).reshape(-1)
-        self._sorted = torch.empty(total, dtype=torch.int64, device=keys.device).index_copy_(0, slot, keys).index_copy_(0, old_slot, self._sorted)
-        self._at = torch.empty(total, dtype=torch.int64, device=keys.device).index_copy_(0, slot, positions).index_copy_(0, old_slot, self._at)
+        self._sorted = _interleaved(total, slot, keys, old_slot, self._sorted)
+        self._at = _interleaved(total, slot, positions, old_slot, self._at)
 
     def reset(self) -> None:
         self.size = 0
         self._sorted = self._at = self._sorted[:0]
+
+
+def _interleaved(total: int, at_a: torch.Tensor, a: torch.Tensor, at_b: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A [total] tensor holding `a` at positions `at_a` and `b` at `at_b`."""
+    return torch.empty(total, dtype=a.dtype, device=a.device).index_copy_(0, at_a, a).index_copy_(0, at_b, b)
