@@ -316,20 +316,29 @@ def test_disjoint_typed_one_process(parts):
     train = torch.from_numpy(np.flatnonzero(data["paper/train_mask"]))
     got = typed_node_batches(part, train, data)
     assert got["seen"] == train.tolist() and got["edges"] > 0
-    # typed link batches, two node types: label positions within each type, as PyG's disjoint
-    etype = ("word", "in", "paper")
-    loader = gr.DistLinkNeighborLoader(part, (etype, torch.arange(0, 600, 7)), fanouts=TYPED_FANOUTS, batch_size=30,
-                                       neg_sampling="binary", disjoint=True)
-    for batch in loader:
-        b = batch.input_id.numel()
-        eli = batch.edge_label_index
-        assert torch.equal(eli, torch.arange(2 * b).repeat(2, 1))
-        e = batch.input_id.numpy()
-        assert np.array_equal(batch.n_id["word"][eli[0, :b]].numpy(), data["word:in:paper/src"][e])
-        assert np.array_equal(batch.n_id["paper"][eli[1, :b]].numpy(), data["word:in:paper/dst"][e])
-        assert batch.batch["word"][: 2 * b].tolist() == list(range(b)) * 2 == batch.batch["paper"][: 2 * b].tolist()
-        for (s, _, d), ei in batch.edge_index.items():
-            assert torch.equal(batch.batch[s][ei[0]], batch.batch[d][ei[1]])
+    # fuse=False reads the typed rows after sampling: the same batches
+    fused, plain = (gr.DistNeighborLoader(part, {"paper": train}, fanouts=TYPED_FANOUTS, batch_size=40, disjoint=True,
+                                          fuse=fuse) for fuse in (True, False))
+    for a, b in zip(fused, plain):
+        assert all(torch.equal(a.n_id[t], b.n_id[t]) and torch.equal(a.batch[t], b.batch[t]) for t in a.n_id)
+        assert all(torch.equal(a.node_data[t][k], b.node_data[t][k]) for t in a.node_data for k in a.node_data[t])
+    # typed link batches: label positions within each node type, as PyG's disjoint (two types, or one)
+    for etype in (("word", "in", "paper"), ("paper", "cites", "paper")):
+        loader = gr.DistLinkNeighborLoader(part, (etype, torch.arange(0, 600, 7)), fanouts=TYPED_FANOUTS, batch_size=30,
+                                           neg_sampling="binary", disjoint=True)
+        key = ":".join(etype)
+        for batch in loader:
+            b = batch.input_id.numel()
+            eli, e = batch.edge_label_index, batch.input_id.numpy()
+            pairs = torch.arange(2 * b)  # positives then as many negatives, per side
+            assert torch.equal(eli, torch.stack([pairs, pairs if etype[0] != etype[2] else pairs + 2 * b]))
+            assert np.array_equal(batch.n_id[etype[0]][eli[0, :b]].numpy(), data[f"{key}/src"][e])
+            assert np.array_equal(batch.n_id[etype[2]][eli[1, :b]].numpy(), data[f"{key}/dst"][e])
+            for t in {etype[0], etype[2]}:  # every seed's batch value: its pair modulo the positives
+                sides = 2 if etype[0] != etype[2] else 4
+                assert batch.batch[t][: sides * b].tolist() == list(range(b)) * sides
+            for (s, _, d), ei in batch.edge_index.items():
+                assert torch.equal(batch.batch[s][ei[0]], batch.batch[d][ei[1]])
 
 
 # ---------------------------------------------------------------- two gloo ranks
