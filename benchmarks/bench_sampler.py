@@ -18,7 +18,11 @@ Prints, for 2-hop fanouts [15, 10] and 1024 seeds per batch:
   collectives, batches/s, peak RSS per process;
 - with --baseline CHECKOUT: the same single-process loader from another gpart
   checkout (e.g. /work/main, through PYTHONPATH), one child process per run,
-  the two alternating: before/after in the same run.
+  the two alternating: before/after in the same run;
+- with --disjoint: disjoint=True (a sub-graph per seed) beside the default
+  on the same seeds, taking turns, one process and on the gloo ranks:
+  batches/s, edges/s and nodes per batch of each (the multi-process table
+  gets disjoint topology and fused-x rows).
 Partitions are written under --workdir when missing (1 part remainder, and
 the metis/random ones). On a shared machine the figures are noisy: compare
 each with its baseline from the same run.
@@ -87,7 +91,35 @@ def warm(part) -> None:
         float(t.reshape(-1)[:: 512].sum()) if t.dtype != torch.bool else int(t.sum())
 
 
-def single_process(parts: Path, batches: int, repeats: int) -> None:
+def disjoint_vs_shared(part, seeds: torch.Tensor, batches: int, repeats: int) -> None:
+    """disjoint=True beside the default on the same seeds, alternating per repeat: batches/s, edges/s, nodes/batch."""
+    import gpart.runtime as gr
+
+    runs = {(label, disjoint): iter(gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=1024, node_data=names,
+                                                          labels=None, disjoint=disjoint))
+            for label, names in (("topology", None), ("x gathered", ["feat"])) for disjoint in (False, True)}
+    for it in runs.values():
+        next(it)  # warm-up batch
+    figures: dict[tuple[str, bool], list[tuple[float, float, float]]] = {key: [] for key in runs}
+    for _ in range(repeats):
+        for key, it in runs.items():
+            start = time.perf_counter()
+            got = [next(it) for _ in range(batches)]
+            seconds = time.perf_counter() - start
+            figures[key].append((batches / seconds, sum(b.num_edges for b in got) / seconds,
+                                 sum(b.num_nodes for b in got) / batches))
+    print(f"\ndisjoint=True beside the default, one process, one thread, fanouts {FANOUTS}, 1024 seeds/batch, "
+          f"{batches} batches x {repeats} repeats, taking turns (median, min..max batches/s)")
+    for (label, disjoint), values in figures.items():
+        rates = sorted(v[0] for v in values)
+        med = values[[v[0] for v in values].index(rates[len(rates) // 2])]
+        print(f"  {label:<11} {'disjoint' if disjoint else 'shared':<9} {med[0]:8.2f} batches/s "
+              f"({rates[0]:.2f}..{rates[-1]:.2f})"
+              f"  {med[1] / 1e6:6.2f} M edges/s  {med[2]:9.0f} nodes/batch")
+    print(f"  peak RSS {peak_rss_mib():.0f} MiB")
+
+
+def single_process(parts: Path, batches: int, repeats: int, disjoint: bool = False) -> None:
     import gpart.runtime as gr
 
     torch.set_num_threads(1)
@@ -127,56 +159,63 @@ def single_process(parts: Path, batches: int, repeats: int) -> None:
     seconds = time.perf_counter() - start
     print(f"  with x ({tuple(b.x.shape[1:])} {b.x.dtype}) gathered: {batches / seconds:.1f} batches/s "
           f"({b.x.numel() * b.x.element_size() / 2**20:.0f} MiB of x per batch); peak RSS {peak_rss_mib():.0f} MiB")
+    if disjoint:
+        disjoint_vs_shared(part, seeds, batches, repeats)
 
 
-RUNS = (("topology", None, True), ("x, gathered after", ["feat"], False), ("x, fused", ["feat"], True))
+RUNS = (("topology", None, True, False), ("x, gathered after", ["feat"], False, False), ("x, fused", ["feat"], True, False))
+DISJOINT_RUNS = (("topology, disjoint", None, True, True), ("x, fused, disjoint", ["feat"], True, True))
 
 
-def _rank_run(rank: int, world_size: int, parts: str, batches: int) -> dict:
+def _rank_run(rank: int, world_size: int, parts: str, batches: int, runs=RUNS) -> dict:
     import gpart.runtime as gr
 
     part = gr.load_partition(parts, device="cpu", node_data=["feat", "label", "train_mask"])
     warm(part)
     seeds = gr.node_split(part, "train_mask")
     loaders, iters = {}, {}
-    for label, names, fuse in RUNS:
+    for label, names, fuse, disjoint in runs:
         loaders[label] = gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=1024, node_data=names,
-                                               labels=None if names is None else "label", fuse=fuse)
+                                               labels=None if names is None else "label", fuse=fuse, disjoint=disjoint)
         iters[label] = iter(loaders[label])
         next(iters[label])  # warm-up batch
         loaders[label].stats.update(batches=0, sampled_edges=0, seeds=0, collective_s=0.0, total_s=0.0, collectives=0)
-    walls = dict.fromkeys(loaders, 0.0)
+    walls, nodes = dict.fromkeys(loaders, 0.0), dict.fromkeys(loaders, 0)
     for _ in range(batches):  # one batch of each run in turn, so all see the same machine load
         for label, it in iters.items():
             start = time.perf_counter()
-            next(it)
+            nodes[label] += next(it).num_nodes
             walls[label] += time.perf_counter() - start
-    out = {label: dict(loader.stats, wall_s=walls[label]) for label, loader in loaders.items()}
+    out = {label: dict(loader.stats, wall_s=walls[label], nodes=nodes[label]) for label, loader in loaders.items()}
     out["rss_mb"] = peak_rss_mib()
     return out
 
 
-def multi_process(parts: dict, world_sizes: list[int], methods: list[str], halos: list[int], batches: int) -> None:
+def multi_process(parts: dict, world_sizes: list[int], methods: list[str], halos: list[int], batches: int,
+                  disjoint: bool = False) -> None:
     print(f"\ngloo processes (one thread each), one per partition; {batches} batches per rank after a warm-up batch;")
     print("  x = 128 float32 per node (+ the seeds' labels): 'gathered after' = sample, then one row round per array (fuse=False);")
-    print("  'fused' = rows carried in the sampling answers (fuse=True, the default); the three runs take turns batch by batch")
+    print("  'fused' = rows carried in the sampling answers (fuse=True, the default); 'disjoint' = disjoint=True;")
+    print("  the runs take turns batch by batch; nodes/batch: rank 0's mean")
+    runs = RUNS + (DISJOINT_RUNS if disjoint else ())
     print(f"  {'parts':<14} {'procs':>5} {'M edges/s':>10} {'per rank':>9} {'run':<18} {'coll/batch':>10} {'in coll.':>9} "
-          f"{'batches/s':>10} {'RSS/proc':>9}")
+          f"{'batches/s':>10} {'nodes/batch':>11} {'RSS/proc':>9}")
     for method in methods:
         for halo in halos:
             for w in world_sizes:
-                res = run_distributed(_rank_run, w, str(parts[(method, w, halo)]), batches, timeout_s=900, threads=1)
+                res = run_distributed(_rank_run, w, str(parts[(method, w, halo)]), batches, runs, timeout_s=900, threads=1)
                 topo = [r["topology"] for r in res]
                 wall = max(r["wall_s"] for r in topo)
                 total = sum(r["sampled_edges"] for r in topo) / wall / 1e6
                 name = method + (" +halo" if halo else "")
-                for label, _, _ in RUNS:
-                    runs = [r[label] for r in res]
-                    share = sum(r["collective_s"] for r in runs) / sum(r["total_s"] for r in runs)
-                    per_batch = runs[0]["collectives"] / max(runs[0]["batches"], 1)
-                    rate = batches / max(r["wall_s"] for r in runs)
+                for label, _, _, _ in runs:
+                    got = [r[label] for r in res]
+                    share = sum(r["collective_s"] for r in got) / sum(r["total_s"] for r in got)
+                    per_batch = got[0]["collectives"] / max(got[0]["batches"], 1)
+                    rate = batches / max(r["wall_s"] for r in got)
                     head = f"  {name:<14} {w:>5} {total:>10.2f} {total / w:>9.2f}" if label == "topology" else " " * 42
                     print(f"{head} {label:<18} {per_batch:>10.0f} {share:>9.0%} {rate:>10.1f} "
+                          f"{got[0]['nodes'] / batches:>11.0f} "
                           f"{max(r['rss_mb'] for r in res):>6.0f} MiB", flush=True)
 
 
@@ -232,6 +271,8 @@ def main() -> None:
     parser.add_argument("--methods", default="metis,random")
     parser.add_argument("--halo", default="0,1", help="halo settings of the multi-process partitions (default 0,1)")
     parser.add_argument("--repeats", type=int, default=5, help="single-process repeats, loader and baseline alternating (default 5)")
+    parser.add_argument("--disjoint", action="store_true",
+                        help="also time disjoint=True beside the default (same seeds, taking turns)")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="also time the single-process loader of this gpart checkout (e.g. /work/main), alternating")
     args = parser.parse_args()
@@ -239,11 +280,11 @@ def main() -> None:
     methods = [m for m in args.methods.split(",") if m]
     halos = [int(h) for h in args.halo.split(",") if h]
     parts = ensure_partitions(args.input, args.workdir, world_sizes, methods, halos)
-    single_process(parts[("remainder", 1, 0)], args.batches, args.repeats)
+    single_process(parts[("remainder", 1, 0)], args.batches, args.repeats, args.disjoint)
     if args.baseline is not None:
         against_checkout(parts[("remainder", 1, 0)], args.batches, 2 * args.repeats, args.baseline)
     if world_sizes:
-        multi_process(parts, world_sizes, methods, halos, args.batches)
+        multi_process(parts, world_sizes, methods, halos, args.batches, args.disjoint)
 
 
 if __name__ == "__main__":

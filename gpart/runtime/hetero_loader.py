@@ -35,7 +35,9 @@ class HeteroBatch:
     array; edge_index[etype]: [2, E] positions into n_id[src type] (row 0, the
     sampled in-neighbour) and n_id[dst type] (row 1); e_id[etype]: typed edge
     ids; y: labels of the seeds; num_sampled_nodes / num_sampled_edges: per
-    type, per hop.
+    type, per hop; batch[ntype]: with disjoint sampling, the seed of every
+    node of n_id[ntype] (its position among the batch's seeds; None when not
+    disjoint).
     """
 
     input_type: str
@@ -48,6 +50,7 @@ class HeteroBatch:
     x: dict[str, torch.Tensor] = field(default_factory=dict)
     node_data: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
     y: Optional[torch.Tensor] = None
+    batch: Optional[dict[str, torch.Tensor]] = None
 
     @property
     def num_edges(self) -> int:
@@ -68,6 +71,8 @@ class HeteroBatch:
                 data[ntype][name] = rows
             if ntype in self.x:
                 data[ntype].x = self.x[ntype]
+            if self.batch is not None:
+                data[ntype].batch = self.batch[ntype]
         data[self.input_type].batch_size = self.batch_size
         if self.y is not None:
             data[self.input_type].y = self.y
@@ -92,6 +97,8 @@ def typed_batch(b: Any, part: Any, sampled: list[int], input_type: str, node_dat
                         {keys[r]: ei[:, bounds[r]:bounds[r + 1]] for r in sampled},
                         {keys[r]: edges.typed[bounds[r]:bounds[r + 1]] for r in sampled},
                         dict(zip(node_types, nodes.per_hop)), {keys[r]: edges.per_hop[r] for r in sampled}, y=y)
+    if b.batch is not None:  # disjoint: each node's seed, in the same per-type order as n_id
+        typed.batch = dict(zip(node_types, nodes.split(torch.empty_like(b.batch).index_copy_(0, nodes.dest, b.batch))))
     for (ntype, name), rows in node_data.items():
         typed.node_data.setdefault(ntype, {})[name] = rows
     for ntype, arrays in typed.node_data.items():
@@ -115,8 +122,10 @@ class _Grouped:
     dest: torch.Tensor
     per_hop: list[list[int]]
 
-    def split(self) -> list[torch.Tensor]:
-        return [self.typed[a:b] for a, b in zip(self.bounds[:-1], self.bounds[1:])]
+    def split(self, grouped: Optional[torch.Tensor] = None) -> list[torch.Tensor]:
+        """Per type, its slice of `typed` (or of `grouped`, values already in typed's order)."""
+        values = self.typed if grouped is None else grouped
+        return [values[a:b] for a, b in zip(self.bounds[:-1], self.bounds[1:])]
 
 
 def _by_type(ids: torch.Tensor, offsets: torch.Tensor, per_hop: list[int]) -> _Grouped:

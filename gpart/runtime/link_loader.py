@@ -103,6 +103,7 @@ def DistLinkNeighborLoader(
     drop_last: bool = False,
     timeout_s: Optional[float] = None,
     pyg: bool = False,
+    disjoint: bool = False,
 ) -> "LinkNeighborLoader":
     """Mini-batches of this rank's seed edges, their endpoints' (and negatives') neighbourhoods sampled across
     all partitions, in PyG's LinkNeighborLoader convention (an iterable loader yielding LinkBatch / HeteroLinkBatch).
@@ -123,7 +124,12 @@ def DistLinkNeighborLoader(
     --add-reverse copies) from the sampled sub-graph. node_data: names whose
     rows make x / node_data (the default "feat" only when the partition has
     it). shuffle, seed, replace, drop_last, timeout_s, pyg: as
-    DistNeighborLoader.
+    DistNeighborLoader. disjoint: as PyG's, every endpoint of every positive
+    and negative is a seed with its own sub-graph (n_id starts with them, not
+    de-duplicated; edge_label_index / the triplet indices point at them) and
+    `batch` gives each node's seed edge: the index of the pair (positive or
+    negative) it was sampled for, modulo the number of positives (PyG's
+    `batch % num_pos`; a triplet's negatives take its positive's index).
 
     Collectives (every rank makes the same calls, each bounded by timeout_s):
     building the loader (settings checked equal, edge ids held by other
@@ -131,7 +137,7 @@ def DistLinkNeighborLoader(
     rank yields len(loader) batches, empty ones when out of seed edges).
     """
     return LinkNeighborLoader(part, seed_edges, fanouts, batch_size, neg_sampling, neg_ratio, strict_negatives,
-                              exclude_seed_edges, shuffle, seed, node_data, replace, drop_last, timeout_s, pyg)
+                              exclude_seed_edges, shuffle, seed, node_data, replace, drop_last, timeout_s, pyg, disjoint)
 
 
 class LinkNeighborLoader:
@@ -142,7 +148,7 @@ class LinkNeighborLoader:
                  neg_sampling: Optional[str] = None, neg_ratio: float = 1, strict_negatives: bool = False,
                  exclude_seed_edges: bool = False, shuffle: bool = True, seed: int = 0,
                  node_data: Union[str, Sequence[str], None] = DEFAULT_NODE_DATA, replace: bool = False, drop_last: bool = False,
-                 timeout_s: Optional[float] = None, pyg: bool = False):
+                 timeout_s: Optional[float] = None, pyg: bool = False, disjoint: bool = False):
         self.part, self.typed = part, bool(getattr(part, "is_hetero", False))
         self.batch_size, self.shuffle, self.seed, self.pyg = int(batch_size), bool(shuffle), int(seed), bool(pyg)
         self.drop_last, self.exclude = bool(drop_last), bool(exclude_seed_edges)
@@ -161,7 +167,8 @@ class LinkNeighborLoader:
         names, _ = present_defaults(part, node_data, None)
         none = torch.zeros(0, dtype=torch.int64)
         empty = {self._src_type(): none} if self.typed else none
-        self.nodes = NeighborLoader(part, empty, fanouts, 1, False, seed, names, None, replace, False, wait, True, False)
+        self.nodes = NeighborLoader(part, empty, fanouts, 1, False, seed, names, None, replace, False, wait, True, False,
+                                    disjoint)
         self.rank = self.nodes.rank
         counts = exchange_counts([self.src.numel()] * self.nodes.world_size, timeout_s=wait)
         self.num_batches = max(self._batches_for(c) for c in counts)
@@ -224,15 +231,22 @@ class LinkNeighborLoader:
             ends = [src, dst, neg_dst.reshape(-1)]
         else:
             ends = [src, dst]
-        seeds, inverse = torch.unique(torch.cat(ends), return_inverse=True)
-        sampled = self.nodes.sample(seeds, gen)
+        src_side = sum(int(e.numel()) for e in ends[:2 if self.mode == "binary" else 1])  # seeds ahead of the destinations
+        if self.nodes.disjoint:  # every endpoint its own seed (PyG): positions are the seeds' order
+            seeds, seed_batch = torch.cat(ends), _seed_edge_of(self.mode, src.numel(), ends)
+            inverse = torch.arange(seeds.numel(), device=seeds.device)
+        else:
+            (seeds, inverse), seed_batch = torch.unique(torch.cat(ends), return_inverse=True), None
+        sampled = self.nodes.sample(seeds, gen, seed_batch)
         if self.exclude:
             _drop_seed_pairs(sampled, src, dst, self._etype_of, self.edge_type, self.reverse_type, self.part.num_nodes)
         self.stats["sampled_edges"] += sampled.batch.num_edges
         presented = self.nodes.present(sampled)
-        if self.typed:  # positions within each node type: seeds are sorted, so a type's seeds are contiguous
+        s_t, _, d_t = self.part.edge_types[self.edge_type] if self.typed else ("", "", "")
+        if self.typed and self.nodes.disjoint:  # source-side seeds first, then the destination side's
+            shift = [0, src_side if s_t != d_t else 0]
+        elif self.typed:  # positions within each node type: seeds are sorted, so a type's seeds are contiguous
             starts = torch.searchsorted(seeds, self.part.node_offsets)
-            s_t, _, d_t = self.part.edge_types[self.edge_type]
             shift = [int(starts[self.part.node_types.index(t)]) for t in (s_t, d_t)]
         else:
             shift = [0, 0]
@@ -250,6 +264,17 @@ class LinkNeighborLoader:
 
 def _as_dict(batch: Any) -> dict[str, Any]:
     return {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
+
+
+def _seed_edge_of(mode: Optional[str], num_pos: int, ends: list[torch.Tensor]) -> torch.Tensor:
+    """Disjoint `batch` of each seed (the endpoints `ends` concatenated): its pair's index (positives, then binary
+    negatives) modulo `num_pos`, a triplet negative its positive's index."""
+    dev = ends[0].device
+    if mode == "triplet":
+        pos = torch.arange(num_pos, device=dev)
+        return torch.cat([pos, pos, torch.repeat_interleave(pos, ends[2].numel() // max(num_pos, 1))])
+    pairs = torch.arange(sum(int(e.numel()) for e in ends) // 2, device=dev) % max(num_pos, 1)
+    return torch.cat([pairs, pairs])
 
 
 def _link_fields(mode: Optional[str], inverse: torch.Tensor, num_pos: int, shift: list[int], ratio: int) -> dict:

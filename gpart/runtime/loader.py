@@ -37,6 +37,14 @@ peers with empty batches. Each collective waits at most `timeout_s`. With
 one partition nothing travels: the hops sample locally and rows are read.
 Batches come out typed (HeteroBatch, gpart.runtime.hetero_loader) for a
 typed partition.
+
+disjoint=True (PyG's disjoint): every seed gets its own sub-graph. A batch
+node is a key seed index * num_nodes + global id, so the relabelling
+(gpart.runtime.sampling.KeyRelabeller) keeps a node once per seed that
+reaches it and `batch` gives each node's seed. A hop asks each distinct
+node once, with its multiplicity (how many seeds reached it); the owner
+samples it that many times, independently, and the answers spread back to
+the keys; a node's rows travel once per batch whatever its multiplicity.
 """
 
 from __future__ import annotations
@@ -55,7 +63,7 @@ from gpart.runtime.hetero_loader import HeteroBatch, typed_batch
 from gpart.runtime.neighbor_sampler import LocalSampler
 from gpart.runtime.packed_rows import RowLayout
 from gpart.runtime.row_fetcher import Requests
-from gpart.runtime.sampling import Relabeller
+from gpart.runtime.sampling import KeyRelabeller, Relabeller
 from gpart.runtime.sampling_plan import plan_for
 from gpart.runtime.trainers import trainer_layout, wrong_partition
 
@@ -71,6 +79,9 @@ class Batch:
     num_sampled_nodes: [seeds, added by hop 1, ...]; num_sampled_edges: per hop.
     x: rows of the first requested node data for n_id; node_data: every
     requested name -> rows of n_id; y: labels of the seeds (None without labels).
+    batch: with disjoint sampling, the seed (its position among the batch's
+    seeds) each node was sampled for; n_id then repeats a node once per seed
+    that reached it (None when not disjoint).
     """
 
     n_id: torch.Tensor
@@ -82,6 +93,7 @@ class Batch:
     x: Optional[torch.Tensor] = None
     y: Optional[torch.Tensor] = None
     node_data: dict[str, torch.Tensor] = field(default_factory=dict)
+    batch: Optional[torch.Tensor] = None
 
     @property
     def num_nodes(self) -> int:
@@ -98,7 +110,7 @@ class Batch:
         except ImportError:
             raise ImportError("Batch.to_pyg() needs torch_geometric (pip install torch_geometric); the Batch itself has the same fields") from None
         return Data(x=self.x, edge_index=self.edge_index, y=self.y, n_id=self.n_id, e_id=self.e_id, batch_size=self.batch_size,
-                    num_sampled_nodes=self.num_sampled_nodes, num_sampled_edges=self.num_sampled_edges)
+                    num_sampled_nodes=self.num_sampled_nodes, num_sampled_edges=self.num_sampled_edges, batch=self.batch)
 
 
 @dataclass
@@ -112,7 +124,7 @@ class Sampled:
 
 @dataclass
 class _Answer:
-    counts: torch.Tensor  # sampled in-edges per requested node, in order frontier[order]
+    counts: torch.Tensor  # sampled in-edges per requested node (per draw, when drawn several times), order frontier[order]
     src: torch.Tensor
     eid: torch.Tensor
     order: torch.Tensor
@@ -156,6 +168,7 @@ def DistNeighborLoader(
     timeout_s: Optional[float] = None,
     fuse: bool = True,
     pyg: bool = False,
+    disjoint: bool = False,
 ) -> "NeighborLoader":
     """Mini-batches of this rank's `seeds` with neighbours sampled across all partitions (an iterable loader).
 
@@ -177,6 +190,9 @@ def DistNeighborLoader(
     partition's). fuse: rows travel in the sampling answers (False: fetched
     after sampling, one array at a time; the same batches). pyg: yield
     torch_geometric Data / HeteroData instead of Batch / HeteroBatch.
+    disjoint: every seed gets its own sub-graph (PyG's disjoint): a node
+    reached from two seeds appears twice, sampled independently for each, and
+    the batch's `batch` gives every node's seed (its position in the batch).
 
     Collectives (every rank must make the same calls, each bounded by
     timeout_s): building the loader (it checks every rank's settings agree
@@ -187,7 +203,8 @@ def DistNeighborLoader(
     gpart.runtime.HeteroBatch for a typed partition (a HeteroNeighborLoader).
     """
     kind = HeteroNeighborLoader if getattr(part, "is_hetero", False) else NeighborLoader
-    return kind(part, seeds, fanouts, batch_size, shuffle, seed, node_data, labels, replace, drop_last, timeout_s, fuse, pyg)
+    return kind(part, seeds, fanouts, batch_size, shuffle, seed, node_data, labels, replace, drop_last, timeout_s, fuse, pyg,
+                disjoint)
 
 
 class NeighborLoader:
@@ -197,8 +214,9 @@ class NeighborLoader:
     def __init__(self, part: Any, seeds: Any, fanouts: Any = (15, 10), batch_size: int = 1024, shuffle: bool = True,
                  seed: int = 0, node_data: Union[str, Sequence[str], None] = DEFAULT_NODE_DATA, labels: Optional[str] = "label",
                  replace: bool = False, drop_last: bool = False, timeout_s: Optional[float] = None, fuse: bool = True,
-                 pyg: bool = False):
+                 pyg: bool = False, disjoint: bool = False):
         self.part, self.device = part, part.device
+        self.disjoint = bool(disjoint)
         self.batch_size, self.shuffle, self.seed = int(batch_size), bool(shuffle), int(seed)
         self.replace, self.drop_last, self.pyg = bool(replace), bool(drop_last), bool(pyg)
         self.node_data_names, self.labels = present_defaults(part, node_data, labels)
@@ -214,10 +232,10 @@ class NeighborLoader:
         self.sampler = LocalSampler(part, self.plan.hop_fanouts, self.replace)
         self.num_hops = len(self.plan.hop_fanouts)
         # one partition on a GPU: hops as [columns, fanout] tables, one host synchronisation each (the sizes);
-        # settable, e.g. to run that path on the CPU
+        # settable, e.g. to run that path on the CPU; not disjoint (its keys have no scratch map)
         self.table_hops = self.device.type == "cuda" and not self.exchange.active
         self.epoch = 0
-        self._relabel: Optional[Relabeller] = None
+        self._relabel: Optional[Union[Relabeller, KeyRelabeller]] = None
 
     # -- set-up
 
@@ -240,7 +258,8 @@ class NeighborLoader:
     def _agree(self, problem: Optional[str]) -> int:
         """Check the settings agree on every rank (raising on all of them otherwise); the common batch count."""
         # batch_size and drop_last too: every rank counts the batches of every rank's seeds with its own
-        settings = (f"{self.plan.settings} replace={self.replace} fuse={self.fuse} batch_size={self.batch_size} "
+        settings = (f"{self.plan.settings} replace={self.replace} fuse={self.fuse} disjoint={self.disjoint} "
+                    f"batch_size={self.batch_size} "
                     f"drop_last={self.drop_last} manifest={self.part.digest}")
         agree_or_raise(problem, settings, "the DistNeighborLoader settings", self.timeout_s, path=self.part.directory)
         counts = exchange_counts([self.seeds.numel()] * self.world_size, timeout_s=self.timeout_s)
@@ -286,13 +305,16 @@ class NeighborLoader:
 
     # -- one batch
 
-    def sample(self, seeds: torch.Tensor, gen: torch.Generator) -> Sampled:
-        """One batch for this rank's `seeds` (erased global ids on the device, distinct; any number, none too):
-        the hops, then the rows. A collective: every rank calls it as often, in the same order (a link loader or
-        layer-wise inference reuses the loader through it and `present`)."""
-        if self._relabel is None:  # the global-size map, made once, on first use
-            self._relabel = Relabeller(self.part.num_nodes, self.device)
+    def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None) -> Sampled:
+        """One batch for this rank's `seeds` (erased global ids on the device, distinct unless disjoint; any number,
+        none too): the hops, then the rows. With disjoint sampling `seed_batch` is each seed's `batch` value (None:
+        its position). A collective: every rank calls it as often, in the same order (a link loader or layer-wise
+        inference reuses the loader through it and `present`)."""
+        if self._relabel is None:  # the global-size map, made once, on first use (disjoint keys: sorted instead)
+            self._relabel = KeyRelabeller() if self.disjoint else Relabeller(self.part.num_nodes, self.device)
         relabel, rows, carry = self._relabel, self.rows, self.fuse
+        if self.disjoint:  # a node of seed i is the key i * num_nodes + node: the seeds' keys are distinct
+            seeds = torch.arange(seeds.numel(), device=self.device).mul_(self.part.num_nodes).add_(seeds)
         relabel.start(seeds)
         n_ids, srcs, dsts, eids = [seeds], [], [], []
         got: dict[Hashable, list[torch.Tensor]] = {key: [] for key in rows.data_keys + [rows.label_key]}  # per n_id segment
@@ -301,10 +323,10 @@ class NeighborLoader:
         nothing = [[] for _ in rows.kind_keys]
         for hop in range(self.num_hops):
             final = hop == self.num_hops - 1
-            if self.table_hops and self.sampler.table_fanout(hop):
+            if self.table_hops and not self.disjoint and self.sampler.table_fanout(hop):
                 pos, dst, eid, added = self._table_hop(frontier, hop, gen, first, final)
             else:
-                answer = self._round(frontier, rows.keys(hop == 0) if carry else nothing, (hop, gen))
+                answer = self._keyed_round(frontier, rows.keys(hop == 0) if carry else nothing, (hop, gen))
                 dst = torch.repeat_interleave(answer.order + first, answer.counts, output_size=int(answer.src.numel()))
                 (pos, added), eid = relabel.add_unique(answer.src, final=final), answer.eid
                 for key, part_rows in answer.node_rows.items():
@@ -316,18 +338,22 @@ class NeighborLoader:
         relabel.reset()
         n_id = torch.cat(n_ids)
         if carry and rows.data_keys:  # the last hop's nodes: one round of requests and rows for every array
-            for key, part_rows in self._round(frontier, rows.keys(False), None).node_rows.items():
+            for key, part_rows in self._keyed_round(frontier, rows.keys(False), None).node_rows.items():
                 got[key].append(part_rows)
         node_data = {key: torch.cat(got[key]) for key in rows.data_keys} if carry else self._fetch_after(n_id)
         y = None
         if rows.label_key is not None:
             y = got[rows.label_key][0] if carry else \
-                self._round(seeds, rows.only(rows.label_key, rows.seed_kind), None).node_rows[rows.label_key]
+                self._keyed_round(seeds, rows.only(rows.label_key, rows.seed_kind), None).node_rows[rows.label_key]
         edge_index = torch.empty((2, sum(num_edges)), dtype=torch.int64, device=self.device)
         torch.cat(srcs, out=edge_index[0])
         torch.cat(dsts, out=edge_index[1])
         batch = Batch(n_id=n_id, batch_size=int(seeds.numel()), edge_index=edge_index, e_id=torch.cat(eids),
                       num_sampled_nodes=num_nodes, num_sampled_edges=num_edges)
+        if self.disjoint:  # keys back to global ids, and each node's seed
+            seed_of = torch.div(n_id, self.part.num_nodes, rounding_mode="floor")
+            batch.batch = seed_of if seed_batch is None else torch.index_select(seed_batch.to(self.device), 0, seed_of)
+            batch.n_id = torch.remainder(n_id, self.part.num_nodes)
         return Sampled(batch, node_data, y)
 
     def _table_hop(self, frontier: torch.Tensor, hop: int, gen: torch.Generator, first: int, final: bool):
@@ -348,19 +374,63 @@ class NeighborLoader:
         out = {}
         for kind, keys in enumerate(rows.kind_keys):
             for key in keys:
-                out[key] = self._round(n_id, rows.only(key, kind), None).node_rows[key]
+                out[key] = self._keyed_round(n_id, rows.only(key, kind), None).node_rows[key]
         return out
 
-    def _round(self, frontier: torch.Tensor, keys: list[list[Hashable]], sample: Optional[tuple[int, torch.Generator]]) -> _Answer:
-        """Requests for `frontier` to their owners; answers: the sampled in-edges (when `sample` = (hop, generator))
-        and the rows of `keys` of the flagged requests. 4 collectives with sampling, 3 for rows alone, none in a
-        world of one partition."""
+    def _keyed_round(self, frontier: torch.Tensor, keys: list[list[Hashable]],
+                     sample: Optional[tuple[int, torch.Generator]]) -> _Answer:
+        """_round for a frontier of keys (node ids, or disjoint keys seed * num_nodes + node): across partitions each
+        distinct node is asked once, drawn once per key when sampling, and the answers (edges, sources as keys,
+        rows) spread back to the keys; with one partition nothing travels and the keys' nodes are sampled as they are."""
+        if not self.disjoint:
+            return self._round(frontier, keys, sample)
+        n = self.part.num_nodes
+        nodes = torch.remainder(frontier, n)
+        if not self.exchange.active:
+            answer = self._round(nodes, keys, sample)
+            order, node_rows = answer.order, answer.node_rows
+        else:
+            nodes, inverse, mult = torch.unique(nodes, return_inverse=True, return_counts=True)
+            answer = self._round(nodes, keys, sample, mult if sample is not None else None)
+            node_rows, order = self._spread_rows(answer.node_rows, keys, nodes, inverse), answer.order
+            if sample is not None:  # the draws of node u answer, in group order, the keys of u in frontier order
+                rank = torch.empty_like(order).index_copy_(0, order, torch.arange(nodes.numel(), device=self.device))
+                order = torch.sort(torch.index_select(rank, 0, inverse), stable=True).indices
+        src = answer.src
+        if sample is not None:  # sources as keys of the seed of the key they were drawn for
+            seed_base = torch.index_select(frontier, 0, order).div_(n, rounding_mode="floor").mul_(n)
+            src = src + torch.repeat_interleave(seed_base, answer.counts, output_size=int(src.numel()))
+        return _Answer(answer.counts, src, answer.eid, order, node_rows)
+
+    def _spread_rows(self, node_rows: dict[Hashable, torch.Tensor], keys: list[list[Hashable]], nodes: torch.Tensor,
+                     inverse: torch.Tensor) -> dict[Hashable, torch.Tensor]:
+        """Rows of the sorted distinct `nodes` (per array, the rows of the nodes of its kind) for the keys
+        nodes[inverse], in key order among the keys of that kind."""
+        if len(keys) == 1:
+            return {key: torch.index_select(rows, 0, inverse) for key, rows in node_rows.items()}
+        # typed: a node type's erased ids are one range, so its nodes are one block of the sorted nodes
+        starts = torch.searchsorted(nodes, self.part.node_offsets)
+        kind = torch.searchsorted(starts, torch.arange(nodes.numel(), device=nodes.device), right=True) - 1
+        within = torch.arange(nodes.numel(), device=nodes.device) - torch.index_select(starts, 0, kind)
+        key_kind, key_within = torch.index_select(kind, 0, inverse), torch.index_select(within, 0, inverse)
+        out = {}
+        for t, names in enumerate(keys):  # a loop over node types
+            at = torch.masked_select(key_within, key_kind == t)
+            out.update((name, torch.index_select(node_rows[name], 0, at)) for name in names if name in node_rows)
+        return out
+
+    def _round(self, frontier: torch.Tensor, keys: list[list[Hashable]], sample: Optional[tuple[int, torch.Generator]],
+               draws: Optional[torch.Tensor] = None) -> _Answer:
+        """Requests for `frontier` to their owners; answers: the sampled in-edges (when `sample` = (hop, generator);
+        `draws[i]` independent samples of frontier[i], one when None, the counts then per draw) and the rows of
+        `keys` of the flagged requests. 4 collectives with sampling, 3 for rows alone, none in a world of one
+        partition."""
         rows, exchange = self.rows, self.exchange
         layouts = rows.layouts(keys)
         widths = [layout.row_bytes for layout in layouts]
         located = rows.located(frontier, widths)
         if not exchange.active:
-            return self._local_round(frontier, keys, layouts, located, sample)
+            return self._local_round(frontier, keys, layouts, located, sample, draws)
         asked = None
         if sample is None:  # rows alone: only the nodes whose rows are not held here are asked for
             asked = torch.nonzero(rows.needs(*located, widths)).reshape(-1)
@@ -369,32 +439,43 @@ class NeighborLoader:
         order = order if asked is None else torch.index_select(asked, 0, order)
         req = rows.requests(located, order, send_counts, widths)
         recv_counts = exchange.counts(send_counts)
-        flagged = exchange.rows(send_cols * 2 + req.need, send_counts, recv_counts)
+        flagged = send_cols * 2 + req.need
+        if draws is not None:  # each request with its number of draws
+            draws = torch.index_select(draws, 0, order)
+            flagged = exchange.rows(torch.stack([flagged, draws], 1), send_counts, recv_counts)
+            flagged, recv_draws = flagged[:, 0], flagged[:, 1]
+        else:
+            flagged = exchange.rows(flagged, send_counts, recv_counts)
         cols, wanted = torch.div(flagged, 2, rounding_mode="floor"), torch.remainder(flagged, 2).bool()
         src = eid = counts = cols[:0]
         peers = exchange.num_peers
+        count_split = got_counts = [0] * peers  # rows alone: no counts ahead of them
         if sample is not None:
-            counts, src, eid = self.sampler.sample(cols, *sample)
-        count_split = recv_counts if sample is not None else [0] * peers  # rows alone: no counts ahead of them
-        got_counts = send_counts if sample is not None else [0] * peers
+            drawn, count_split, got_counts = cols, recv_counts, send_counts
+            if draws is not None:  # a column per draw; counts per draw both ways
+                drawn = torch.repeat_interleave(cols, recv_draws, output_size=int(recv_draws.sum()))
+                count_split = [int(d.sum()) for d in recv_draws.split(recv_counts)]
+                got_counts = [int(d.sum()) for d in draws.split(send_counts)]
+            counts, src, eid = self.sampler.sample(drawn, *sample)
         packed, per_kind = rows.pack_owned(keys, layouts, cols, wanted, recv_counts)
         message, sizes = _answer_message(packed, per_kind, counts, count_split)
         got_sizes = [8 * c + sum(n * layout.row_bytes for n, layout in zip(kinds, layouts)) for c, kinds in zip(got_counts, req.per_kind)]
         got = exchange.rows(message, sizes, got_sizes)
         got_counts_t, row_bytes = _split_answers(got, got_counts, got_sizes, req.per_kind, layouts)
         if sample is not None:  # the sampled edges, sized by the counts both sides now know
-            answer_rows = [int(c.sum()) for c in counts.split(recv_counts)]
-            got_rows = [int(c.sum()) for c in got_counts_t.split(send_counts)]
+            answer_rows = [int(c.sum()) for c in counts.split(count_split)]
+            got_rows = [int(c.sum()) for c in got_counts_t.split(got_counts)]
             edges = exchange.rows(torch.stack([src, eid], 1), answer_rows, got_rows)
             src, eid = edges[:, 0], edges[:, 1]
         return _Answer(got_counts_t, src, eid, order, rows.frontier_rows(keys, layouts, row_bytes, req))
 
-    def _local_round(self, frontier, keys, layouts, located, sample) -> _Answer:
+    def _local_round(self, frontier, keys, layouts, located, sample, draws) -> _Answer:
         """A round with one partition: every node is owned here (local ids are the global ids, SPEC.md 4.1)."""
         order = torch.arange(frontier.numel(), device=self.device)
         src = eid = counts = frontier[:0]
         if sample is not None:
-            counts, src, eid = self.sampler.sample(frontier, *sample)
+            cols = frontier if draws is None else torch.repeat_interleave(frontier, draws, output_size=int(draws.sum()))
+            counts, src, eid = self.sampler.sample(cols, *sample)
         req = Requests(located[0], located[1], order, torch.zeros_like(frontier, dtype=torch.bool), [])
         return _Answer(counts, src, eid, order, self.rows.frontier_rows(keys, layouts, [None] * len(layouts), req))
 

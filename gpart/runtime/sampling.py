@@ -24,6 +24,8 @@ is faster than sorting: a lookup is one index_select, and only the touched
 entries are reset. `sample_table` and `Relabeller.add_masked` are the static-
 shape forms (a [columns, fanout] table, -1 padded) that need one host
 synchronisation per hop in all: the sizes of the hop's edges and new nodes.
+`KeyRelabeller` does the same for int64 keys of any range (disjoint sampling's
+seed * num_nodes + node, too many for a scratch map) by sorting.
 """
 
 from __future__ import annotations
@@ -246,3 +248,63 @@ class Relabeller:
             self.slot.index_fill_(0, ids, _UNSET)
         self._touched.clear()
         self.size = 0
+
+
+class KeyRelabeller:
+    """Relabeller's add_unique over int64 keys of any range, by sorting (a key space too large for a scratch map:
+    disjoint sampling's keys seed * num_nodes + node). The listed keys are held sorted, with their positions."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._sorted = self._at = torch.zeros(0, dtype=torch.int64)
+
+    def start(self, keys: torch.Tensor) -> None:
+        """Begin a node list with `keys` (distinct) at positions 0..len-1."""
+        self._sorted, self._at = torch.sort(keys)
+        self.size = int(keys.numel())
+
+    def add_unique(self, ids: torch.Tensor, final: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(positions of `ids` (int64), the keys newly appended, in first-appearance order); final=True: the list
+        is not kept sorted for later calls (the last hop)."""
+        if ids.numel() == 0:
+            return ids.clone(), ids
+        dev = ids.device
+        # one stable sort: the distinct keys, the first occurrence of each (the head of its run) and every id's run
+        ordered, perm = torch.sort(ids, stable=True)
+        head = torch.ones_like(ordered, dtype=torch.bool)
+        torch.ne(ordered[1:], ordered[:-1], out=head[1:])
+        uniq, first = torch.masked_select(ordered, head), torch.masked_select(perm, head)
+        run = torch.empty_like(perm).index_copy_(0, perm, torch.cumsum(head, 0).sub_(1))
+        at = torch.searchsorted(self._sorted, uniq)
+        at_clamped = at.clamp(max=max(self._sorted.numel() - 1, 0))
+        if self._sorted.numel():
+            listed = torch.index_select(self._sorted, 0, at_clamped) == uniq
+        else:
+            listed = torch.zeros_like(uniq, dtype=torch.bool)
+        fresh = torch.nonzero(~listed).reshape(-1)  # indices into uniq of the new keys, in key order ...
+        by_appearance = torch.index_select(fresh, 0, torch.argsort(torch.index_select(first, 0, fresh)))  # ... as first seen
+        positions = torch.where(listed, torch.index_select(self._at, 0, at_clamped) if self._at.numel() else at, 0)
+        positions.index_copy_(0, by_appearance, torch.arange(self.size, self.size + by_appearance.numel(), device=dev))
+        if not final:  # merge the new keys in: the j-th new key goes before its insertion point's key, j places on
+            self._merge(*(torch.index_select(t, 0, fresh) for t in (uniq, at, positions)))
+        self.size += int(by_appearance.numel())
+        return torch.index_select(positions, 0, run), torch.index_select(uniq, 0, by_appearance)
+
+    def _merge(self, keys: torch.Tensor, insert_at: torch.Tensor, positions: torch.Tensor) -> None:
+        """Put sorted new `keys` (their insertion points in the sorted list, their positions) into the sorted list."""
+        total = self._sorted.numel() + keys.numel()
+        slot = insert_at + torch.arange(keys.numel(), device=keys.device)
+        old = torch.ones(total, dtype=torch.bool, device=keys.device)
+        old.index_fill_(0, slot, False)
+        old_slot = torch.nonzero(old).reshape(-1)
+        self._sorted = _interleaved(total, slot, keys, old_slot, self._sorted)
+        self._at = _interleaved(total, slot, positions, old_slot, self._at)
+
+    def reset(self) -> None:
+        self.size = 0
+        self._sorted = self._at = self._sorted[:0]
+
+
+def _interleaved(total: int, at_a: torch.Tensor, a: torch.Tensor, at_b: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A [total] tensor holding `a` at positions `at_a` and `b` at `at_b`."""
+    return torch.empty(total, dtype=a.dtype, device=a.device).index_copy_(0, at_a, a).index_copy_(0, at_b, b)
