@@ -15,8 +15,10 @@ partitions, fanouts [15, 10], --batch-size seeds or seed edges per rank):
   16): gr.layerwise_inference (one hop per layer, --infer-batch nodes per
   batch) against the loader's full-neighbour path (DistNeighborLoader over
   the owned nodes, fanouts [-1, -1], the model on each batch's 2-hop
-  sub-graph): wall and CPU seconds (the slowest rank's), the largest batch
-  and the largest difference of their rows. --full-batches N times the
+  sub-graph): wall and CPU seconds (the slowest rank's), the largest batch,
+  the largest difference of their rows, and the peak RSS per process after
+  layer-wise inference (with --batches 0: loading and layer-wise inference
+  alone) and at the end. --full-batches N times the
   full-neighbour path on its first N batches per rank only and extrapolates
   to all of them (seconds x batches / N), said so in the output: at 1M / 10M
   it takes far longer than layer-wise inference.
@@ -104,6 +106,7 @@ def _inference(part, infer_batch: int, full_batches: int) -> dict:
     wall, cpu = time.perf_counter(), time.process_time()
     _, rows = gr.layerwise_inference(layers, part, batch_size=infer_batch)
     out["layerwise_s"], out["layerwise_cpu_s"] = time.perf_counter() - wall, time.process_time() - cpu
+    out["layerwise_rss_mb"] = peak_rss_mib()  # the peak so far: loading, the loaders (unless --batches 0), layer-wise
     wall, cpu = time.perf_counter(), time.process_time()
     full = gr.DistNeighborLoader(part, part.node_ids[: part.num_owned], fanouts=[-1, -1], batch_size=infer_batch, shuffle=False)
     total = len(full)
@@ -153,7 +156,7 @@ def main() -> None:
           f"{args.batches} batches after one warm-up; inference {args.infer_batch} nodes per batch and rank; "
           f"one thread per rank; seconds: the slowest rank's wall (CPU)")
     print(f"{'ranks':>5} {'loader':<8} {'batches/s':>10} {'M edges/s':>10} | {'layerwise s (cpu)':>17} "
-          f"{'full-nbr s (cpu)':>24} {'largest full batch':>18} {'max |diff|':>10} {'RSS/proc':>9}")
+          f"{'full-nbr s (cpu)':>24} {'largest full batch':>18} {'max |diff|':>10} {'peak RSS/proc: layer-wise, all':>30}")
     for w in [int(x) for x in args.world_sizes.split(",") if x]:
         parts = args.workdir / f"remainder_{nodes}_{edges}_{w}"
         if not (parts / "manifest.json").exists():
@@ -179,7 +182,8 @@ def _inference_columns(res: list[dict]) -> str:
     layerwise = f"{max(r['layerwise_s'] for r in res):.2f} ({max(r['layerwise_cpu_s'] for r in res):.2f})"
     full = f"{mark}{max(r['full_s'] for r in res) * scale:.2f} ({mark}{max(r['full_cpu_s'] for r in res) * scale:.2f})"
     return (f" | {layerwise:>17} {full:>24} {max(r['full_largest'] for r in res):>12,} nodes "
-            f"{max(r['max_diff'] for r in res):>10.1e} {max(r['rss_mb'] for r in res):>5.0f} MiB")
+            f"{max(r['max_diff'] for r in res):>10.1e} {max(r['layerwise_rss_mb'] for r in res):>14.0f} MiB, "
+            f"{max(r['rss_mb'] for r in res):>5.0f} MiB")
 
 
 if __name__ == "__main__":

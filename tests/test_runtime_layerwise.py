@@ -145,10 +145,8 @@ def _typed_inputs(part) -> dict:
     return {"paper": "feat", "word": _word_rows()[part.owned_ids("word")]}
 
 
-@torch.no_grad()
-def _typed_full_graph(parts_one: str) -> dict:
-    """The typed model over the whole graph: edge_index per edge type from the one-partition result's CSC."""
-    part = gr.load_partition(parts_one, device="cpu")
+def _typed_edge_index(part) -> dict:
+    """The whole typed graph's edge_index per edge type (typed ids), from a one-partition result's CSC."""
     base, offsets = part.base, part.node_offsets
     dst = torch.repeat_interleave(torch.arange(base.num_owned), torch.diff(base.indptr))
     edge_index = {}
@@ -156,6 +154,14 @@ def _typed_full_graph(parts_one: str) -> dict:
         mine = part.edge_type == r
         edge_index[(s, rel, d)] = torch.stack([base.indices[mine] - offsets[part.node_types.index(s)],
                                                dst[mine] - offsets[part.node_types.index(d)]])
+    return edge_index
+
+
+@torch.no_grad()
+def _typed_full_graph(parts_one: str) -> dict:
+    """The typed model over the whole graph."""
+    part = gr.load_partition(parts_one, device="cpu")
+    edge_index = _typed_edge_index(part)
     h = {"paper": part.node_data[("paper", "feat")], "word": _word_rows()}
     for layer in _typed_layers(part.edge_types):
         h = layer(h, edge_index)
@@ -204,15 +210,13 @@ def test_typed_pyg_hetero_conv(typed_parts):
     torch.manual_seed(3)
     conv = nn_pyg.HeteroConv({e: nn_pyg.SAGEConv((1433 if e[0] == "paper" else WORD_DIM, 1433 if e[2] == "paper" else WORD_DIM), 5)
                               for e in part.edge_types}, aggr="sum")
-    layer = lambda x, ei: conv({t: v.float() for t, v in x.items()}, ei)  # noqa: E731
+
+    def layer(x: dict, edge_index: dict) -> dict:
+        return conv({t: v.float() for t, v in x.items()}, edge_index)
+
     ids, rows = gr.layerwise_inference([layer], part, node_data=_typed_inputs(part), batch_size=700)
-    base, offsets = part.base, part.node_offsets
-    dst = torch.repeat_interleave(torch.arange(base.num_owned), torch.diff(base.indptr))
-    edge_index = {(s, r, d): torch.stack([base.indices[part.edge_type == k] - offsets[part.node_types.index(s)],
-                                          dst[part.edge_type == k] - offsets[part.node_types.index(d)]])
-                  for k, (s, r, d) in enumerate(part.edge_types)}
     with torch.no_grad():
-        want = layer({"paper": part.node_data[("paper", "feat")], "word": _word_rows()}, edge_index)
+        want = layer({"paper": part.node_data[("paper", "feat")], "word": _word_rows()}, _typed_edge_index(part))
     for t in ("paper", "word"):
         assert torch.allclose(rows[t], want[t][ids[t]], atol=1e-5, rtol=0), (t, float((rows[t] - want[t][ids[t]]).abs().max()))
 

@@ -148,7 +148,8 @@ class _Graph:
         what = f" of node type {kind!r}" if typed else ""
         if isinstance(value, torch.Tensor):
             if value.dim() == 0 or value.shape[0] != num_owned:
-                return None, f"node_data{what} has {tuple(value.shape)} rows, but this partition owns {num_owned} nodes{what}"
+                rows = value.shape[0] if value.dim() else "no"
+                return None, f"node_data{what} has {rows} rows, but this partition owns {num_owned} nodes{what}"
             return value, None
         if not isinstance(value, str):
             return None, f"node_data{what} must be a node data name or a tensor of the owned rows, got {type(value).__name__}"
