@@ -1,7 +1,8 @@
 """Link batches (DistLinkNeighborLoader) beside node batches (DistNeighborLoader), and layer-wise inference beside the
 loader's full-neighbour path, on one generated graph, 1 and 2 gloo ranks in the same run.
 
-    python benchmarks/bench_link.py --nodes 200000 --edges 2000000 --workdir /tmp/bench_link
+    python benchmarks/bench_link.py --workdir /tmp/bench_link                          # 100K nodes, 1M edges
+    python benchmarks/bench_link.py --size 1m --full-batches 20 --workdir /tmp/bench_link   # 1M nodes, 10M edges
 
 Per world size (one process per partition, one thread each, remainder
 partitions, fanouts [15, 10], --batch-size seeds or seed edges per rank):
@@ -14,11 +15,18 @@ partitions, fanouts [15, 10], --batch-size seeds or seed edges per rank):
   16): gr.layerwise_inference (one hop per layer, --infer-batch nodes per
   batch) against the loader's full-neighbour path (DistNeighborLoader over
   the owned nodes, fanouts [-1, -1], the model on each batch's 2-hop
-  sub-graph), seconds and the largest batch each took.
-The issue asks for a 1M-node / 10M-edge graph: pass --nodes 1000000 --edges
-10000000 on a machine with the cores for it (the default here is 10x
-smaller: the development machine has 2 shared cores). Figures on a shared
-machine are noisy: compare each with its neighbour from the same run.
+  sub-graph): wall and CPU seconds (the slowest rank's), the largest batch,
+  the largest difference of their rows, and the peak RSS per process after
+  layer-wise inference (with --batches 0: loading and layer-wise inference
+  alone) and at the end. --full-batches N times the
+  full-neighbour path on its first N batches per rank only and extrapolates
+  to all of them (seconds x batches / N), said so in the output: at 1M / 10M
+  it takes far longer than layer-wise inference.
+--size picks the graph: 100k (100,000 nodes, 1,000,000 edges; the default)
+or 1m (1,000,000 nodes, 10,000,000 edges, the size the issue names);
+--nodes / --edges override it. Figures on a shared machine are noisy:
+compare each with its neighbour from the same run; the CPU seconds show
+what the waits on a busy machine hide.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from tests.support.synthetic import write_powerlaw_npz
 
 FANOUTS = [15, 10]
 HIDDEN = 16
+SIZES = {"100k": (100_000, 1_000_000), "1m": (1_000_000, 10_000_000)}  # --size: (nodes, edges)
 
 
 def _mean_conv(dim_in: int, dim_out: int, seed: int) -> torch.nn.Module:
@@ -68,74 +77,113 @@ def _rate(iterator, batches: int) -> tuple[float, int]:
 
 
 @torch.no_grad()
-def _rank_run(rank: int, world_size: int, parts: str, batches: int, batch_size: int, infer_batch: int) -> dict:
+def _rank_run(rank: int, world_size: int, parts: str, batches: int, batch_size: int, infer_batch: int,
+              full_batches: int) -> dict:
     import gpart.runtime as gr
 
     part = gr.load_partition(parts, device="cpu", node_data=["feat"])
     out = {}
-    seeds = part.node_ids[: part.num_owned][torch.randperm(part.num_owned, generator=torch.Generator().manual_seed(rank))]
-    nodes = gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=batch_size)
-    out["node"] = _rate(iter(nodes), batches)
-    edges = gr.edge_split(part, torch.arange(part.num_edges))
-    links = gr.DistLinkNeighborLoader(part, edges, fanouts=FANOUTS, batch_size=batch_size, neg_sampling="binary",
-                                      strict_negatives=True, exclude_seed_edges=True)
-    out["link"] = _rate(iter(links), batches)
+    if batches:
+        seeds = part.node_ids[: part.num_owned][torch.randperm(part.num_owned, generator=torch.Generator().manual_seed(rank))]
+        nodes = gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=batch_size)
+        out["node"] = _rate(iter(nodes), batches)
+        edges = gr.edge_split(part, torch.arange(part.num_edges))
+        links = gr.DistLinkNeighborLoader(part, edges, fanouts=FANOUTS, batch_size=batch_size, neg_sampling="binary",
+                                          strict_negatives=True, exclude_seed_edges=True)
+        out["link"] = _rate(iter(links), batches)
+    out.update(_inference(part, infer_batch, full_batches))
+    out["rss_mb"] = peak_rss_mib()
+    return out
+
+
+def _inference(part, infer_batch: int, full_batches: int) -> dict:
+    """Layer-wise inference over every owned node, then the loader's full-neighbour path (its first `full_batches`
+    batches when > 0): wall and CPU seconds, the batches done and in all, the largest batch, the rows' largest difference."""
+    import gpart.runtime as gr
+
     layers = _layers(part.node_data["feat"].shape[1])
-    start = time.perf_counter()
+    out: dict = {}
+    wall, cpu = time.perf_counter(), time.process_time()
     _, rows = gr.layerwise_inference(layers, part, batch_size=infer_batch)
-    out["layerwise_s"] = time.perf_counter() - start
-    start, largest = time.perf_counter(), 0
+    out["layerwise_s"], out["layerwise_cpu_s"] = time.perf_counter() - wall, time.process_time() - cpu
+    out["layerwise_rss_mb"] = peak_rss_mib()  # the peak so far: loading, the loaders (unless --batches 0), layer-wise
+    wall, cpu = time.perf_counter(), time.process_time()
     full = gr.DistNeighborLoader(part, part.node_ids[: part.num_owned], fanouts=[-1, -1], batch_size=infer_batch, shuffle=False)
-    check = []
-    for batch in full:
+    total = len(full)
+    limit = min(full_batches, total) if full_batches > 0 else total
+    check, largest = [], 0
+    for i, batch in enumerate(full):  # every rank stops after the same batch: no collective is left half-made
+        if i == limit:
+            break
         h = batch.x
         for layer in layers:
             h = layer(h, batch.edge_index)
         check.append(h[: batch.batch_size])
         largest = max(largest, batch.num_nodes)
-    out["full_s"] = time.perf_counter() - start
-    out["full_largest"] = largest
-    out["max_diff"] = float((torch.cat(check) - rows).abs().max()) if rows.numel() else 0.0
-    out["rss_mb"] = peak_rss_mib()
+    out["full_s"], out["full_cpu_s"] = time.perf_counter() - wall, time.process_time() - cpu
+    out["full_done"], out["full_total"], out["full_largest"] = limit, total, largest
+    done = torch.cat(check) if check else rows[:0]
+    out["max_diff"] = float((done - rows[: done.shape[0]]).abs().max()) if done.numel() else 0.0
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=100_000)
-    parser.add_argument("--edges", type=int, default=1_000_000)
+    parser.add_argument("--size", choices=sorted(SIZES), default="100k", help="100k: 100K nodes / 1M edges (default); "
+                        "1m: 1M nodes / 10M edges")
+    parser.add_argument("--nodes", type=int, default=None, help="nodes (overrides --size)")
+    parser.add_argument("--edges", type=int, default=None, help="edges (overrides --size)")
     parser.add_argument("--feat-dim", type=int, default=32)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/bench_link"))
-    parser.add_argument("--batches", type=int, default=10, help="measured batches per loader and rank (default 10)")
+    parser.add_argument("--batches", type=int, default=10, help="measured batches per loader and rank (default 10; 0: "
+                        "inference alone)")
     parser.add_argument("--batch-size", type=int, default=512, help="seeds / seed edges per batch and rank (default 512)")
     parser.add_argument("--infer-batch", type=int, default=4096, help="nodes per inference batch and rank (default 4096)")
+    parser.add_argument("--full-batches", type=int, default=0, help="time the full-neighbour path on this many batches "
+                        "per rank and extrapolate (default 0: all of them)")
     parser.add_argument("--world-sizes", default="1,2")
     args = parser.parse_args()
     from gpart.partition import partition_graph
 
+    nodes, edges = SIZES[args.size]
+    nodes, edges = args.nodes or nodes, args.edges or edges
     args.workdir.mkdir(parents=True, exist_ok=True)
-    graph = args.workdir / f"powerlaw_{args.nodes}_{args.edges}.npz"
+    graph = args.workdir / f"powerlaw_{nodes}_{edges}.npz"
     if not graph.exists():
-        write_powerlaw_npz(graph, args.nodes, args.edges, args.feat_dim)
-    print(f"graph: {args.nodes:,} nodes, {args.edges:,} edges, {args.feat_dim} float32 features; fanouts {FANOUTS}, "
+        write_powerlaw_npz(graph, nodes, edges, args.feat_dim)
+    print(f"graph: {nodes:,} nodes, {edges:,} edges, {args.feat_dim} float32 features; fanouts {FANOUTS}, "
           f"{args.batch_size} seeds (node) / seed edges (link, binary, strict, exclusion) per batch and rank, "
-          f"{args.batches} batches after one warm-up; one thread per rank")
-    print(f"{'ranks':>5} {'loader':<8} {'batches/s':>10} {'M edges/s':>10} | {'layerwise s':>11} {'full-nbr s':>10} "
-          f"{'largest full batch':>18} {'max |diff|':>10} {'RSS/proc':>9}")
+          f"{args.batches} batches after one warm-up; inference {args.infer_batch} nodes per batch and rank; "
+          f"one thread per rank; seconds: the slowest rank's wall (CPU)")
+    print(f"{'ranks':>5} {'loader':<8} {'batches/s':>10} {'M edges/s':>10} | {'layerwise s (cpu)':>17} "
+          f"{'full-nbr s (cpu)':>24} {'largest full batch':>18} {'max |diff|':>10} {'peak RSS/proc: layer-wise, all':>30}")
     for w in [int(x) for x in args.world_sizes.split(",") if x]:
-        parts = args.workdir / f"remainder_{w}"
+        parts = args.workdir / f"remainder_{nodes}_{edges}_{w}"
         if not (parts / "manifest.json").exists():
             partition_graph(graph, parts, w, "remainder")
-        res = run_distributed(_rank_run, w, str(parts), args.batches, args.batch_size, args.infer_batch, timeout_s=3000)
-        for kind in ("node", "link"):
-            wall = max(r[kind][0] for r in res)
-            edges = sum(r[kind][1] for r in res)
-            tail = ""
-            if kind == "node":
-                tail = (f" | {max(r['layerwise_s'] for r in res):>11.2f} {max(r['full_s'] for r in res):>10.2f} "
-                        f"{max(r['full_largest'] for r in res):>12,} nodes {max(r['max_diff'] for r in res):>10.1e} "
-                        f"{max(r['rss_mb'] for r in res):>5.0f} MiB")
-            print(f"{w:>5} {kind:<8} {args.batches / wall:>10.2f} {edges / wall / 1e6:>10.2f}{tail}", flush=True)
+        res = run_distributed(_rank_run, w, str(parts), args.batches, args.batch_size, args.infer_batch, args.full_batches,
+                              timeout_s=3000)
+        for kind in ("node", "link") if args.batches else ("-",):
+            head = f"{w:>5} {kind:<8} {'':>10} {'':>10}"
+            if kind != "-":
+                wall = max(r[kind][0] for r in res)
+                head = f"{w:>5} {kind:<8} {args.batches / wall:>10.2f} {sum(r[kind][1] for r in res) / wall / 1e6:>10.2f}"
+            print(head + (_inference_columns(res) if kind in ("node", "-") else ""), flush=True)
+        done, total = res[0]["full_done"], res[0]["full_total"]
+        if done < total:
+            print(f"      full-nbr: timed on {done} of {total} batches per rank, seconds extrapolated x {total / done:.1f}")
+
+
+def _inference_columns(res: list[dict]) -> str:
+    """The inference figures of one world size: layer-wise and full-neighbour seconds (extrapolated to every batch
+    when only some were run), the largest full batch, the largest difference, the peak RSS."""
+    scale = res[0]["full_total"] / max(res[0]["full_done"], 1)
+    mark = "~" if scale != 1 else ""  # extrapolated
+    layerwise = f"{max(r['layerwise_s'] for r in res):.2f} ({max(r['layerwise_cpu_s'] for r in res):.2f})"
+    full = f"{mark}{max(r['full_s'] for r in res) * scale:.2f} ({mark}{max(r['full_cpu_s'] for r in res) * scale:.2f})"
+    return (f" | {layerwise:>17} {full:>24} {max(r['full_largest'] for r in res):>12,} nodes "
+            f"{max(r['max_diff'] for r in res):>10.1e} {max(r['layerwise_rss_mb'] for r in res):>14.0f} MiB, "
+            f"{max(r['rss_mb'] for r in res):>5.0f} MiB")
 
 
 if __name__ == "__main__":

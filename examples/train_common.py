@@ -12,7 +12,7 @@ import importlib.util
 import os
 import sys
 import time
-from typing import Callable, NoReturn
+from typing import Callable, NoReturn, Optional
 
 import torch
 import torch.distributed as dist
@@ -93,16 +93,22 @@ def sync_gradients(model: nn.Module, seeds: int, device: torch.device) -> None:
 class LayerwiseAccuracy:
     """Accuracy over the nodes of a mask on all ranks from gr.layerwise_inference (every node, every in-neighbour,
     layer by layer): what `fit` evaluates with when given one in place of a loader. `layers_of(model)`: the model
-    as a list of layers `layer(x, edge_index)` (gr.layerwise_inference's convention)."""
+    as a list of layers (gr.layerwise_inference's convention). Typed: `node_type`, whose nodes are classified (its
+    mask and labels), and `inputs_of(model)`, layerwise_inference's node_data (default "feat")."""
 
-    def __init__(self, part, mask: str, layers_of: Callable[[nn.Module], list], batch_size: int = 4096):
+    def __init__(self, part, mask: str, layers_of: Callable[[nn.Module], list], batch_size: int = 4096,
+                 node_type: Optional[str] = None, inputs_of: Optional[Callable[[nn.Module], object]] = None):
         self.part, self.layers_of, self.batch_size = part, layers_of, batch_size
-        owned = part.num_owned
-        self.mask, self.labels = part.node_data[mask][:owned].bool(), part.node_data["label"][:owned]
+        self.node_type, self.inputs_of = node_type, inputs_of or (lambda model: "feat")
+        key = (lambda name: (node_type, name)) if node_type is not None else (lambda name: name)
+        owned = part.num_owned if node_type is None else int(part.owned_ids(node_type).numel())
+        self.mask, self.labels = part.node_data[key(mask)][:owned].bool(), part.node_data[key("label")][:owned]
 
     @torch.no_grad()
     def __call__(self, model: nn.Module, device: torch.device) -> float:
-        _, out = gr.layerwise_inference(self.layers_of(model), self.part, batch_size=self.batch_size)
+        _, out = gr.layerwise_inference(self.layers_of(model), self.part, node_data=self.inputs_of(model),
+                                        batch_size=self.batch_size)
+        out = out if self.node_type is None else out[self.node_type]
         hit = int((out.argmax(1)[self.mask] == self.labels[self.mask]).sum())
         # with L trainers per partition each counts its partition's nodes: L x both sums, the same ratio
         hit, total = all_sum([hit, int(self.mask.sum())], device)

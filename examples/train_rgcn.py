@@ -15,9 +15,11 @@ cite them or that they cite, and their words (word nodes have no features:
 a learned embedding per word). A layer computes, for every node
 type d, `W_self[d] h_d + sum over edge types (s, r, d) of W_r mean(h_s over
 sampled type-r in-neighbours)`. Sampling uses per-edge-type fanouts
-(gr.DistNeighborLoader with a dict); evaluation takes every in-neighbour
-(fanouts -1). Layers: with PyG importable, torch_geometric.nn.HeteroConv of
-one SAGEConv per edge type (summed per destination type) on `batch.to_pyg()`
+(gr.DistNeighborLoader with a dict); evaluation takes every in-neighbour,
+layer by layer over every node (gr.layerwise_inference with the model's
+typed layers; the words' input rows are their embedding rows). Layers:
+with PyG importable, torch_geometric.nn.HeteroConv of one SAGEConv per edge
+type (summed per destination type) on `batch.to_pyg()`
 (a HeteroData); otherwise the plain-torch HeteroSAGEConv below (the same
 formula with one self weight per node type instead of one per edge type);
 `--layers pyg|torch` chooses. Each rank trains on the training papers
@@ -41,7 +43,7 @@ import gpart.runtime as gr
 from gpart.runtime.device import resolve_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_common beside this file, also under torchrun
-from train_common import add_common_arguments, all_max, fit, pyg_layers, run, setup_distributed  # noqa: E402
+from train_common import LayerwiseAccuracy, add_common_arguments, all_max, fit, pyg_layers, run, setup_distributed  # noqa: E402
 
 # --prepare keeps the graph's forward relations and lets gpart store their reverses (--add-reverse): cites,
 # within papers, takes them itself; has, from papers to words, gets word:rev_has:paper (as DGL and PyG name it)
@@ -101,14 +103,27 @@ class HeteroSAGE(nn.Module):
 
     def forward(self, x: dict[str, torch.Tensor], n_id: dict[str, torch.Tensor], edge_index: dict) -> torch.Tensor:
         """Logits of every paper of the batch (the seeds first), from the papers' features, the words' ids and the edges."""
-        papers = x["paper"].float()
-        h = {"paper": papers / papers.abs().sum(1, keepdim=True).clamp(min=1e-12), "word": self.word_emb(n_id["word"])}
-        for i, conv in enumerate(self.convs):
-            h = {t: F.dropout(v, self.dropout, self.training) for t, v in h.items()}
-            h = conv(h, edge_index)
-            if i < len(self.convs) - 1:
-                h = {t: F.relu(v) for t, v in h.items()}
+        h = {"paper": x["paper"], "word": self.word_emb(n_id["word"])}
+        for i in range(len(self.convs)):
+            h = self.step(i, h, edge_index)
         return h[SEED_TYPE]
+
+    def step(self, i: int, h: dict[str, torch.Tensor], edge_index: dict) -> dict[str, torch.Tensor]:
+        """Layer i on the rows of every node type (layer 0: the papers' stored features, scaled to sum 1)."""
+        if i == 0:
+            papers = h["paper"].float()
+            h = {**h, "paper": papers / papers.abs().sum(1, keepdim=True).clamp(min=1e-12)}
+        h = self.convs[i]({t: F.dropout(v, self.dropout, self.training) for t, v in h.items()}, edge_index)
+        return h if i == len(self.convs) - 1 else {t: F.relu(v) for t, v in h.items()}
+
+    def layers(self) -> list:
+        """The forward pass as typed layers `layer(x_dict, edge_index_dict)` for gr.layerwise_inference (evaluation
+        mode: no dropout); their input is `inputs(part)`."""
+        return [lambda x, edge_index, i=i: self.step(i, x, edge_index) for i in range(len(self.convs))]
+
+    def inputs(self, part) -> dict:
+        """Layer 0's rows of this partition's nodes: the papers' features, the words' embedding rows."""
+        return {"paper": "feat", "word": self.word_emb.weight[part.owned_ids("word").to(self.word_emb.weight.device)]}
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -151,12 +166,12 @@ def train(args: argparse.Namespace) -> dict:
     model = HeteroSAGE(part.node_data[("paper", "feat")].shape[1], part.num_nodes_of("word"), args.hidden, classes,
                        len(hops), args.dropout, use_pyg).to(device)
     fanouts = {e: hops for e in EDGE_TYPES}
-    every = {e: [-1] * len(hops) for e in EDGE_TYPES}
     loader = gr.DistNeighborLoader(part, {SEED_TYPE: owned_seeds(part, "train_mask")}, fanouts=fanouts,
                                    batch_size=-(-args.batch_size // world_size), seed=args.seed)
-    val_loader, test_loader = (gr.DistNeighborLoader(part, {SEED_TYPE: owned_seeds(part, m)}, fanouts=every, batch_size=1024,
-                                                     shuffle=False) for m in ("val_mask", "test_mask"))
-    loaders = (loader, val_loader, test_loader)
+    # evaluation: every paper's logits by layer-wise inference (every in-neighbour, every node type, layer by layer)
+    val, test = (LayerwiseAccuracy(part, m, HeteroSAGE.layers, node_type=SEED_TYPE, inputs_of=lambda model: model.inputs(part))
+                 for m in ("val_mask", "test_mask"))
+    loaders = (loader, val, test)
     return fit(model, forward_pyg if use_pyg else forward, loaders, args, device, rank, world_size) | {"layers": "pyg" if use_pyg else "torch"}
 
 

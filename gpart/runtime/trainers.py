@@ -14,7 +14,9 @@ spread over its L trainers. With L = 1 the group is the default one (rank r
 on partition r, the special case). A world size that is no multiple of P
 fits no layout: InputError naming the layouts that fit. Building a layout
 with L > 1 creates the groups: a collective, every rank at the same point
-(they are cached per (P, L)).
+(they are cached per (P, L)). `partition_group(layout)` gives the other
+grouping, the L trainers of this rank's partition {p * L .. p * L + L - 1}
+(e.g. to share work on the partition's own nodes).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from gpart.base.errors import InputError
 from gpart.collectives.process_group import world
 
 _groups: dict[tuple[int, int], list[Any]] = {}
+_partition_groups: dict[tuple[int, int], list[Any]] = {}
 
 
 @dataclass(frozen=True)
@@ -100,3 +103,17 @@ def _serving_groups(num_parts: int, per_part: int, timeout_s: float) -> list[Any
         timeout = datetime.timedelta(seconds=timeout_s)
         _groups[key] = [dist.new_group([p * per_part + i for p in range(num_parts)], timeout=timeout) for i in range(per_part)]
     return _groups[key]
+
+
+def partition_group(layout: TrainerLayout, timeout_s: float = 60.0) -> Any:
+    """The process group of the L trainers of this rank's partition (ranks p * L .. p * L + L - 1); None with
+    L = 1. The first call for a (P, L) is a collective: every rank creates every group, in the same order."""
+    num_parts, per_part = layout.num_parts, layout.trainers_per_part
+    if per_part == 1:
+        return None
+    key = (num_parts, per_part)
+    if key not in _partition_groups:
+        timeout = datetime.timedelta(seconds=timeout_s)
+        _partition_groups[key] = [dist.new_group(list(range(p * per_part, (p + 1) * per_part)), timeout=timeout)
+                                  for p in range(num_parts)]
+    return _partition_groups[key][layout.partition]
