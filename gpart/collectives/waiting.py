@@ -23,6 +23,7 @@ from gpart.collectives import presence
 
 GRACE_S = 3.0  # a peer this late is worth one warning line
 SLICE_S = 0.5  # how often a waiting rank asks the store whether a peer has ended
+_SHORTEST_S = 0.01  # c10d reads a timed wait of 0 ms as no limit at all: no slice is shorter than this
 LAST_CHANCE_S = 0.5  # a peer that ended right after its part of the exchange: the exchange may still complete
 END_RECORD_S = 0.5  # after a broken exchange, how long a peer's end record may take to arrive
 log = logging.getLogger("gpart.collectives")
@@ -47,7 +48,7 @@ def watch(work: Any, timeout_s: float, peers: Sequence[int], warning: Callable[[
     warned = False
     while True:
         left = deadline - time.monotonic()
-        if left <= 0:
+        if left < _SHORTEST_S:
             return Outcome("timeout", waited_s=time.monotonic() - start)
         finished = _wait_slice(work, min(SLICE_S, left))
         if finished is not None:
