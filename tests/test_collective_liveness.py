@@ -158,3 +158,44 @@ def test_a_rank_alone_in_a_collective_warns_then_fails_at_its_limit_when_the_oth
         assert 2.5 <= at <= 5.0, r["warnings"]
         assert warning.startswith("gpart: rank 0 waits in collective #") and f"'{name}' for rank 1" in warning
         assert f"(waiting {LIMIT_S:g} s at most)" in warning
+
+
+class _Work:
+    """A gloo-like work: the timed wait raises 'Operation timed out!' until `done_at`, then returns or raises."""
+
+    def __init__(self, done_at: float, error: str = ""):
+        self.done_at, self.error, self.waits = time.monotonic() + done_at, error, []
+
+    def is_completed(self) -> bool:
+        return time.monotonic() >= self.done_at
+
+    def wait(self, timeout=None):
+        self.waits.append(timeout)
+        assert timeout is None or timeout.total_seconds() >= 0.001  # c10d reads 0 ms as no limit
+        left = self.done_at - time.monotonic()
+        if timeout is not None and left > timeout.total_seconds():
+            time.sleep(timeout.total_seconds())
+            raise RuntimeError("Operation timed out!")
+        time.sleep(max(0.0, left))
+        if self.error:
+            raise RuntimeError(self.error)
+        return True
+
+
+def test_watch_slices_the_wait_warns_once_and_keeps_the_limit(monkeypatch, caplog):
+    from gpart.collectives import waiting
+
+    monkeypatch.setattr(waiting, "GRACE_S", 0.3)
+    monkeypatch.setattr(waiting, "SLICE_S", 0.1)
+    caplog.set_level(logging.WARNING, logger="gpart.collectives")
+    fast = _Work(0.0)
+    assert waiting.watch(fast, 5.0, [], lambda: "never").status == "done" and len(fast.waits) == 1
+    late = _Work(0.7)
+    assert waiting.watch(late, 5.0, [], lambda: "late peer").status == "done"
+    assert [r.getMessage() for r in caplog.records] == ["late peer"]  # once, after the grace
+    caplog.clear()
+    start = time.monotonic()
+    outcome = waiting.watch(_Work(60.0), 0.25, [], lambda: "not before the limit")
+    assert outcome.status == "timeout" and 0.24 <= time.monotonic() - start < 1.0 and not caplog.records
+    broken = waiting.watch(_Work(0.15, "Connection closed by peer"), 5.0, [], lambda: "")
+    assert broken.status == "failed" and "Connection closed" in str(broken.error) and broken.ended == {}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 import torch.distributed as dist
@@ -107,7 +107,7 @@ def check_same_across_ranks(value: str, what: str, timeout_s: float = 60.0, grou
     _raise_on_difference([_decode(t) for t in gathered], rank, world_size, what, path)
 
 
-def _not_reached(outcome: Outcome, waiting, rank: int, world_size: int, what: str, timeout_s: float) -> str:
+def _not_reached(outcome: Outcome, waiting: Callable[[], str], rank: int, world_size: int, what: str, timeout_s: float) -> str:
     """The one line of a check that did not complete: who is missing and what they do, as far as we know."""
     if outcome.status == "timeout":
         return f"{waiting()} (not all {world_size} ranks reached the check of {what} within {timeout_s:g} s)"

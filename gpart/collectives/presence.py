@@ -21,6 +21,7 @@ from __future__ import annotations
 import multiprocessing.util
 import os
 import queue
+import socket
 import sys
 import threading
 import time
@@ -35,6 +36,7 @@ from gpart.collectives.one_line import first_line
 _KEY = "gpart/presence"
 _ENDED = f"{_KEY}/ended"  # a counter (store.add): how many ranks wrote an end record
 END_WRITE_S = 1.0  # how long an ending process waits for its end record to reach the store
+PROBE_S = 0.3  # how long an ending process tries to reach the store's host before writing to it
 READ_S = 2.0  # the longest a read of the records may take (the store may be unreachable)
 SHOWN = 4  # ranks named in one message
 
@@ -141,7 +143,21 @@ def _write_end(state: _State, what: str) -> None:
     if state.store is None or state.end_written or state.pid != os.getpid():
         return
     state.end_written = True
-    _writer.put(state.store, f"{_KEY}/end/{state.rank}", what, count=True).wait(END_WRITE_S)
+    if _reachable(state.store):  # the store's host often ends first: writing then only prints c10d's stack trace
+        _writer.put(state.store, f"{_KEY}/end/{state.rank}", what, count=True).wait(END_WRITE_S)
+
+
+def _reachable(store: Any) -> bool:
+    """Whether a TCPStore's server accepts a connection (a plain socket: no c10d error log); other stores: True."""
+    while not hasattr(store, "port") and hasattr(store, "underlying_store"):
+        store = store.underlying_store
+    if not hasattr(store, "port"):
+        return True
+    try:
+        with socket.create_connection((store.host, store.port), timeout=PROBE_S):
+            return True
+    except OSError:
+        return False
 
 
 def _bounded(read: Callable[[Any], Any], limit_s: float = READ_S) -> Any:
@@ -198,20 +214,22 @@ def describe(ranks: Sequence[int], seq: Optional[int], what: Optional[str]) -> s
     """What the `ranks` that are not in collective #seq `what` are doing, as far as the records say:
     'rank 1, which has exited (its last gpart collective: #4 'node_split')'; '' when all are there."""
     ended = ended_among(ranks)
-    records = _bounded(lambda store: _read(store, ranks, "at")) or {}
+    records = _bounded(lambda store: _read(store, ranks, "at"))
+    known = records is not None  # None: the store did not answer, so a missing record says nothing
     now, phrases = time.time(), []
     for r in ranks:
-        fields = records.get(r, "").split("\t", 2)
+        fields = (records or {}).get(r, "").split("\t", 2)
         at = (int(fields[0]), float(fields[1]), fields[2]) if len(fields) == 3 else None
-        its_last = f"its last gpart collective: #{at[0]} {at[2]!r}" if at else "no gpart collective before"
+        its_last = f" (its last gpart collective: #{at[0]} {at[2]!r})" if at else ""
         if r in ended:
-            phrases.append(f"rank {r}, which {ended[r]} ({its_last})")
-        elif at is None:
+            phrases.append(f"rank {r}, which {ended[r]}{its_last}")
+        elif at is None and known:
             phrases.append(f"rank {r}, which has not entered any gpart collective")
+        elif at is None:
+            continue
         elif seq is not None and at[0] > seq:
             phrases.append(f"rank {r}, which is ahead, in collective #{at[0]} {at[2]!r}")
         elif (at[0], at[2]) != (seq, what):
-            phrases.append(f"rank {r}, which has not entered a gpart collective for {max(0.0, now - at[1]):.0f} s "
-                           f"({its_last})")
+            phrases.append(f"rank {r}, which has not entered a gpart collective for {max(0.0, now - at[1]):.0f} s{its_last}")
     more = f"; and {len(phrases) - SHOWN} more ranks" if len(phrases) > SHOWN else ""
     return "; ".join(phrases[:SHOWN]) + more

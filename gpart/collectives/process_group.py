@@ -80,14 +80,14 @@ def _after_last() -> str:
 
 
 def _elsewhere(peers: list[int]) -> str:
-    """The peers whose last named collective is not this rank's, described; '' when all match."""
+    """The peers whose last named collective is not this rank's, described; '' when all match (or this rank
+    entered none: the preparation commands name no collective)."""
     last = presence.last()
-    return presence.describe(peers, *(last if last else (None, None)))
+    return presence.describe(peers, *last) if last else ""
 
 
 def _still_waiting(rank: int, what: str, peers: list[int]) -> str:
-    others = _elsewhere(peers) or ("every one of them entered the same gpart collective last: one may be computing, "
-                                   "or in a collective outside gpart")
+    others = _elsewhere(peers) or "none is known to be elsewhere: one may be computing, or in a collective outside gpart"
     return (f"gpart: rank {rank} has waited {GRACE_S:g} s in {what}{_after_last()} for the other {len(peers)} ranks; "
             f"{others}; every rank must make the same collective calls")
 
