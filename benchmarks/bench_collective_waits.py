@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from harness import REPO  # noqa: F401 (first: puts the repository root on sys.path)
+from gpart.collectives import check_same_across_ranks, exchange_counts
 from tests.support.gloo_processes import run_distributed
 
 LIMIT_S = 60.0
@@ -43,8 +44,6 @@ def _bare_counts(world_size: int) -> None:
 
 
 def _measure(rank: int, world_size: int, calls: int) -> dict:
-    from gpart.collectives import check_same_across_ranks, exchange_counts
-
     torch.set_num_threads(1)
     pairs = {
         "check": (lambda: check_same_across_ranks("v", "bench", LIMIT_S), lambda: _old_check(rank, world_size)),

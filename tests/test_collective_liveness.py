@@ -23,7 +23,12 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
+import torch.distributed as dist
 
+import gpart.runtime as gr
+from gpart.collectives import waiting
+from gpart.partition import partition_graph
 from support.gloo_processes import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,11 +39,6 @@ LIMIT_S = 6.0  # rank 0's limit while rank 1 is alive elsewhere
 
 def _rank_main(rank: int, port: int, case: str, parts: str) -> None:
     """One rank of a scenario (run in a fresh interpreter); rank 0 prints one JSON line of results."""
-    import torch
-    import torch.distributed as dist
-
-    import gpart.runtime as gr
-
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
                             timeout=datetime.timedelta(seconds=60))
@@ -70,8 +70,6 @@ def _rank_main(rank: int, port: int, case: str, parts: str) -> None:
 
 
 def _leave(case: str) -> None:
-    import torch.distributed as dist
-
     if case == "raise":
         raise ValueError("rank one's own error")
     if case == "destroy":
@@ -98,8 +96,6 @@ def _record_warnings() -> list:
 
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory) -> Path:
-    from gpart.partition import partition_graph
-
     if not CORA.exists():
         pytest.skip("sample_data/cora.npz missing")
     out = tmp_path_factory.mktemp("liveness") / "cora_2"
@@ -183,8 +179,6 @@ class _Work:
 
 
 def test_watch_slices_the_wait_warns_once_and_keeps_the_limit(monkeypatch, caplog):
-    from gpart.collectives import waiting
-
     monkeypatch.setattr(waiting, "GRACE_S", 0.3)
     monkeypatch.setattr(waiting, "SLICE_S", 0.1)
     caplog.set_level(logging.WARNING, logger="gpart.collectives")

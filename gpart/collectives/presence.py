@@ -58,6 +58,7 @@ class _State:
     ended_count: int = 0  # the counter's value when `ended` was last read
     ended: dict[int, str] = field(default_factory=dict)
     end_written: bool = False
+    silent: bool = False  # a read went unanswered: the store's host is lost, ask it nothing more
     pid: int = 0  # the process that registered (a forked child that exits is not this rank ending)
 
 
@@ -163,7 +164,7 @@ def _reachable(store: Any) -> bool:
 def _bounded(read: Callable[[Any], Any], limit_s: float = READ_S) -> Any:
     """read(store) in a daemon thread, None when it fails or is late (a store client may block on a cut link)."""
     store = _state.store
-    if store is None:
+    if store is None or _state.silent:
         return None
     answer: list[Any] = []
 
@@ -176,6 +177,7 @@ def _bounded(read: Callable[[Any], Any], limit_s: float = READ_S) -> Any:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     thread.join(limit_s)
+    _state.silent = thread.is_alive()
     return answer[0] if answer else None
 
 
