@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 import torch.distributed as dist
@@ -96,26 +96,31 @@ def check_same_across_ranks(value: str, what: str, timeout_s: float = 60.0, grou
     gathered = [torch.empty_like(mine) for _ in range(world_size)]
     work = dist.all_gather(gathered, mine, group=control, async_op=True)
     peers = [r for r in global_ranks(group) if r != me]
-
-    def waiting() -> str:
-        missing = presence.describe(peers, seq, what) or f"the other {len(peers)} ranks"
-        return f"rank {me} waits in collective #{seq} {what!r} for {missing}: every rank must call it"
-
-    outcome = watch(work, timeout_s, peers, lambda: f"gpart: {waiting()} (waiting {timeout_s:g} s at most)")
+    outcome = watch(work, timeout_s, peers, lambda: f"gpart: {_waits(me, seq, what, peers)} (waiting {timeout_s:g} s at most)")
     if outcome.status != "done":
-        raise RankMismatchError(path, _not_reached(outcome, waiting, me, world_size, what, timeout_s))
+        raise RankMismatchError(path, _not_reached(outcome, me, seq, what, peers, world_size, timeout_s))
     _raise_on_difference([_decode(t) for t in gathered], rank, world_size, what, path)
 
 
-def _not_reached(outcome: Outcome, waiting: Callable[[], str], rank: int, world_size: int, what: str, timeout_s: float) -> str:
+def _waits(rank: int, seq: int, what: str, peers: list[int], missing: Optional[str] = None) -> str:
+    """'rank 0 waits in collective #5 'x' for rank 1, which ...: every rank must call it' (the store's records)."""
+    missing = presence.describe(peers, seq, what) if missing is None else missing
+    return f"rank {rank} waits in collective #{seq} {what!r} for {missing or f'the other {len(peers)} ranks'}: every rank must call it"
+
+
+def _not_reached(outcome: Outcome, rank: int, seq: int, what: str, peers: list[int], world_size: int, timeout_s: float) -> str:
     """The one line of a check that did not complete: who is missing and what they do, as far as we know."""
+    missing = presence.describe(peers, seq, what)
+    waits = _waits(rank, seq, what, peers, missing)
     if outcome.status == "timeout":
-        return f"{waiting()} (not all {world_size} ranks reached the check of {what} within {timeout_s:g} s)"
+        return f"{waits} (not all {world_size} ranks reached the check of {what} within {timeout_s:g} s)"
     if outcome.ended:
-        return (f"{waiting()} (not all {world_size} ranks reached the check of {what}: gave up after "
+        return (f"{waits} (not all {world_size} ranks reached the check of {what}: gave up after "
                 f"{outcome.waited_s:.1f} s, as a rank has ended)")
-    return (f"rank {rank}: not all {world_size} ranks reached the check of {what} within {timeout_s:g} s "
-            f"({first_line(outcome.error)}){lost_hosts(rank, world_size, timeout_s)}")
+    failed = f"not all {world_size} ranks reached the check of {what} within {timeout_s:g} s ({first_line(outcome.error)})"
+    if missing:  # a rank is known to be elsewhere: that is the cause, not the link
+        return f"{waits} ({failed})"
+    return f"rank {rank}: {failed}{lost_hosts(rank, world_size, timeout_s)}"
 
 
 def _raise_on_difference(decoded: list[tuple[bytes, int, str, str]], rank: int, world_size: int, what: str, path) -> None:
