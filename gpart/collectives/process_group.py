@@ -94,10 +94,9 @@ def _still_waiting(rank: int, what: str, peers: list[int]) -> str:
 
 def _wait_error(outcome: Outcome, rank: int, world_size: int, what: str, timeout_s: float, peers: list[int]) -> str:
     me = f"rank {rank} on {socket.gethostname()}: {what}{_after_last()}"
-    if outcome.ended:
-        cause = f" ({first_line(outcome.error)})" if outcome.error is not None else ""
+    if outcome.ended:  # what the peer did says more than gloo's closed connection
         return (f"{me} waits for {presence.describe(sorted(outcome.ended), None, None)}: every rank must make the "
-                f"same collective calls; gave up after {outcome.waited_s:.1f} s{cause}")
+                f"same collective calls; gave up after {outcome.waited_s:.1f} s")
     if outcome.status == "failed":
         return (f"{me} with the other {world_size - 1} ranks failed or did not complete within {timeout_s:g} s "
                 f"({first_line(outcome.error)}){lost_hosts(rank, world_size, timeout_s)}")
