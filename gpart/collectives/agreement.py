@@ -7,6 +7,12 @@ number within the job (per process group). Every public collective of gpart.runt
 such a check, so ranks that entered different collectives (rank 0 in layerwise_inference, rank 1
 in gr.barrier or in another loader), or the same one a different number of times, raise at once,
 naming both, instead of waiting for the timeout in mismatched exchanges.
+
+Each check also records, in the job's store, that this rank entered it (gpart.collectives.presence),
+and waits in slices (gpart.collectives.waiting): a rank that makes the call alone fails as soon as a
+peer that cannot come has ended (exited, destroy_process_group), and otherwise logs once, after a few
+seconds, which ranks have not entered the collective and their last one, then raises at the limit
+saying the same.
 """
 
 from __future__ import annotations
@@ -19,7 +25,10 @@ import torch
 import torch.distributed as dist
 
 from gpart.base.errors import InputError, RankMismatchError
-from gpart.collectives.process_group import first_line, world
+from gpart.collectives import presence
+from gpart.collectives.peers import lost_hosts
+from gpart.collectives.process_group import first_line, global_ranks, world
+from gpart.collectives.waiting import Outcome, watch
 
 # Bytes of a value's text shipped beside its digest, so a disagreement names
 # both values in the error (long values are cut); the collective's name likewise.
@@ -53,7 +62,7 @@ _control_groups: dict[float, object] = {}
 
 
 def _control_group(group, timeout_s: float):
-    """A gloo group for checks: monitored_barrier (bounded time) exists only for gloo."""
+    """A gloo group for checks: gloo's timed wait on a work can be taken in slices (NCCL's does not block)."""
     if dist.get_backend(group) == "gloo":
         return group
     if group is not None:
@@ -69,29 +78,49 @@ def check_same_across_ranks(value: str, what: str, timeout_s: float = 60.0, grou
     """Raise RankMismatchError (on every rank) unless all ranks pass the same `value`.
 
     A no-op in a world of one. A rank that does not arrive within `timeout_s`
-    seconds gives an error naming the missing ranks instead of a hang. Values
-    travel as a SHA-256 digest plus their first bytes as text (no pickling).
+    seconds gives an error naming the missing ranks and their last gpart
+    collective instead of a hang; one that has ended (exited, destroyed its
+    process group) an error at once. Values travel as a SHA-256 digest plus
+    their first bytes as text (no pickling).
     """
     rank, world_size = world(group)
     if world_size == 1:
         return
     control = _control_group(group, timeout_s)
-    timeout = datetime.timedelta(seconds=timeout_s)
-    try:
-        dist.monitored_barrier(group=control, timeout=timeout, wait_all_ranks=True)
-    except RuntimeError as exc:
-        raise RankMismatchError(path, f"rank {rank}: not all {world_size} ranks reached the check of {what} "
-                                      f"within {timeout_s:g} s ({first_line(exc)})") from None
     seq = _sequence.get(id(control), 0) + 1
     _sequence[id(control)] = seq
+    me = world()[0]
+    presence.register(me)
+    presence.enter(seq, what)
     mine = _encode(value, what, seq)
     gathered = [torch.empty_like(mine) for _ in range(world_size)]
     work = dist.all_gather(gathered, mine, group=control, async_op=True)
-    try:
-        work.wait(timeout)
-    except RuntimeError as exc:  # every rank arrived, then the exchange broke: a message of its own
-        raise RankMismatchError(path, f"rank {rank}: exchanging {what} failed: {first_line(exc)}") from None
+    peers = [r for r in global_ranks(group) if r != me]
+    outcome = watch(work, timeout_s, peers, lambda: f"gpart: {_waits(me, seq, what, peers)} (waiting {timeout_s:g} s at most)")
+    if outcome.status != "done":
+        raise RankMismatchError(path, _not_reached(outcome, me, seq, what, peers, world_size, timeout_s))
     _raise_on_difference([_decode(t) for t in gathered], rank, world_size, what, path)
+
+
+def _waits(rank: int, seq: int, what: str, peers: list[int], missing: Optional[str] = None) -> str:
+    """'rank 0 waits in collective #5 'x' for rank 1, which ...: every rank must call it' (the store's records)."""
+    missing = presence.describe(peers, seq, what) if missing is None else missing
+    return f"rank {rank} waits in collective #{seq} {what!r} for {missing or f'the other {len(peers)} ranks'}: every rank must call it"
+
+
+def _not_reached(outcome: Outcome, rank: int, seq: int, what: str, peers: list[int], world_size: int, timeout_s: float) -> str:
+    """The one line of a check that did not complete: who is missing and what they do, as far as we know."""
+    missing = presence.describe(peers, seq, what)
+    waits = _waits(rank, seq, what, peers, missing)
+    if outcome.status == "timeout":
+        return f"{waits} (not all {world_size} ranks reached the check of {what} within {timeout_s:g} s)"
+    if outcome.ended:
+        return (f"{waits} (not all {world_size} ranks reached the check of {what}: gave up after "
+                f"{outcome.waited_s:.1f} s, as a rank has ended)")
+    failed = f"not all {world_size} ranks reached the check of {what} within {timeout_s:g} s ({first_line(outcome.error)})"
+    if missing:  # a rank is known to be elsewhere: that is the cause, not the link
+        return f"{waits} ({failed})"
+    return f"rank {rank}: {failed}{lost_hosts(rank, world_size, timeout_s)}"
 
 
 def _raise_on_difference(decoded: list[tuple[bytes, int, str, str]], rank: int, world_size: int, what: str, path) -> None:

@@ -47,7 +47,7 @@ def exchange_counts(send_counts: Sequence[int] | torch.Tensor, group=None, timeo
     device = comm_device(group)
     send = send.to(device)
     recv = torch.empty_like(send)
-    wait(dist.all_to_all_single(recv, send, group=group, async_op=True), timeout_s, "exchanging counts")
+    wait(dist.all_to_all_single(recv, send, group=group, async_op=True), timeout_s, "exchanging counts", group)
     return [int(x) for x in recv.cpu().tolist()]
 
 
@@ -89,7 +89,7 @@ def all_to_all_rows(
         group=group,
         async_op=True,
     )
-    wait(work, timeout_s, "exchanging rows")
+    wait(work, timeout_s, "exchanging rows", group)
     rows = out.view(send.dtype).reshape(-1, *row_shape)
     return rows.to(send.device, non_blocking=True)
 

@@ -20,6 +20,8 @@ import time
 
 import torch.distributed as dist
 
+from gpart.collectives.presence import default_store
+
 _KEY = "gpart/peers"
 # How long a failed rank waits for the live ranks to mark themselves failed too: their time
 # limits expire within about a second of each other, a killed peer's connections at once.
@@ -27,19 +29,12 @@ PROBE_S = 5.0
 _registered = [False]
 
 
-def _default_store():
-    try:
-        return dist.distributed_c10d._get_default_store()  # no public accessor; the group's store
-    except (RuntimeError, ValueError, AttributeError):
-        return None
-
-
 def register(rank: int) -> None:
     """Leave this rank's host name in the job's store (once per process; failures ignored)."""
     if _registered[0]:
         return
     _registered[0] = True
-    store = _default_store()
+    store = default_store()
     if store is None:
         return
     try:
@@ -55,7 +50,7 @@ def lost_hosts(rank: int, world_size: int, timeout_s: float) -> str:
     its own timeout on a cut link, so the probe runs in a daemon thread that is
     abandoned when late (the process is about to exit with the error anyway).
     """
-    store = _default_store()
+    store = default_store()
     if store is None or world_size < 2:
         return ""
     probe_s = min(PROBE_S, timeout_s / 2)
