@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench_dgl_cut import cut_and_balances, print_ratios
 from harness import dir_bytes, script_child
 
 HERE = Path(__file__).resolve()
@@ -104,8 +105,6 @@ def run_side(args, side: str) -> dict:
     if "error" in result:
         return result
     result["bytes"] = dir_bytes(out)
-    from bench_dgl_cut import cut_and_balances
-
     with np.load(args.graph) as z:
         src, dst, n = z["src"], z["dst"], int(z["num_nodes"])
         train = np.flatnonzero(z["train_mask"]) if "train_mask" in z.files else None
@@ -159,11 +158,7 @@ def main() -> None:
         print(f"  {LABELS[side]:<30}{result['seconds']:8.1f}{result['job_seconds']:8.1f}{result['cpu']:8.1f}"
               f"{result['rss_mib']:9.0f}{result['bytes'] / 1e9:8.2f}{result['cut']:7.3f}{result['node_balance']:7.3f}"
               f"{result['edge_balance']:8.3f}{train:>7}", flush=True)
-    if "gpart" in results and "dgl" in results:
-        a, b = results["gpart"], results["dgl"]
-        print(f"  gpart / DGL: wall {a['seconds'] / b['seconds']:.2f}, cpu {a['cpu'] / b['cpu']:.2f}, "
-              f"peak RSS {a['rss_mib'] / b['rss_mib']:.2f}, cut {a['cut'] / b['cut']:.3f} "
-              "(targets: wall <= 0.5, peak RSS <= 1, cut <= 1, every balance <= 1.10)", flush=True)
+    print_ratios(results, LABELS)  # the targets: wall <= 0.5, peak RSS <= 1, cut <= 1, every balance <= 1.10
 
 
 if __name__ == "__main__":

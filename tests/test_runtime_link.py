@@ -21,17 +21,13 @@ import torch
 import gpart.runtime as gr
 from gpart.base.errors import InputError
 from support.gloo_processes import run_distributed
+from support.npz_arrays import npz_arrays
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
 HETERO = REPO / "sample_data" / "cora_hetero.npz"
 FANOUTS = [4, 3]
 TYPED_FANOUTS = {("paper", "cites", "paper"): [4, 2], ("word", "in", "paper"): [3, 2], ("paper", "has", "word"): [3, 2]}
-
-
-def _load(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +92,7 @@ def check_homogeneous(batch, data: dict, mode, ratio: int, strict: bool, exclude
 
 
 def test_one_process_link_batches(parts):
-    data = _load(CORA)
+    data = npz_arrays(CORA)
     part = gr.load_partition(parts[1], device="cpu")
     train = gr.edge_split(part, torch.arange(0, data["src"].size, 3))
     seen = 0
@@ -161,7 +157,7 @@ def check_typed(batch, data: dict, etype, strict: bool, exclude: bool) -> int:
 
 
 def test_one_process_typed_link_batches(parts):
-    data = _load(HETERO)
+    data = npz_arrays(HETERO)
     part = gr.load_partition(parts[("typed", 1)], device="cpu")
     for etype in (("paper", "cites", "paper"), ("word", "in", "paper")):
         ids = torch.arange(0, data[f"{':'.join(etype)}/src"].size, 7)
@@ -173,7 +169,7 @@ def test_one_process_typed_link_batches(parts):
 
 
 def _ranks(rank: int, world_size: int, parts: dict) -> dict:
-    data = _load(CORA)
+    data = npz_arrays(CORA)
     part = gr.load_partition(parts[world_size], device="cpu")
     train = gr.edge_split(part, torch.arange(0, data["src"].size, 2))
     out = {"train": train.tolist()}
@@ -189,7 +185,7 @@ def _ranks(rank: int, world_size: int, parts: dict) -> dict:
     mine = train if rank else train[:0]
     out["empty"] = [b.input_id.numel() for b in gr.DistLinkNeighborLoader(part, mine, fanouts=FANOUTS, batch_size=256)]
     if world_size == 2:
-        typed = _load(HETERO)
+        typed = npz_arrays(HETERO)
         hpart = gr.load_partition(parts[("typed", 2)], device="cpu")
         etype = ("word", "in", "paper")
         ids = torch.arange(rank, typed["word:in:paper/src"].size, 2 * 5)
@@ -200,7 +196,7 @@ def _ranks(rank: int, world_size: int, parts: dict) -> dict:
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_distributed_link_batches(parts, world_size):
     results = run_distributed(_ranks, world_size, parts, timeout_s=240)
-    n_edges = _load(CORA)["src"].size
+    n_edges = npz_arrays(CORA)["src"].size
     assert sorted(sum((r["train"] for r in results), [])) == list(range(0, n_edges, 2))
     for mode in ("binary", "triplet"):
         assert len({r[mode]["batches"] for r in results}) == 1

@@ -21,6 +21,15 @@ import traceback
 from typing import Any, Callable
 
 
+def error_text(call: Callable[[], Any]) -> str:
+    """"no error" when `call()` returns, else "ErrorType: message": what a rank reports of a call that should fail."""
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - the message is what the tests check
+        return f"{type(exc).__name__}: {exc}"
+    return "no error"
+
+
 class DistributedTestError(RuntimeError):
     """A rank raised, died, or the group did not finish in time."""
 
