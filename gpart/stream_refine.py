@@ -1,0 +1,159 @@
+"""Streaming refinement for `--method stream`: balanced label propagation over the spilled edges, the best pass kept.
+
+Each pass reads the buckets of gpart.stream (every neighbour of a block's
+nodes, block by block) once. Per block, one bincount of (node, owner of
+neighbour) gives each node's neighbours per part [block, P]; from it the
+node's best other part, what moving there gains (neighbours there minus
+neighbours in its own part) and, summed, the cut of the owners as they
+stand. Then one vectorised batch of moves (`_moves`):
+
+- a seeded random fraction (ACTIVE) of the nodes with a positive gain may
+  move: neighbours moving at once towards each other's parts would each
+  gain alone and swap places together;
+- they claim room best gain first, grouped by target part, no part past
+  (1 + imbalance) times its mean in any balanced share (nodes, in-edges,
+  training nodes or the named masks: gpart.stream's `shares`); room freed
+  by the nodes leaving a part counts in the next round (ROUNDS);
+- what full parts block moves both ways between two parts trade in
+  pairs (`_exchange`): the i-th best a->b with the i-th best b->a, as long
+  as both parts stay within the bound.
+
+The cut a pass is counted on the next read, so the last pass costs one
+more read; the best pass (within the balance, then the lowest cut,
+`rank`) is kept, so more passes never return a worse result. Memory: the
+N-sized owners, best parts and gains, one block's counts (block x P
+int32), the [P, C] loads; the edges stay in the scratch files.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+PASSES = 12
+STALL_PASSES = 3  # passes in a row that do not beat the best end the refinement
+ACTIVE = 0.5
+ROUNDS = 4
+SEED = 11
+
+Rank = Callable[[np.ndarray, float], tuple[float, float]]
+
+
+def refine(buckets, owner: np.ndarray, shares: np.ndarray, num_parts: int, block: int, imbalance: float,
+           num_edges: int, rank: Rank, passes: int = PASSES, bar=None) -> tuple[np.ndarray, list[float], tuple[float, float]]:
+    """The best of `owner` and up to `passes` refinement passes from it (by `rank`: lower is better), the cut
+    (fraction of the input edges) of every pass, `owner`'s first, and the best one's rank."""
+    limit = (1.0 + imbalance) * shares.sum(axis=0) / num_parts
+    cuts: list[float] = []
+    best, best_key, stalled = owner, (np.inf, np.inf), 0
+    for done in range(passes + 1):
+        counts = neighbour_counts(buckets, owner, num_parts, block)
+        rows = np.arange(owner.shape[0])
+        cuts.append(float(counts.sum(dtype=np.int64) - counts[rows, owner].sum(dtype=np.int64)) / max(2 * num_edges, 1))
+        key = rank(owner, cuts[-1])
+        best, best_key, stalled = (owner, key, 0) if key < best_key else (best, best_key, stalled + 1)
+        if bar is not None:
+            bar.advance(1.0)
+        if done == passes or stalled >= STALL_PASSES:
+            break
+        moved = _moves(owner, counts, shares, limit, num_parts, np.random.default_rng([SEED, done]))
+        if moved is None:
+            break
+        owner = moved
+    return best, cuts, best_key
+
+
+def neighbour_counts(buckets, owner: np.ndarray, num_parts: int, block: int) -> np.ndarray:
+    """[N, P] int32: each node's neighbours in each part (one read of the buckets)."""
+    n = owner.shape[0]
+    counts = np.zeros((n, num_parts), dtype=np.int32)
+    for b in range(buckets.offsets.shape[0] - 1):
+        first, last = b * block, min((b + 1) * block, n)
+        local = buckets.rows(b, "node").astype(np.int64) - first
+        counts[first:last] = np.bincount(local * num_parts + owner[buckets.rows(b, "neighbour")],
+                                         minlength=(last - first) * num_parts).reshape(last - first, num_parts)
+    return counts
+
+
+def _moves(owner: np.ndarray, counts: np.ndarray, shares: np.ndarray, limit: np.ndarray, num_parts: int,
+           rng: np.random.Generator) -> np.ndarray | None:
+    """New owners after one batch of moves (None where none fits): free room best gain first, then swaps."""
+    rows = np.arange(owner.shape[0])
+    own = counts[rows, owner]
+    others = counts.copy()
+    others[rows, owner] = -1
+    target = np.argmax(others, axis=1).astype(np.int32)
+    gain = others[rows, target] - own
+    del others
+    movers = np.flatnonzero((gain > 0) & (rng.random(owner.shape[0]) < ACTIVE))
+    owner = owner.copy()
+    load = np.column_stack([np.bincount(owner, weights=shares[:, c], minlength=num_parts) for c in range(shares.shape[1])])
+    moved = np.zeros(owner.shape[0], dtype=bool)
+    for _ in range(ROUNDS):
+        taken = _claim_room(movers, target, gain, shares, load, limit)
+        if taken.size == 0:
+            break
+        _apply(owner, taken, target, shares, load)
+        moved[taken] = True
+        movers = np.setdiff1d(movers, taken, assume_unique=True)
+    swapped = _swap(owner, counts, moved | (rng.random(owner.shape[0]) >= ACTIVE), shares, load, limit, num_parts)
+    return owner if moved.any() or swapped else None
+
+
+def _claim_room(movers: np.ndarray, target: np.ndarray, gain: np.ndarray, shares: np.ndarray, load: np.ndarray,
+                limit: np.ndarray) -> np.ndarray:
+    """The movers whose target part has room for them and for every better mover into it (in every share)."""
+    order = movers[np.lexsort((-gain[movers], target[movers]))]  # grouped by target part, best gain first
+    to = target[order]
+    w = shares[order]
+    cum = np.cumsum(w, axis=0)
+    first = np.searchsorted(to, to)  # each row's group start
+    within = cum - cum[first] + w[first]
+    fits = np.all(load[to] + within <= limit, axis=1)
+    return order[fits]
+
+
+def _swap(owner: np.ndarray, counts: np.ndarray, fixed: np.ndarray, shares: np.ndarray, load: np.ndarray,
+          limit: np.ndarray, num_parts: int) -> int:
+    """Swap nodes between every two parts a, b (in place; `load` kept): the i-th best a->b with the i-th best b->a,
+    as long as the two together gain (either may lose) and both parts stay within `limit`; nodes in `fixed` and
+    nodes swapped once stay. Returns the nodes swapped."""
+    rows = np.arange(owner.shape[0])
+    own = counts[rows, owner]
+    swapped = 0
+    for a in range(num_parts):  # a Python loop over pairs of parts, vectorised within a pair
+        for b in range(a + 1, num_parts):
+            ab, ba = _best_towards(owner, counts, own, fixed, a, b), _best_towards(owner, counts, own, fixed, b, a)
+            k = min(ab[0].size, ba[0].size)
+            if k == 0:
+                continue
+            gains = ab[1][:k] + ba[1][:k]
+            net = np.cumsum(shares[ab[0][:k]] - shares[ba[0][:k]], axis=0)  # what b gains and a loses after each pair
+            ok = (gains > 0) & np.all(load[b] + net <= limit, axis=1) & np.all(load[a] - net <= limit, axis=1)
+            pairs = k if ok.all() else int(np.argmin(ok))
+            if pairs:
+                load[b] += net[pairs - 1]
+                load[a] -= net[pairs - 1]
+                owner[ab[0][:pairs]], owner[ba[0][:pairs]] = b, a
+                fixed[ab[0][:pairs]] = fixed[ba[0][:pairs]] = True
+                swapped += 2 * pairs
+    return swapped
+
+
+def _best_towards(owner: np.ndarray, counts: np.ndarray, own: np.ndarray, fixed: np.ndarray, a: int, b: int):
+    """The free nodes of part a with a neighbour in b, by what moving to b gains (best first), and those gains."""
+    nodes = np.flatnonzero((owner == a) & ~fixed & (counts[:, b] > 0))
+    gain = counts[nodes, b].astype(np.int64) - own[nodes]
+    order = np.argsort(-gain, kind="stable")
+    return nodes[order], gain[order]
+
+
+def _apply(owner: np.ndarray, nodes: np.ndarray, target: np.ndarray, shares: np.ndarray, load: np.ndarray) -> None:
+    """Move `nodes` to their target parts (in place), updating `load` [P, C]."""
+    if nodes.size == 0:
+        return
+    for c in range(shares.shape[1]):
+        np.subtract.at(load[:, c], owner[nodes], shares[nodes, c])
+        np.add.at(load[:, c], target[nodes], shares[nodes, c])
+    owner[nodes] = target[nodes]
