@@ -57,7 +57,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from gpart.balance import BALANCE_BOUND, TRAIN_MASK, in_degrees, train_mask
+from gpart.balance import TRAIN_MASK, in_degrees, train_mask
 from gpart.formats.book import ArrayBook
 from gpart.bytes.reader import drop_pages
 from gpart.formats.scratch import ScratchDir
@@ -66,8 +66,7 @@ from gpart.base.progress import Progress, or_null
 from gpart.spill import bucket_rows
 from gpart.isolate import call_isolated
 from gpart.metis import balance_column, part_graph_multiconstraint
-from gpart.refine import rebalance
-from gpart.stream_refine import PASSES as REFINE_PASSES, neighbour_counts, refine
+from gpart.stream_refine import PASSES as REFINE_PASSES, loads, refine, tighten, worst_balance
 
 BLOCK_NODES = 8192
 MIN_BLOCK_NODES = 64
@@ -273,10 +272,8 @@ def _clustered(buckets, label: np.ndarray, shares: np.ndarray, num_parts: int, i
     unit_graph = _unit_graph(buckets, unit, sizes.shape[0]) if sizes.shape[0] > num_parts else None
     owners = {}
     for name, weights in (("clusters", sizes), ("clusters-combined", sizes.mean(axis=1, keepdims=True))):
-        owner = _partition_units(unit_graph, weights, num_parts, imbalance)[unit]
-        counts = neighbour_counts(buckets, owner, num_parts, block)
-        owners[name] = rebalance(owner, shares, num_parts, 1.0 + imbalance,
-                                 lambda current, nodes, part, to: counts[nodes, part] - counts[nodes, to], counts.sum(axis=1))
+        owners[name] = tighten(buckets, _partition_units(unit_graph, weights, num_parts, imbalance)[unit], shares,
+                               num_parts, block, imbalance)
     return owners
 
 
@@ -392,13 +389,7 @@ def _pass_key(owner: np.ndarray, cut: float, shares: np.ndarray, num_parts: int,
     """How a pass ranks (lower is better): how far its worst share is past 1 + imbalance (give or take
     BALANCE_SLACK: a clustered start a hair past it, facebook at 4 parts 1.031, cuts a tenth of what a
     placement within it cuts), then its cut."""
-    return max(_worst_balance(owner, shares, num_parts) - (1.0 + imbalance + BALANCE_SLACK), 0.0), cut
-
-
-def _worst_balance(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> float:
-    """The largest max/mean over the shares (1.0 = every share perfectly balanced)."""
-    mean = shares.sum(axis=0) / num_parts
-    return float((_loads(owner, shares, num_parts).max(axis=0) / np.where(mean > 0, mean, np.inf)).max())
+    return max(worst_balance(owner, shares, num_parts) - (1.0 + imbalance + BALANCE_SLACK), 0.0), cut
 
 
 def _cut_rows(buckets, owner: np.ndarray) -> int:
@@ -421,7 +412,7 @@ def _place_blocks(buckets, previous: np.ndarray, shares: np.ndarray, num_parts: 
     owner = previous.copy()
     fresh = n > 0 and bool(previous.max() < 0)
     rng = np.random.default_rng(seed)
-    load = np.zeros((num_parts, shares.shape[1])) if fresh else _loads(previous, shares, num_parts)
+    load = np.zeros((num_parts, shares.shape[1])) if fresh else loads(previous, shares, num_parts)
     totals = np.maximum(shares.sum(axis=0), 1e-300)
     limit = (1.0 + imbalance) * totals / num_parts
     alpha = math.sqrt(num_parts) * max(num_edges, 1) / max(n, 1) ** GAMMA
@@ -438,19 +429,14 @@ def _place_blocks(buckets, previous: np.ndarray, shares: np.ndarray, num_parts: 
         if fresh:
             room = (1.0 + imbalance) * (load.sum(axis=0) + w.sum(axis=0)) / num_parts - load
         else:
-            load -= _loads(owner[first:last], w, num_parts)
+            load -= loads(owner[first:last], w, num_parts)
             room = limit - load
         # load in node-equivalents: the mean over shares of each part's fraction, times N
         gain -= alpha * GAMMA * np.sqrt((load / totals).mean(axis=1) * n)
         chosen = _fill_parts(gain, w, room) if fresh else _restream_block(gain, w, room, owner[first:last].astype(np.int64), rng)
         owner[first:last] = chosen
-        load += _loads(chosen, w, num_parts)
+        load += loads(chosen, w, num_parts)
     return owner, cut_rows
-
-
-def _loads(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> np.ndarray:
-    """[P, C]: each part's sum of each share over the nodes `owner` assigns to it."""
-    return np.column_stack([np.bincount(owner, weights=shares[:, c], minlength=num_parts) for c in range(shares.shape[1])])
 
 
 def _restream_block(gain: np.ndarray, w: np.ndarray, room: np.ndarray, current: np.ndarray, rng: np.random.Generator) -> np.ndarray:

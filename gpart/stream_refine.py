@@ -31,11 +31,15 @@ from typing import Callable
 
 import numpy as np
 
+from gpart.refine import rebalance
+
 PASSES = 12
 STALL_PASSES = 3  # passes in a row that do not beat the best end the refinement
 ACTIVE = 0.5
 ROUNDS = 4
 SEED = 11
+TIGHTEN_STAGES = 4  # bounds 1 + imbalance * 2^k, k = TIGHTEN_STAGES .. 1, before the bound itself
+TIGHTEN_PASSES = 4  # refinement passes at each of those bounds
 
 Rank = Callable[[np.ndarray, float], tuple[float, float]]
 
@@ -64,6 +68,48 @@ def refine(buckets, owner: np.ndarray, shares: np.ndarray, num_parts: int, block
     return best, cuts, best_key
 
 
+def tighten(buckets, owner: np.ndarray, shares: np.ndarray, num_parts: int, block: int, imbalance: float) -> np.ndarray:
+    """`owner` (far past the bound, e.g. a partition of clusters) moved within 1 + imbalance in every share, by
+    steps: at each bound 1 + imbalance * 2^k (k = TIGHTEN_STAGES .. 1, those `owner` is not within already),
+    then 1 + imbalance, the nodes move until every share is within it (gpart.refine.rebalance, each move
+    priced by the node's neighbours in its part and in the receiver: `neighbour_counts`, one read), then
+    TIGHTEN_PASSES refinement passes at that bound (not after the last: the caller refines).
+
+    In one step from the partition of facebook's clusters by one combined weight (8 parts, ids permuted,
+    node / in-edge balance 1.42 / 1.57, cut 0.06) the repair cuts 0.213 and the refinement ends at 0.205;
+    by steps 0.48, 0.24, 0.12, 0.06 it ends at 0.200 (ids as read 0.204 and 0.196).
+    """
+    worst = worst_balance(owner, shares, num_parts)
+    for k in range(TIGHTEN_STAGES, -1, -1):
+        bound = 1.0 + imbalance * 2**k
+        if k and bound >= worst:
+            continue
+        owner = _repair(buckets, owner, shares, num_parts, block, bound)
+        if k:
+            owner = refine(buckets, owner, shares, num_parts, block, bound - 1.0, 0, lambda owner, cut: (0.0, cut),
+                           TIGHTEN_PASSES)[0]
+    return owner
+
+
+def _repair(buckets, owner: np.ndarray, shares: np.ndarray, num_parts: int, block: int, bound: float) -> np.ndarray:
+    """gpart.refine.rebalance to `bound`, a move priced by the mover's neighbours in its part minus in the receiver
+    (counted once, before the moves)."""
+    counts = neighbour_counts(buckets, owner, num_parts, block)
+    return rebalance(owner, shares, num_parts, bound,
+                     lambda current, nodes, part, to: counts[nodes, part] - counts[nodes, to], counts.sum(axis=1))
+
+
+def worst_balance(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> float:
+    """The largest max/mean over the shares (1.0 = every share perfectly balanced)."""
+    mean = shares.sum(axis=0) / num_parts
+    return float((loads(owner, shares, num_parts).max(axis=0) / np.where(mean > 0, mean, np.inf)).max())
+
+
+def loads(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> np.ndarray:
+    """[P, C]: each part's sum of each share over the nodes `owner` assigns to it."""
+    return np.column_stack([np.bincount(owner, weights=shares[:, c], minlength=num_parts) for c in range(shares.shape[1])])
+
+
 def neighbour_counts(buckets, owner: np.ndarray, num_parts: int, block: int) -> np.ndarray:
     """[N, P] int32: each node's neighbours in each part (one read of the buckets)."""
     n = owner.shape[0]
@@ -88,7 +134,7 @@ def _moves(owner: np.ndarray, counts: np.ndarray, shares: np.ndarray, limit: np.
     del others
     movers = np.flatnonzero((gain > 0) & (rng.random(owner.shape[0]) < ACTIVE))
     owner = owner.copy()
-    load = np.column_stack([np.bincount(owner, weights=shares[:, c], minlength=num_parts) for c in range(shares.shape[1])])
+    load = loads(owner, shares, num_parts)
     moved = np.zeros(owner.shape[0], dtype=bool)
     for _ in range(ROUNDS):
         taken = _claim_room(movers, target, gain, shares, load, limit)
@@ -128,10 +174,11 @@ def _swap(owner: np.ndarray, counts: np.ndarray, fixed: np.ndarray, shares: np.n
             k = min(ab[0].size, ba[0].size)
             if k == 0:
                 continue
-            gains = ab[1][:k] + ba[1][:k]
+            total = np.cumsum(ab[1][:k] + ba[1][:k])  # the pairs gain less and less: their sums rise, then fall
             net = np.cumsum(shares[ab[0][:k]] - shares[ba[0][:k]], axis=0)  # what b gains and a loses after each pair
-            ok = (gains > 0) & np.all(load[b] + net <= limit, axis=1) & np.all(load[a] - net <= limit, axis=1)
-            pairs = k if ok.all() else int(np.argmin(ok))
+            # the pairs move at once: only the loads after the last pair taken count
+            ok = np.all(load[b] + net <= limit, axis=1) & np.all(load[a] - net <= limit, axis=1) & (total > 0)
+            pairs = int(np.argmax(np.where(ok, total, 0))) + 1 if ok.any() else 0
             if pairs:
                 load[b] += net[pairs - 1]
                 load[a] -= net[pairs - 1]
