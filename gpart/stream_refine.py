@@ -124,7 +124,8 @@ def neighbour_counts(buckets, owner: np.ndarray, num_parts: int, block: int) -> 
 
 def _moves(owner: np.ndarray, counts: np.ndarray, shares: np.ndarray, limit: np.ndarray, num_parts: int,
            rng: np.random.Generator) -> np.ndarray | None:
-    """New owners after one batch of moves (None where none fits): free room best gain first, then swaps."""
+    """New owners after one batch of moves (None where no move gains): free room best gain first, then swaps.
+    The owners may come back unchanged (the random half left nothing to do): the next pass draws another."""
     rows = np.arange(owner.shape[0])
     own = counts[rows, owner]
     others = counts.copy()
@@ -132,6 +133,8 @@ def _moves(owner: np.ndarray, counts: np.ndarray, shares: np.ndarray, limit: np.
     target = np.argmax(others, axis=1).astype(np.int32)
     gain = others[rows, target] - own
     del others
+    if not np.any(gain > 0):
+        return None
     movers = np.flatnonzero((gain > 0) & (rng.random(owner.shape[0]) < ACTIVE))
     owner = owner.copy()
     load = loads(owner, shares, num_parts)
@@ -143,8 +146,8 @@ def _moves(owner: np.ndarray, counts: np.ndarray, shares: np.ndarray, limit: np.
         _apply(owner, taken, target, shares, load)
         moved[taken] = True
         movers = np.setdiff1d(movers, taken, assume_unique=True)
-    swapped = _swap(owner, counts, moved | (rng.random(owner.shape[0]) >= ACTIVE), shares, load, limit, num_parts)
-    return owner if moved.any() or swapped else None
+    _swap(owner, counts, moved | (rng.random(owner.shape[0]) >= ACTIVE), shares, load, limit, num_parts)
+    return owner
 
 
 def _claim_room(movers: np.ndarray, target: np.ndarray, gain: np.ndarray, shares: np.ndarray, load: np.ndarray,
@@ -161,16 +164,17 @@ def _claim_room(movers: np.ndarray, target: np.ndarray, gain: np.ndarray, shares
 
 
 def _swap(owner: np.ndarray, counts: np.ndarray, fixed: np.ndarray, shares: np.ndarray, load: np.ndarray,
-          limit: np.ndarray, num_parts: int) -> int:
+          limit: np.ndarray, num_parts: int) -> None:
     """Swap nodes between every two parts a, b (in place; `load` kept): the i-th best a->b with the i-th best b->a,
     as long as the two together gain (either may lose) and both parts stay within `limit`; nodes in `fixed` and
-    nodes swapped once stay. Returns the nodes swapped."""
+    nodes swapped once stay."""
     rows = np.arange(owner.shape[0])
     own = counts[rows, owner]
-    swapped = 0
+    by_part = np.argsort(owner, kind="stable")
+    members = np.split(by_part, np.searchsorted(owner[by_part], np.arange(1, num_parts)))  # owners as the swaps start
     for a in range(num_parts):  # a Python loop over pairs of parts, vectorised within a pair
         for b in range(a + 1, num_parts):
-            ab, ba = _best_towards(owner, counts, own, fixed, a, b), _best_towards(owner, counts, own, fixed, b, a)
+            ab, ba = _best_towards(members[a], counts, own, fixed, b), _best_towards(members[b], counts, own, fixed, a)
             k = min(ab[0].size, ba[0].size)
             if k == 0:
                 continue
@@ -184,13 +188,13 @@ def _swap(owner: np.ndarray, counts: np.ndarray, fixed: np.ndarray, shares: np.n
                 load[a] -= net[pairs - 1]
                 owner[ab[0][:pairs]], owner[ba[0][:pairs]] = b, a
                 fixed[ab[0][:pairs]] = fixed[ba[0][:pairs]] = True
-                swapped += 2 * pairs
-    return swapped
 
 
-def _best_towards(owner: np.ndarray, counts: np.ndarray, own: np.ndarray, fixed: np.ndarray, a: int, b: int):
-    """The free nodes of part a with a neighbour in b, by what moving to b gains (best first), and those gains."""
-    nodes = np.flatnonzero((owner == a) & ~fixed & (counts[:, b] > 0))
+def _best_towards(members: np.ndarray, counts: np.ndarray, own: np.ndarray, fixed: np.ndarray,
+                  b: int) -> tuple[np.ndarray, np.ndarray]:
+    """The free nodes of `members` (one part's) with a neighbour in part b, by what moving to b gains (best first),
+    and those gains."""
+    nodes = members[~fixed[members] & (counts[members, b] > 0)]
     gain = counts[nodes, b].astype(np.int64) - own[nodes]
     order = np.argsort(-gain, kind="stable")
     return nodes[order], gain[order]
