@@ -323,18 +323,21 @@ def _units(label: np.ndarray, shares: np.ndarray, num_parts: int) -> tuple[np.nd
 
 def _unit_graph(buckets, unit: np.ndarray, num_units: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The graph of units as CSR (xadj, adjncy) with edge weights (rows between the two units), read from the
-    buckets block by block; at most num_units^2 entries whatever the edges."""
-    keys, counts = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    buckets block by block into a dense num_units^2 int32 matrix (64 MiB at UNIT_CAP units), whatever the edges.
+
+    Merging each block's pairs into a sorted list of the pairs so far instead took 39 s of 51 for a
+    Chung-Lu graph of 100k nodes and 16M edges (4096 units).
+    """
+    dense = np.zeros(num_units * num_units, dtype=np.int32)
     for b in range(buckets.offsets.shape[0] - 1):
         a, c = unit[buckets.rows(b, "node")], unit[buckets.rows(b, "neighbour")]
         apart = a != c
-        keys = np.concatenate([keys, a[apart] * num_units + c[apart]])
-        counts = np.concatenate([counts, np.ones(int(apart.sum()), dtype=np.int64)])
-        keys, where = np.unique(keys, return_inverse=True)
-        counts = np.bincount(where, weights=counts, minlength=keys.size).astype(np.int64)
+        keys, counts = np.unique(a[apart] * num_units + c[apart], return_counts=True)
+        dense[keys] += counts.astype(np.int32)  # keys are distinct: a fancy-index add counts each once
+    pairs = np.flatnonzero(dense)
     xadj = np.zeros(num_units + 1, dtype=np.int64)
-    xadj[1:] = np.cumsum(np.bincount(keys // num_units, minlength=num_units))
-    return xadj, keys % num_units, counts  # both directions of every pair are rows: the CSR is symmetric
+    xadj[1:] = np.cumsum(np.bincount(pairs // num_units, minlength=num_units))
+    return xadj, pairs % num_units, dense[pairs].astype(np.int64)  # both directions of every pair are rows: symmetric
 
 
 def _partition_units(unit_graph: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]], sizes: np.ndarray, num_parts: int,
