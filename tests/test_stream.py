@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpart.assign import assign
 from gpart.balance import BALANCE_BOUND, balances, in_degrees, train_mask
 from gpart.base.graph import Graph
 from gpart.formats.readers import read_graph
@@ -71,6 +72,27 @@ def test_more_refinement_passes_never_cut_more(name, ids):
             assert value is None or value <= 1.03 + BALANCE_SLACK, (key, value)
     assert all(later <= earlier for earlier, later in zip(cuts, cuts[1:])), cuts
     assert cuts[-1] < cuts[0], cuts  # the refinement does something on these graphs
+
+
+# 8 parts, the stream at its default 3%, the default at its 1.10 bound; measured cut / the default's: facebook 1.20,
+# ids permuted 1.23 (the stream before the refinement 1.52, 1.77); email-Enron 1.00, 0.94. The default itself,
+# held to 1.03, cuts 1.24 and 1.26 times its own cut on facebook (0.204, 0.193).
+TO_DEFAULT = 1.25
+
+
+@pytest.mark.parametrize("name,ids", [("facebook", "as read"), ("facebook", "permuted"), ("enron", "as read"),
+                                      ("enron", "permuted")])
+def test_stream_against_random_and_the_default(name, ids):
+    """8 parts at the stream's defaults: at most 0.85 x random's cut (7/8) and 1.25 x the default's."""
+    graph = graph_of(name, ids)
+    cut = cut_of(graph, stream_book(graph, 8)[0].owner_array)
+    assert cut <= 0.85 * 7 / 8, cut
+    try:
+        import kaminpar  # noqa: F401  (the default's backend; the METIS fallback alone would be another baseline)
+    except ImportError as exc:
+        pytest.skip(f"kaminpar wheel unavailable on this platform: {exc}")
+    default = cut_of(graph, assign(graph, 8, "balanced").book.owner_array)
+    assert cut <= TO_DEFAULT * default, (cut, default)
 
 
 def buckets_of(scratch: ScratchDir, graph: Graph, block: int):
