@@ -189,7 +189,11 @@ def _swap(owner: np.ndarray, counts: np.ndarray, fixed: np.ndarray, shares: np.n
     members = np.split(by_part, np.searchsorted(owner[by_part], np.arange(1, num_parts)))  # owners as the swaps start
     for a in range(num_parts):  # a Python loop over pairs of parts, vectorised within a pair
         for b in range(a + 1, num_parts):
-            ab, ba = _best_towards(members[a], counts, own, fixed, b), _best_towards(members[b], counts, own, fixed, a)
+            ab, ba = _towards(members[a], counts, own, fixed, b), _towards(members[b], counts, own, fixed, a)
+            if ab[0].size == 0 or ba[0].size == 0:
+                continue
+            # a pair gains only if its a->b node gains more than its b->a node can lose, and the other way round
+            ab, ba = _best_first(*ab, -ba[1].max()), _best_first(*ba, -ab[1].max())
             k = min(ab[0].size, ba[0].size)
             if k == 0:
                 continue
@@ -205,12 +209,17 @@ def _swap(owner: np.ndarray, counts: np.ndarray, fixed: np.ndarray, shares: np.n
                 fixed[ab[0][:pairs]] = fixed[ba[0][:pairs]] = True
 
 
-def _best_towards(members: np.ndarray, counts: np.ndarray, own: np.ndarray, fixed: np.ndarray,
-                  b: int) -> tuple[np.ndarray, np.ndarray]:
-    """The free nodes of `members` (one part's) with a neighbour in part b, by what moving to b gains (best first),
-    and those gains."""
+def _towards(members: np.ndarray, counts: np.ndarray, own: np.ndarray, fixed: np.ndarray,
+             b: int) -> tuple[np.ndarray, np.ndarray]:
+    """The free nodes of `members` (one part's) with a neighbour in part b and what moving to b gains each."""
     nodes = members[~fixed[members] & (counts[members, b] > 0)]
-    gain = counts[nodes, b].astype(np.int64) - own[nodes]
+    return nodes, counts[nodes, b].astype(np.int64) - own[nodes]
+
+
+def _best_first(nodes: np.ndarray, gain: np.ndarray, floor: int) -> tuple[np.ndarray, np.ndarray]:
+    """`nodes` gaining more than `floor`, best first, and their gains."""
+    keep = gain > floor
+    nodes, gain = nodes[keep], gain[keep]
     order = np.argsort(-gain, kind="stable")
     return nodes[order], gain[order]
 
