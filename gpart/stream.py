@@ -53,8 +53,8 @@ and gain matrix (BLOCK_NODES x P); the graph of clusters (a dense
 UNIT_CAP^2 int32 matrix, 64 MiB, and its nonzero entries, whatever the
 edges); the edges live in the scratch files (16 bytes per edge with 32-bit
 ids, 32 with 64-bit). Time: two passes over the edges to spill them, then
-one placing pass, up to CLUSTER_PASSES clustering passes, up to 3 x PASSES
-reads for the restreams and a read per refinement pass.
+one placing pass, up to CLUSTER_PASSES clustering passes, up to 3 x RESTREAM_PASSES
+reads for the restreams and a read per refinement pass (PASSES in all per run).
 """
 
 from __future__ import annotations
@@ -73,13 +73,15 @@ from gpart.base.progress import Progress, or_null
 from gpart.spill import bucket_rows
 from gpart.isolate import call_isolated
 from gpart.metis import balance_column, part_graph_multiconstraint
-from gpart.stream_refine import PASSES as REFINE_PASSES, loads, refine, tighten, worst_balance
+from gpart.stream_refine import loads, refine, tighten, worst_balance
 
 BLOCK_NODES = 8192
 MIN_BLOCK_NODES = 64
-# Passes in all (the first places, the others restream). Fennel's placement, cut at 1 / 2 / 4 / 8 / 16
-# passes, 4 parts: road-NY 0.079 / 0.067 / 0.054 / 0.045 / 0.043, power-law 1M/10M 0.69 / 0.66 / 0.64 / 0.62 / 0.59.
-PASSES = 8
+# Restreaming passes of a run at most (the first places, the others restream; it stops earlier where it stalls), then
+# refinement passes up to PASSES in all. Fennel's placement restreamed, cut at 1 / 2 / 4 / 8 / 16 passes, 4 parts:
+# road-NY 0.079 / 0.067 / 0.054 / 0.045 / 0.043, power-law 1M/10M 0.69 / 0.66 / 0.64 / 0.62 / 0.59.
+RESTREAM_PASSES = 8
+PASSES = 20
 GAMMA = 1.5
 GAIN_CELLS = 1 << 22  # block nodes x parts: bounds the gain matrix to 32 MiB
 CLUSTER_PASSES = 16
@@ -98,15 +100,14 @@ UNIT_TRIALS = 8
 UNIT_SEEDS = 3
 STALL_PASSES = 2
 BALANCE_SLACK = 0.01
-# The refinement lowered the kept run's cut by 1-6% (8 parts: facebook 0.213 -> 0.200, email-Enron 0.309 -> 0.307,
-# road-NY 0.057 -> 0.054); runs cutting 30% more than the best are not refined (Fennel's on the social graphs:
-# 1.4-2.0 times the clusters').
-REFINE_MARGIN = 0.3
+# Runs whose first pass cuts over 1 + REFINE_MARGIN times the least are not refined: Fennel's placement on the social
+# graphs cuts 1.9-3.3 times the clusters' (8 parts), and restreaming and refinement lowered a run's cut by at most a
+# third (R-MAT 1M/10M 0.79 -> 0.73; facebook's clusters 0.213 -> 0.200, email-Enron's 0.309 -> 0.307).
+REFINE_MARGIN = 0.5
 
 
 def stream_book(graph: Graph, num_parts: int, *, imbalance: float = 0.03, balance: Sequence[str] = (),
-                balance_edges: bool = True, passes: int = PASSES,
-                refine_passes: int = REFINE_PASSES, scratch_dir: Optional[str] = None,
+                balance_edges: bool = True, passes: int = PASSES, scratch_dir: Optional[str] = None,
                 progress: Optional[Progress] = None) -> tuple[ArrayBook, dict[str, Any]]:
     """Place every node three times (Fennel, clusters twice), restream and refine each; the best pass of any, and
     the parameters as run.
@@ -127,12 +128,12 @@ def stream_book(graph: Graph, num_parts: int, *, imbalance: float = 0.03, balanc
             buckets = bucket_rows(scratch, graph.num_edges, -(-n // block), _both_directions(graph, block, id_dtype),
                                   {"node": id_dtype, "neighbour": id_dtype})
         starts = _starts(buckets, shares, num_parts, block, float(imbalance), graph.num_edges, progress)
-        with progress.stage("stream: restream", total=float(passes * len(starts)), unit="passes") as bar:
-            runs = {name: _restream(buckets, start, shares, num_parts, block, float(imbalance), graph.num_edges, passes, bar)
+        restreams = min(passes, RESTREAM_PASSES)
+        with progress.stage("stream: restream", total=float(restreams * len(starts)), unit="passes") as bar:
+            runs = {name: _restream(buckets, start, shares, num_parts, block, float(imbalance), graph.num_edges, restreams, bar)
                     for name, start in starts.items()}
         del starts
-        refined = _refine_runs(buckets, runs, shares, num_parts, block, float(imbalance), graph.num_edges, refine_passes,
-                               progress)
+        refined = _refine_runs(buckets, runs, shares, num_parts, block, float(imbalance), graph.num_edges, passes, progress)
     kept = min(refined, key=lambda name: refined[name][2])
     params = {
         "imbalance": float(imbalance),
@@ -143,7 +144,7 @@ def stream_book(graph: Graph, num_parts: int, *, imbalance: float = 0.03, balanc
         "gamma": GAMMA,
         "order": "node id",
         "passes": int(passes),
-        "refine_passes": int(refine_passes),
+        "restream_passes": RESTREAM_PASSES,
         "start": kept,
         "pass_cuts": {name: [round(cut, 6) for cut in run[1]] for name, run in runs.items()},
         "refine_cuts": {name: [round(cut, 6) for cut in run[1]] for name, run in refined.items()},
@@ -152,19 +153,24 @@ def stream_book(graph: Graph, num_parts: int, *, imbalance: float = 0.03, balanc
 
 
 def _refine_runs(buckets, runs: dict[str, tuple[np.ndarray, list[float], tuple[float, float]]], shares: np.ndarray,
-                 num_parts: int, block: int, imbalance: float, num_edges: int, refine_passes: int,
+                 num_parts: int, block: int, imbalance: float, num_edges: int, passes: int,
                  progress: Progress) -> dict[str, tuple[np.ndarray, list[float], tuple[float, float]]]:
-    """Each run's best pass refined (gpart.stream_refine.refine), its cut per refinement pass and its `_pass_key`;
-    a run whose best pass is past the balance of the best run's or cuts over 1 + REFINE_MARGIN times as many
-    edges stays as it is (its one cut recorded)."""
-    best = min(run[2] for run in runs.values())
-    worth = {name: run[2][0] <= best[0] and run[2][1] <= best[1] * (1.0 + REFINE_MARGIN) for name, run in runs.items()}
+    """Each run's best pass refined (gpart.stream_refine.refine) with the passes the run left of `passes`, its cut
+    per refinement pass and its `_pass_key`; a run whose first pass cut over 1 + REFINE_MARGIN times the
+    least any first pass cut stays as it is (its one cut recorded).
+
+    A run restreams until it stalls or RESTREAM_PASSES, whatever `passes`, unless `passes` ends it
+    first: one more pass in all is one more restreaming or refinement pass of the same sequence, so
+    more passes never return a worse result. Which runs are refined depends on the first passes alone.
+    """
+    least = min(run[1][0] for run in runs.values())
+    left = {name: passes - len(run[1]) if run[1][0] <= least * (1.0 + REFINE_MARGIN) else 0 for name, run in runs.items()}
     refined = {}
-    with progress.stage("stream: refine", total=float((refine_passes + 1) * sum(worth.values())), unit="passes") as bar:
+    with progress.stage("stream: refine", total=float(sum(r + 1 for r in left.values() if r > 0)), unit="passes") as bar:
         for name, (owner, _, key) in runs.items():
             refined[name] = (refine(buckets, owner, shares, num_parts, block, imbalance, num_edges,
-                                    lambda owner, cut: _pass_key(owner, cut, shares, num_parts, imbalance), refine_passes, bar)
-                             if worth[name] else (owner, [key[1]], key))
+                                    lambda owner, cut: _pass_key(owner, cut, shares, num_parts, imbalance), left[name], bar)
+                             if left[name] > 0 else (owner, [key[1]], key))
     return refined
 
 
