@@ -48,7 +48,7 @@ pass kept), so more restreaming or refinement passes never give a worse
 result than fewer (`params.pass_cuts`, `params.refine_cuts`).
 
 Memory: N-sized labels, cluster sizes, owners and shares; the [N, P] int32
-neighbour counts of the refinement (4 P bytes a node); one block's bucket
+neighbour counts of the refinement (4 P bytes a node, 8 P at the peak); one block's bucket
 and gain matrix (BLOCK_NODES x P); the graph of clusters (a dense
 UNIT_CAP^2 int32 matrix, 64 MiB, and its nonzero entries, whatever the
 edges); the edges live in the scratch files (16 bytes per edge with 32-bit

@@ -30,7 +30,8 @@ by one combined weight) within it by steps, repairing (gpart.refine.rebalance,
 moves priced by `neighbour_counts`) and refining at each looser bound first.
 
 Memory: the [N, P] int32 counts (4 P bytes a node: 64 MiB at 1M nodes and
-16 parts) and N-sized owners, targets and gains; one block's rows; the
+16 parts; twice that while a batch picks each node's best other part) and
+N-sized owners, targets and gains; one block's rows; the
 [P, C] loads. Time: one read of the buckets a pass plus O(N P) for the
 swaps (a Python loop over the P (P - 1) / 2 pairs of parts).
 """
