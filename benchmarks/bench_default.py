@@ -20,6 +20,8 @@ child's, whichever is larger: the child starts as a copy of the parent), the tri
 `params.tried`), the cut (fraction of input edges whose endpoints have
 different owners) and the node / in-edge / training-node balances; the
 parent adds the whole process's wall time (start-up and reading included).
+Beside the cut: its ratio to random's (/random) and to the default's (/default, where
+`default` is among --methods: it runs before `stream`), measured in the same run.
 `--base` names a checkout of gpart before this change (e.g. `git worktree
 add /tmp/old-default <commit>`); its default runs in the same table as
 `old default`, its child importing gpart from there. DGL is not compared
@@ -210,16 +212,18 @@ def tries_text(tried: Optional[list]) -> str:
     return ", ".join(names)
 
 
-def row(graph: str, parts: int, label: str, m: Optional[dict], random_cut: Optional[float]) -> str:
+def row(graph: str, parts: int, label: str, m: Optional[dict], random_cut: Optional[float],
+        default_cut: Optional[float]) -> str:
     if m is None:
         return ""
     if "error" in m:
-        return f"| {graph} | {parts} | {label} | {m['error']} | | | | | | | | | |"
+        return f"| {graph} | {parts} | {label} | {m['error']} | | | | | | | | | | |"
     ratio = f"{m['cut'] / random_cut:.2f}" if random_cut else ""
+    to_default = f"{m['cut'] / default_cut:.2f}" if default_cut else ""
     train = "" if m["train_balance"] is None else f"{m['train_balance']:.3f}"
     how = tries_text(m["tried"]) or (f"start: {m['start']}" if m.get("start") else "")
     return (f"| {graph} | {parts} | {label} | {m['wall']:.1f} | {m['process']:.1f} | {m['cpu']:.1f} | {m['peak_mib']:.0f} | {m['cut']:.3f} | "
-            f"{ratio} | {m['node_balance']:.3f} | {m['edge_balance']:.3f} | {train} | {how} |")
+            f"{ratio} | {to_default} | {m['node_balance']:.3f} | {m['edge_balance']:.3f} | {train} | {how} |")
 
 
 def main() -> None:
@@ -235,19 +239,19 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(*args.child[:1], int(args.child[1]), args.child[2])))
         return
-    print("| graph | parts | method | wall s | process s | cpu s | peak MiB | cut | /random | node | in-edge | train | tries |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| graph | parts | method | wall s | process s | cpu s | peak MiB | cut | /random | /default | node | in-edge | train "
+          "| tries |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for name in args.graphs:
         path = graph_path(name, args.workdir)
         for parts in args.parts:
-            random_cut = None
+            cuts: dict[str, float] = {}  # random's and the default's, for the ratios of the methods measured after them
             for label in ["random"] + [m for m in args.methods if m != "random"]:
-                if label not in args.methods and label != "random":
-                    continue
                 m = measure(path, parts, label, args.base, args.timeout)
-                random_cut = m["cut"] if label == "random" and m and "error" not in m else random_cut
+                if m and "error" not in m:
+                    cuts[label] = m["cut"]
                 if label in args.methods:
-                    print(row(name, parts, label, m, random_cut), flush=True)
+                    print(row(name, parts, label, m, cuts.get("random"), cuts.get("default")), flush=True)
 
 
 if __name__ == "__main__":

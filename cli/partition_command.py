@@ -45,8 +45,8 @@ from rich.table import Table
                    "bucketed by owner into scratch files next to OUT instead of sorted in memory; methods that "
                    "need the whole adjacency in memory (balanced, metis, kaminpar) stop with an error up front.")
 @click.option("--passes", type=click.IntRange(min=1), default=None,
-              help="Streaming passes of --method stream: the first places every node, each further one restreams "
-                   "(default 8). More passes: better cut, one more read of the spilled edges each.")
+              help="Streaming passes of --method stream: the first places every node, the next restream (up to 8), "
+                   "the rest refine (default 20 in all). More passes: better cut, one more read of the spilled edges each.")
 @click.option("--objective", type=click.Choice(["cut", "volume"]), default="cut",
               help="METIS objective: minimise edge cut or total communication volume (volume needs k-way).")
 @click.option("--algorithm", type=click.Choice(["auto", "recursive", "kway"]), default="auto",

@@ -5,8 +5,8 @@ as (u, v) in u's block and as (v, u) in v's block (blocks of BLOCK_NODES
 consecutive ids), so a block's bucket holds every neighbour of its nodes.
 Everything below reads the buckets block by block, vectorised per block.
 
-Two first placements compete; each is restreamed and the best pass of
-either is kept:
+Three first placements compete; each is restreamed, then refined, and the
+best pass of any is kept:
 
 - Fennel (Tsourakakis et al. 2014) in id order, a block at a time:
 
@@ -23,15 +23,16 @@ either is kept:
 - Clusters (`_cluster`): label propagation, each node taking the label most
   of its neighbours carry, no cluster above 1/CLUSTER_SPLIT of a part's mean
   in any share; the graph of clusters (at most about UNIT_CAP nodes, edges
-  weighted by the edges between them) is partitioned by METIS k-way with
-  every share its own constraint (`_partition_units`), then nodes with the
-  fewest neighbours in their cluster move until every share is within
-  1 + imbalance (gpart.refine.rebalance). This is what social graphs need,
-  whose ids carry no locality: Fennel and restreaming alone cut 0.43-0.51 of
-  facebook's and email-Enron's edges at 8 parts, the clusters packed
-  heaviest first 0.29-0.43, partitioned by METIS 0.24-0.33. Clustering gives
-  up after 3 passes where its clusters cannot beat Fennel's placement
-  (`_hopeless`: R-MAT, road-NY).
+  weighted by the edges between them) is partitioned by METIS k-way twice
+  (`_clustered`): with every share its own constraint ("clusters") and with
+  one weight, the mean of the shares ("clusters-combined", far past the
+  bound in each share but cutting far less); each is brought within
+  1 + imbalance by gpart.stream_refine.tighten (repair and refinement at
+  bounds closing in on it). This is what social graphs need, whose ids carry
+  no locality: Fennel and restreaming alone cut 0.43-0.51 of facebook's and
+  email-Enron's edges at 8 parts, the clusters partitioned by METIS
+  0.24-0.33 before the refinement. Clustering gives up after 3 passes where
+  its clusters cannot beat Fennel's placement (`_hopeless`: R-MAT, road-NY).
 
 Then restreaming passes (Nishimura & Ugander 2013): loads start from the
 previous pass's, a block leaves its parts before it is re-placed, every
@@ -39,15 +40,21 @@ neighbour counts with its latest owner, staying claims room before moving
 and a mover's claim is what it gains over staying; a seeded random half of
 each block stays put. The best pass is kept (within the balance, then the
 lowest cut; the cut of a pass is counted while the next one reads the
-buckets), so more passes never give a worse result; restreaming stops after
-STALL_PASSES passes that do not beat the best.
+buckets); restreaming stops after STALL_PASSES passes that do not beat the
+best. The best pass of each run (of those within REFINE_MARGIN of the best
+run's cut) is refined by gpart.stream_refine.refine (balanced label
+propagation and pairwise swaps, a read of the buckets a pass, the best
+pass kept), so more restreaming or refinement passes never give a worse
+result than fewer (`params.pass_cuts`, `params.refine_cuts`).
 
-Memory: N-sized labels, cluster sizes, owners and shares; one block's
-bucket and gain matrix (BLOCK_NODES x P); the graph of clusters (at most
-UNIT_CAP^2 entries, whatever the edges); the edges live in the scratch
-files (16 bytes per edge with 32-bit ids, 32 with 64-bit). Time: two passes
-over the edges to spill them, then one placing pass, up to CLUSTER_PASSES
-clustering passes and up to 2 x PASSES reads for the restreams.
+Memory: N-sized labels, cluster sizes, owners and shares; the [N, P] int32
+neighbour counts of the refinement (4 P bytes a node, 8 P at the peak); one block's bucket
+and gain matrix (BLOCK_NODES x P); the graph of clusters (a dense
+UNIT_CAP^2 int32 matrix, 64 MiB, and its nonzero entries, whatever the
+edges); the edges live in the scratch files (16 bytes per edge with 32-bit
+ids, 32 with 64-bit). Time: two passes over the edges to spill them, then
+one placing pass, up to CLUSTER_PASSES clustering passes, up to 3 x RESTREAM_PASSES
+reads for the restreams and a read per refinement pass (PASSES in all per run).
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from gpart.balance import BALANCE_BOUND, TRAIN_MASK, in_degrees, train_mask
+from gpart.balance import TRAIN_MASK, in_degrees, train_mask
 from gpart.formats.book import ArrayBook
 from gpart.bytes.reader import drop_pages
 from gpart.formats.scratch import ScratchDir
@@ -66,13 +73,15 @@ from gpart.base.progress import Progress, or_null
 from gpart.spill import bucket_rows
 from gpart.isolate import call_isolated
 from gpart.metis import balance_column, part_graph_multiconstraint
-from gpart.refine import rebalance
+from gpart.stream_refine import loads, refine, tighten, worst_balance
 
 BLOCK_NODES = 8192
 MIN_BLOCK_NODES = 64
-# Passes in all (the first places, the others restream). Fennel's placement, cut at 1 / 2 / 4 / 8 / 16
-# passes, 4 parts: road-NY 0.079 / 0.067 / 0.054 / 0.045 / 0.043, power-law 1M/10M 0.69 / 0.66 / 0.64 / 0.62 / 0.59.
-PASSES = 8
+# Restreaming passes of a run at most (the first places, the others restream; it stops earlier where it stalls), then
+# refinement passes up to PASSES in all. Fennel's placement restreamed, cut at 1 / 2 / 4 / 8 / 16 passes, 4 parts:
+# road-NY 0.079 / 0.067 / 0.054 / 0.045 / 0.043, power-law 1M/10M 0.69 / 0.66 / 0.64 / 0.62 / 0.59.
+RESTREAM_PASSES = 8
+PASSES = 20
 GAMMA = 1.5
 GAIN_CELLS = 1 << 22  # block nodes x parts: bounds the gain matrix to 32 MiB
 CLUSTER_PASSES = 16
@@ -86,14 +95,22 @@ CLUSTER_SPLIT = 3
 UNIT_CAP = 4096  # nodes of the graph of clusters that METIS partitions
 UNIT_SCALE = 1000  # METIS vertex weights: a part's mean of a share is UNIT_SCALE
 UNIT_TRIALS = 8
+# METIS seeds per partition of the clusters, the best after the repair kept: the seed moves the end result far more
+# than the trials do (facebook, ids permuted, 8 parts, combined weight, seeds 0-3: 0.202, 0.188, 0.203, 0.187)
+UNIT_SEEDS = 3
 STALL_PASSES = 2
 BALANCE_SLACK = 0.01
+# Runs whose first pass cuts over 1 + REFINE_MARGIN times the least are not refined: Fennel's placement on the social
+# graphs cuts 1.9-3.3 times the clusters' (8 parts), and restreaming and refinement lowered a run's cut by at most a
+# third (R-MAT 1M/10M 0.79 -> 0.73; facebook's clusters 0.213 -> 0.200, email-Enron's 0.309 -> 0.307).
+REFINE_MARGIN = 0.5
 
 
 def stream_book(graph: Graph, num_parts: int, *, imbalance: float = 0.03, balance: Sequence[str] = (),
                 balance_edges: bool = True, passes: int = PASSES, scratch_dir: Optional[str] = None,
                 progress: Optional[Progress] = None) -> tuple[ArrayBook, dict[str, Any]]:
-    """Place every node twice (clusters, Fennel), restream each; the best pass of either, and the parameters as run.
+    """Place every node three times (Fennel, clusters twice), restream and refine each; the best pass of any, and
+    the parameters as run.
 
     Balanced weights: nodes, in-degree (always: edges are stored with their
     destination) and the `balance` masks, or the training mask when none is named.
@@ -110,19 +127,14 @@ def stream_book(graph: Graph, num_parts: int, *, imbalance: float = 0.03, balanc
         with progress.stage("stream: spill edges"):
             buckets = bucket_rows(scratch, graph.num_edges, -(-n // block), _both_directions(graph, block, id_dtype),
                                   {"node": id_dtype, "neighbour": id_dtype})
-        with progress.stage("stream: place"):
-            starts = {"fennel": _place_blocks(buckets, np.full(n, -1, dtype=np.int32), shares, num_parts, block,
-                                              float(imbalance), graph.num_edges, 0)[0]}
-        with progress.stage("stream: cluster", total=float(CLUSTER_PASSES), unit="passes") as bar:
-            clusters = _cluster(buckets, shares, num_parts, block, bar, starts["fennel"])
-        if clusters is not None:
-            with progress.stage("stream: partition clusters"):
-                starts["clusters"] = _clustered(buckets, *clusters, shares, num_parts, imbalance)
-        del clusters
-        with progress.stage("stream: restream", total=float(passes * len(starts)), unit="passes") as bar:
-            runs = {name: _restream(buckets, start, shares, num_parts, block, float(imbalance), graph.num_edges, passes, bar)
+        starts = _starts(buckets, shares, num_parts, block, float(imbalance), graph.num_edges, progress)
+        restreams = min(passes, RESTREAM_PASSES)
+        with progress.stage("stream: restream", total=float(restreams * len(starts)), unit="passes") as bar:
+            runs = {name: _restream(buckets, start, shares, num_parts, block, float(imbalance), graph.num_edges, restreams, bar)
                     for name, start in starts.items()}
-    kept = min(runs, key=lambda name: runs[name][2])
+        del starts
+        refined = _refine_runs(buckets, runs, shares, num_parts, block, float(imbalance), graph.num_edges, passes, progress)
+    kept = min(refined, key=lambda name: refined[name][2])
     params = {
         "imbalance": float(imbalance),
         "balance": names,
@@ -132,10 +144,50 @@ def stream_book(graph: Graph, num_parts: int, *, imbalance: float = 0.03, balanc
         "gamma": GAMMA,
         "order": "node id",
         "passes": int(passes),
+        "restream_passes": RESTREAM_PASSES,
         "start": kept,
         "pass_cuts": {name: [round(cut, 6) for cut in run[1]] for name, run in runs.items()},
+        "refine_cuts": {name: [round(cut, 6) for cut in run[1]] for name, run in refined.items()},
     }
-    return ArrayBook(runs[kept][0], num_parts), params
+    return ArrayBook(refined[kept][0], num_parts), params
+
+
+def _refine_runs(buckets, runs: dict[str, tuple[np.ndarray, list[float], tuple[float, float]]], shares: np.ndarray,
+                 num_parts: int, block: int, imbalance: float, num_edges: int, passes: int,
+                 progress: Progress) -> dict[str, tuple[np.ndarray, list[float], tuple[float, float]]]:
+    """Each run's best pass refined (gpart.stream_refine.refine) with the passes the run left of `passes`, its cut
+    per refinement pass and its `_pass_key`; a run whose first pass cut over 1 + REFINE_MARGIN times the
+    least any first pass cut stays as it is (its one cut recorded).
+
+    A run restreams until it stalls or RESTREAM_PASSES, whatever `passes`, unless `passes` ends it
+    first: one more pass in all is one more restreaming or refinement pass of the same sequence, so
+    more passes never return a worse result. Which runs are refined depends on the first passes alone.
+    """
+    least = min(run[1][0] for run in runs.values())
+    left = {name: passes - len(run[1]) if run[1][0] <= least * (1.0 + REFINE_MARGIN) else 0 for name, run in runs.items()}
+    refined = {}
+    with progress.stage("stream: refine", total=float(sum(r + 1 for r in left.values() if r > 0)), unit="passes") as bar:
+        for name, (owner, _, key) in runs.items():
+            refined[name] = (refine(buckets, owner, shares, num_parts, block, imbalance, num_edges,
+                                    lambda owner, cut: _pass_key(owner, cut, shares, num_parts, imbalance), left[name], bar)
+                             if left[name] > 0 else (owner, [key[1]], key))
+    return refined
+
+
+def _starts(buckets, shares: np.ndarray, num_parts: int, block: int, imbalance: float, num_edges: int,
+            progress: Progress) -> dict[str, np.ndarray]:
+    """The first placements: Fennel's, and where the clusters are worth it (`_cluster`) the graph of clusters
+    partitioned with every share its own constraint and with one combined weight (`_clustered`)."""
+    n = shares.shape[0]
+    with progress.stage("stream: place"):
+        starts = {"fennel": _place_blocks(buckets, np.full(n, -1, dtype=np.int32), shares, num_parts, block,
+                                          imbalance, num_edges, 0)[0]}
+    with progress.stage("stream: cluster", total=float(CLUSTER_PASSES), unit="passes") as bar:
+        clusters = _cluster(buckets, shares, num_parts, block, bar, starts["fennel"])
+    if clusters is not None:
+        with progress.stage("stream: partition clusters"):
+            starts.update(_clustered(buckets, clusters, shares, num_parts, imbalance, block))
+    return starts
 
 
 def _both_directions(graph: Graph, block: int, id_dtype: np.dtype):
@@ -154,8 +206,8 @@ def _both_directions(graph: Graph, block: int, id_dtype: np.dtype):
 
 
 def _cluster(buckets, shares: np.ndarray, num_parts: int, block: int, bar,
-             rival: np.ndarray) -> Optional[tuple[np.ndarray, np.ndarray]]:
-    """Cluster label of every node and its neighbours in its cluster, by label propagation over the blocks,
+             rival: np.ndarray) -> Optional[np.ndarray]:
+    """Cluster label of every node, by label propagation over the blocks,
     no cluster above 1/CLUSTER_SPLIT of a part's mean in any share; None when partitioning the clusters cannot
     beat `rival` (owners).
 
@@ -184,7 +236,7 @@ def _cluster(buckets, shares: np.ndarray, num_parts: int, block: int, bar,
             return None
         if inside - before < CLUSTER_SETTLED:
             break
-    return label, home
+    return label
 
 
 def _hopeless(inside: float, rival_cut: float, num_parts: int) -> bool:
@@ -239,15 +291,29 @@ def _relabel_block(local: np.ndarray, around: np.ndarray, label: np.ndarray, siz
     return home
 
 
-def _clustered(buckets, label: np.ndarray, home: np.ndarray, shares: np.ndarray, num_parts: int,
-               imbalance: float) -> np.ndarray:
-    """Owner of every node from its cluster: the graph of clusters (`_units`, `_unit_graph`) partitioned by METIS
-    with every share its own constraint (`_pack` where METIS cannot run), then nodes moved until every share is
-    within 1 + imbalance, those with the fewest neighbours in their cluster first."""
+def _clustered(buckets, label: np.ndarray, shares: np.ndarray, num_parts: int, imbalance: float,
+               block: int) -> dict[str, np.ndarray]:
+    """Two owners of every node from its cluster: the graph of clusters (`_units`, `_unit_graph`) partitioned by
+    METIS (`_partition_units`) with every share its own constraint ("clusters") and with one weight, the mean
+    of the shares ("clusters-combined"), then nodes moved until every share is within 1 + imbalance
+    (gpart.refine.rebalance), each move priced by the node's neighbours in its part and in the receiver as the
+    partition of the clusters left them (`neighbour_counts`, one read of the buckets).
+
+    The combined weight leaves a partition far past the bound in every share (facebook, 8 parts: 1.38
+    in nodes, 1.56 in in-edges) but cutting a third as many edges (0.08 against 0.27), from which the
+    repair and the refinement end lower on facebook (0.204 against 0.246) and higher on email-Enron
+    (0.342 against 0.306): both compete. Each is tried with UNIT_SEEDS METIS seeds, the best after
+    `tighten` kept (its cut counted by one read).
+    """
     unit, sizes = _units(label, shares, num_parts)
-    part = _partition_units(buckets, unit, sizes, num_parts, imbalance)
-    owner = part[unit]
-    return rebalance(owner, shares, num_parts, 1.0 + imbalance, lambda current, nodes, part, to: home[nodes], home)
+    unit_graph = _unit_graph(buckets, unit, sizes.shape[0]) if sizes.shape[0] > num_parts else None
+    owners = {}
+    for name, weights in (("clusters", sizes), ("clusters-combined", sizes.mean(axis=1, keepdims=True))):
+        tried = [tighten(buckets, _partition_units(unit_graph, weights, num_parts, imbalance, seed)[unit], shares, num_parts,
+                         block, imbalance) for seed in range(UNIT_SEEDS)]
+        keys = [_pass_key(owner, float(_cut_rows(buckets, owner)), shares, num_parts, imbalance) for owner in tried]
+        owners[name] = tried[min(range(UNIT_SEEDS), key=keys.__getitem__)]
+    return owners
 
 
 def _units(label: np.ndarray, shares: np.ndarray, num_parts: int) -> tuple[np.ndarray, np.ndarray]:
@@ -277,33 +343,38 @@ def _units(label: np.ndarray, shares: np.ndarray, num_parts: int) -> tuple[np.nd
 
 def _unit_graph(buckets, unit: np.ndarray, num_units: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The graph of units as CSR (xadj, adjncy) with edge weights (rows between the two units), read from the
-    buckets block by block; at most num_units^2 entries whatever the edges."""
-    keys, counts = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    buckets block by block into a dense num_units^2 int32 matrix (64 MiB at UNIT_CAP units), whatever the edges.
+
+    Merging each block's pairs into a sorted list of the pairs so far instead took 39 s of 51 for a
+    Chung-Lu graph of 100k nodes and 16M edges (4096 units).
+    """
+    dense = np.zeros(num_units * num_units, dtype=np.int32)
     for b in range(buckets.offsets.shape[0] - 1):
         a, c = unit[buckets.rows(b, "node")], unit[buckets.rows(b, "neighbour")]
         apart = a != c
-        keys = np.concatenate([keys, a[apart] * num_units + c[apart]])
-        counts = np.concatenate([counts, np.ones(int(apart.sum()), dtype=np.int64)])
-        keys, where = np.unique(keys, return_inverse=True)
-        counts = np.bincount(where, weights=counts, minlength=keys.size).astype(np.int64)
+        keys, counts = np.unique(a[apart] * num_units + c[apart], return_counts=True)
+        dense[keys] += counts.astype(np.int32)  # keys are distinct: a fancy-index add counts each once
+    pairs = np.flatnonzero(dense)
     xadj = np.zeros(num_units + 1, dtype=np.int64)
-    xadj[1:] = np.cumsum(np.bincount(keys // num_units, minlength=num_units))
-    return xadj, keys % num_units, counts  # both directions of every pair are rows: the CSR is symmetric
+    xadj[1:] = np.cumsum(np.bincount(pairs // num_units, minlength=num_units))
+    return xadj, pairs % num_units, dense[pairs].astype(np.int64)  # both directions of every pair are rows: symmetric
 
 
-def _partition_units(buckets, unit: np.ndarray, sizes: np.ndarray, num_parts: int, imbalance: float) -> np.ndarray:
-    """Part of every unit: METIS k-way on the graph of units, edges weighted by the rows between them, every share
-    a constraint (in a forked child: METIS traps SIGTERM, gpart.isolate); `_pack` where METIS fails.
+def _partition_units(unit_graph: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]], sizes: np.ndarray, num_parts: int,
+                     imbalance: float, seed: int = 0) -> np.ndarray:
+    """Part of every unit: METIS k-way on the graph of units (`_unit_graph`; None where there are no more units
+    than parts), edges weighted by the rows between them, every column of `sizes` [U, C] a constraint (in a
+    forked child: METIS traps SIGTERM, gpart.isolate); `_pack` where METIS fails.
 
     Measured (8 parts, cut after rebalancing, before restreaming): facebook 0.59 packed heaviest first,
     0.26 partitioned; email-Enron 0.52 and 0.41.
     """
     num_units = sizes.shape[0]
-    if num_units <= num_parts:
+    if unit_graph is None:  # no more units than parts
         return _pack(sizes, num_parts)
-    xadj, adjncy, weights = _unit_graph(buckets, unit, num_units)
+    xadj, adjncy, weights = unit_graph
     vertex_weights = np.rint(sizes * UNIT_SCALE).astype(np.int64)
-    settings = dict(seed=0, imbalance=imbalance, objective="cut", trials=UNIT_TRIALS, iterations=None)
+    settings = dict(seed=seed, imbalance=imbalance, objective="cut", trials=UNIT_TRIALS, iterations=None)
 
     def run(out: np.ndarray) -> int:
         value, out[:] = part_graph_multiconstraint(xadj, adjncy, vertex_weights.ravel(), sizes.shape[1], num_parts,
@@ -360,13 +431,7 @@ def _pass_key(owner: np.ndarray, cut: float, shares: np.ndarray, num_parts: int,
     """How a pass ranks (lower is better): how far its worst share is past 1 + imbalance (give or take
     BALANCE_SLACK: a clustered start a hair past it, facebook at 4 parts 1.031, cuts a tenth of what a
     placement within it cuts), then its cut."""
-    return max(_worst_balance(owner, shares, num_parts) - (1.0 + imbalance + BALANCE_SLACK), 0.0), cut
-
-
-def _worst_balance(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> float:
-    """The largest max/mean over the shares (1.0 = every share perfectly balanced)."""
-    mean = shares.sum(axis=0) / num_parts
-    return float((_loads(owner, shares, num_parts).max(axis=0) / np.where(mean > 0, mean, np.inf)).max())
+    return max(worst_balance(owner, shares, num_parts) - (1.0 + imbalance + BALANCE_SLACK), 0.0), cut
 
 
 def _cut_rows(buckets, owner: np.ndarray) -> int:
@@ -389,7 +454,7 @@ def _place_blocks(buckets, previous: np.ndarray, shares: np.ndarray, num_parts: 
     owner = previous.copy()
     fresh = n > 0 and bool(previous.max() < 0)
     rng = np.random.default_rng(seed)
-    load = np.zeros((num_parts, shares.shape[1])) if fresh else _loads(previous, shares, num_parts)
+    load = np.zeros((num_parts, shares.shape[1])) if fresh else loads(previous, shares, num_parts)
     totals = np.maximum(shares.sum(axis=0), 1e-300)
     limit = (1.0 + imbalance) * totals / num_parts
     alpha = math.sqrt(num_parts) * max(num_edges, 1) / max(n, 1) ** GAMMA
@@ -406,19 +471,14 @@ def _place_blocks(buckets, previous: np.ndarray, shares: np.ndarray, num_parts: 
         if fresh:
             room = (1.0 + imbalance) * (load.sum(axis=0) + w.sum(axis=0)) / num_parts - load
         else:
-            load -= _loads(owner[first:last], w, num_parts)
+            load -= loads(owner[first:last], w, num_parts)
             room = limit - load
         # load in node-equivalents: the mean over shares of each part's fraction, times N
         gain -= alpha * GAMMA * np.sqrt((load / totals).mean(axis=1) * n)
         chosen = _fill_parts(gain, w, room) if fresh else _restream_block(gain, w, room, owner[first:last].astype(np.int64), rng)
         owner[first:last] = chosen
-        load += _loads(chosen, w, num_parts)
+        load += loads(chosen, w, num_parts)
     return owner, cut_rows
-
-
-def _loads(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> np.ndarray:
-    """[P, C]: each part's sum of each share over the nodes `owner` assigns to it."""
-    return np.column_stack([np.bincount(owner, weights=shares[:, c], minlength=num_parts) for c in range(shares.shape[1])])
 
 
 def _restream_block(gain: np.ndarray, w: np.ndarray, room: np.ndarray, current: np.ndarray, rng: np.random.Generator) -> np.ndarray:

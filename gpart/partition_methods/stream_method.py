@@ -1,4 +1,5 @@
-"""`--method stream`: Fennel with restreaming (gpart.stream), memory O(nodes), edges spilled to scratch files."""
+"""`--method stream`: clusters and Fennel, restreamed and refined (gpart.stream, gpart.stream_refine), memory
+O(nodes x parts), edges spilled to scratch files."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from gpart.stream import stream_book
 
 @dataclass
 class StreamOptions(BalanceOptions):
-    """The balance options and the number of streaming passes (None: gpart.stream.PASSES)."""
+    """The balance options and the number of streaming passes of a run, restreaming and refinement (None:
+    gpart.stream.PASSES)."""
 
     passes: Optional[int] = None
 
@@ -27,7 +29,7 @@ class StreamOptions(BalanceOptions):
 
 class StreamMethod(PartitionMethod):
     name = "stream"
-    summary = "Fennel with restreaming, memory O(nodes), edges spilled to disk."
+    summary = "Clusters or Fennel, restreamed and refined; memory O(nodes x parts), edges on disk."
     options_type = StreamOptions
 
     def run(self, graph: Graph, num_parts: int, options: StreamOptions, context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:

@@ -1,0 +1,175 @@
+"""The streaming refinement of `--method stream` (gpart.stream_refine, issue 20).
+
+On the SNAP social graphs of ../shared/data (skipped where absent): more
+passes (restreaming, then refinement) never cut more than fewer, the
+refinement cuts less than the best restreaming pass, and every share
+stays within the bound; the repair by steps
+(`tighten`) brings a random assignment within the bound and the refinement
+lowers its cut. Pairwise swaps fix what full parts block. Under a cgroup
+memory cap smaller than the edge arrays, `gpart partition --method stream`
+finishes with a verified, balanced result.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpart.assign import assign
+from gpart.balance import BALANCE_BOUND, balances, in_degrees, train_mask
+from gpart.base.graph import Graph
+from gpart.formats.readers import read_graph
+from gpart.formats.scratch import ScratchDir
+from gpart.spill import bucket_rows
+from gpart.stream import BALANCE_SLACK, PASSES, _both_directions, stream_book
+from gpart import stream_refine
+from gpart.stream_refine import refine, tighten, worst_balance
+from support.memcap import available, run_capped
+from support.synthetic import write_powerlaw_npz
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+GRAPHS = {
+    "facebook": DATA / "facebook-combined" / "facebook_combined.txt.gz",
+    "enron": DATA / "email-enron" / "email-Enron.txt.gz",
+}
+_read: dict[str, Graph] = {}
+
+
+def graph_of(name: str, ids: str = "as read") -> Graph:
+    path = GRAPHS[name]
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    if name not in _read:
+        _read[name] = read_graph(path)
+    graph = _read[name]
+    if ids == "permuted":  # ids that carry no locality
+        relabel = np.random.default_rng(0).permutation(graph.num_nodes)
+        graph = Graph(graph.num_nodes, relabel[np.asarray(graph.src)], relabel[np.asarray(graph.dst)], {}, source=graph.source)
+    return graph
+
+
+def cut_of(graph: Graph, owner: np.ndarray) -> float:
+    src, dst = np.asarray(graph.src), np.asarray(graph.dst)
+    return np.count_nonzero(owner[src] != owner[dst]) / graph.num_edges
+
+
+@pytest.mark.parametrize("name,ids", [("facebook", "as read"), ("facebook", "permuted"), ("enron", "as read")])
+def test_more_passes_never_cut_more_refinement_included(name, ids):
+    """8 parts, 4 / 8 / 12 / PASSES passes in all (restreaming stalls or ends at RESTREAM_PASSES, refinement
+    takes the rest): the cut never rises, it is the lowest of the kept run's recorded cuts, the refinement
+    lowers it below the best restreaming pass, and every share stays within the bound."""
+    graph = graph_of(name, ids)
+    cuts, restreamed = [], []
+    for passes in (4, 8, 12, PASSES):
+        book, params = stream_book(graph, 8, passes=passes)
+        owner = book.owner_array
+        cuts.append(cut_of(graph, owner))
+        kept = params["start"]
+        restreamed.append(min(params["pass_cuts"][kept]))
+        recorded = params["refine_cuts"][kept]
+        assert len(params["pass_cuts"][kept]) + len(recorded) - 1 <= passes, params
+        assert cuts[-1] == pytest.approx(min(recorded + [restreamed[-1]]), abs=1e-6), (recorded, cuts)
+        for key, value in balances(owner, 8, in_degrees(graph), train_mask(graph)).items():
+            assert value is None or value <= 1.03 + BALANCE_SLACK, (key, value)
+    assert all(later <= earlier for earlier, later in zip(cuts, cuts[1:])), cuts
+    assert cuts[-1] < restreamed[-1], (cuts, restreamed)  # the refinement does something on these graphs
+
+
+# 8 parts, the stream at its default 3%, the default at its 1.10 bound; measured cut / the default's: facebook 1.20,
+# ids permuted 1.23 (the stream before the refinement 1.52, 1.77); email-Enron 1.00, 0.94. The default itself,
+# held to 1.03, cuts 1.24 and 1.26 times its own cut on facebook (0.204, 0.193).
+TO_DEFAULT = 1.25
+
+
+@pytest.mark.parametrize("name,ids", [("facebook", "as read"), ("facebook", "permuted"), ("enron", "as read"),
+                                      ("enron", "permuted")])
+def test_stream_against_random_and_the_default(name, ids):
+    """8 parts at the stream's defaults: at most 0.85 x random's cut (7/8) and 1.25 x the default's."""
+    graph = graph_of(name, ids)
+    cut = cut_of(graph, stream_book(graph, 8)[0].owner_array)
+    assert cut <= 0.85 * 7 / 8, cut
+    try:
+        import kaminpar  # noqa: F401  (the default's backend; the METIS fallback alone would be another baseline)
+    except ImportError as exc:
+        pytest.skip(f"kaminpar wheel unavailable on this platform: {exc}")
+    default = cut_of(graph, assign(graph, 8, "balanced").book.owner_array)
+    assert cut <= TO_DEFAULT * default, (cut, default)
+
+
+def buckets_of(scratch: ScratchDir, graph: Graph, block: int):
+    """The spilled edges as gpart.stream keeps them: both directions, bucketed by the node's block."""
+    return bucket_rows(scratch, graph.num_edges, -(-graph.num_nodes // block),
+                       _both_directions(graph, block, np.dtype(np.int32)), {"node": np.int32, "neighbour": np.int32})
+
+
+def test_tighten_and_refine_a_random_assignment():
+    """Facebook, ids permuted, 8 parts, from random owners (in-edges past 1.03): `tighten` brings every share
+    within 1.03, the refinement keeps it there and lowers the cut to well under random's."""
+    graph = graph_of("facebook", "permuted")
+    n, parts, block = graph.num_nodes, 8, 64
+    shares = np.column_stack([np.ones(n), in_degrees(graph)])
+    start = np.random.default_rng(1).integers(0, parts, n).astype(np.int32)
+    assert worst_balance(start, shares, parts) > 1.03
+    with ScratchDir() as scratch:
+        buckets = buckets_of(scratch, graph, block)
+        tight = tighten(buckets, start, shares, parts, block, 0.03)
+        refined, cuts, _ = refine(buckets, tight, shares, parts, block, 0.03, graph.num_edges, lambda owner, cut: (0.0, cut))
+    assert worst_balance(tight, shares, parts) <= 1.03 + 1e-9
+    assert worst_balance(refined, shares, parts) <= 1.03 + 1e-9
+    assert cuts[0] == pytest.approx(cut_of(graph, tight)) and cut_of(graph, refined) == pytest.approx(min(cuts))
+    assert cut_of(graph, refined) < min(cut_of(graph, tight), 0.5 * cut_of(graph, start)), cuts
+
+
+def test_swaps_fix_what_full_parts_block(monkeypatch):
+    """Two 4-cliques, one node of each in the other's part, parts full (imbalance 0): no single move fits,
+    the refinement swaps the two and cuts nothing (every node free to move: in a pass that holds one of
+    the two in place, there is nothing to do, and two such passes end the refinement)."""
+    monkeypatch.setattr(stream_refine, "ACTIVE", 1.0)
+    pairs = [(u, v) for base in (0, 4) for u in range(base, base + 4) for v in range(u + 1, base + 4)]
+    src, dst = (np.array(side, dtype=np.int64) for side in zip(*pairs))
+    graph = Graph(8, src, dst, {})
+    owner = np.array([0, 0, 0, 1, 1, 1, 1, 0], dtype=np.int32)
+    shares = np.ones((8, 1))
+    with ScratchDir() as scratch:
+        buckets = buckets_of(scratch, graph, 64)
+        refined, cuts, _ = refine(buckets, owner, shares, 2, 64, 0.0, graph.num_edges, lambda owner, cut: (0.0, cut))
+    assert cuts[0] == pytest.approx(6 / 12) and cut_of(graph, refined) == 0.0, cuts
+    assert np.bincount(refined, minlength=2).tolist() == [4, 4]
+
+
+CAP_BYTES = 256 << 20
+CAPPED_NODES, CAPPED_EDGES = 100_000, 20_000_000
+
+
+def test_stream_under_a_memory_cap_smaller_than_the_edges(tmp_path_factory):
+    """The edge arrays (int64 src and dst, 320 MB) are past the cap (256 MiB); `gpart partition --method stream
+    --max-memory` finishes in it, its METIS child included (the edges spilled to scratch files; the output
+    written by the bounded pipeline), the output verifies and is balanced, and it cuts less than random.
+
+    A Chung-Lu graph has little to cut: 0.846 against random's 0.875 at 8 parts (16M edges)."""
+    reason = available()
+    if reason:
+        pytest.skip(f"memory cap not possible here: {reason}")
+    graph = tmp_path_factory.getbasetemp() / "stream-capped.npz"
+    if not graph.exists():
+        write_powerlaw_npz(graph, CAPPED_NODES, CAPPED_EDGES, 0, 0)
+    assert 2 * 8 * CAPPED_EDGES > CAP_BYTES
+    out = tmp_path_factory.mktemp("stream-capped") / "out"
+    gpart = str(Path(sys.executable).with_name("gpart"))
+    run = run_capped([gpart, "partition", str(graph), "--parts", "8", "--method", "stream", "--max-memory", str(CAP_BYTES),
+                      "-o", str(out), "--json"], CAP_BYTES, timeout=900)
+    assert run.returncode == 0 and not run.oom_killed, run.stderr[-2000:]
+    assert json.loads(run.stdout)["num_edges"] == CAPPED_EDGES
+    check = subprocess.run([gpart, "verify", str(out), "--graph", str(graph)], capture_output=True, text=True, timeout=600)
+    assert check.returncode == 0, check.stderr[-2000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    stats, params = manifest["stats"], manifest["params"]
+    for key in ("node_balance", "edge_balance", "train_balance"):
+        assert stats[key] <= BALANCE_BOUND, (key, stats[key])
+    assert stats["edge_cut_ratio"] < 0.98 * 7 / 8, stats
+    assert params["refine_cuts"][params["start"]], params
