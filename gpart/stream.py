@@ -127,7 +127,8 @@ def stream_book(graph: Graph, num_parts: int, *, imbalance: float = 0.03, balanc
         with progress.stage("stream: spill edges"):
             buckets = bucket_rows(scratch, graph.num_edges, -(-n // block), _both_directions(graph, block, id_dtype),
                                   {"node": id_dtype, "neighbour": id_dtype})
-        starts = _starts(buckets, shares, num_parts, block, float(imbalance), graph.num_edges, progress)
+        notes: list[str] = []
+        starts = _starts(buckets, shares, num_parts, block, float(imbalance), graph.num_edges, progress, notes)
         restreams = min(passes, RESTREAM_PASSES)
         with progress.stage("stream: restream", total=float(restreams * len(starts)), unit="passes") as bar:
             runs = {name: _restream(buckets, start, shares, num_parts, block, float(imbalance), graph.num_edges, restreams, bar)
@@ -149,6 +150,8 @@ def stream_book(graph: Graph, num_parts: int, *, imbalance: float = 0.03, balanc
         "pass_cuts": {name: [round(cut, 6) for cut in run[1]] for name, run in runs.items()},
         "refine_cuts": {name: [round(cut, 6) for cut in run[1]] for name, run in refined.items()},
     }
+    if notes:
+        params["clusters_packed"] = sorted(set(notes))
     return ArrayBook(refined[kept][0], num_parts), params
 
 
@@ -175,7 +178,7 @@ def _refine_runs(buckets, runs: dict[str, tuple[np.ndarray, list[float], tuple[f
 
 
 def _starts(buckets, shares: np.ndarray, num_parts: int, block: int, imbalance: float, num_edges: int,
-            progress: Progress) -> dict[str, np.ndarray]:
+            progress: Progress, notes: list[str]) -> dict[str, np.ndarray]:
     """The first placements: Fennel's, and where the clusters are worth it (`_cluster`) the graph of clusters
     partitioned with every share its own constraint and with one combined weight (`_clustered`)."""
     n = shares.shape[0]
@@ -186,7 +189,7 @@ def _starts(buckets, shares: np.ndarray, num_parts: int, block: int, imbalance: 
         clusters = _cluster(buckets, shares, num_parts, block, bar, starts["fennel"])
     if clusters is not None:
         with progress.stage("stream: partition clusters"):
-            starts.update(_clustered(buckets, clusters, shares, num_parts, imbalance, block))
+            starts.update(_clustered(buckets, clusters, shares, num_parts, imbalance, block, notes))
     return starts
 
 
@@ -292,7 +295,7 @@ def _relabel_block(local: np.ndarray, around: np.ndarray, label: np.ndarray, siz
 
 
 def _clustered(buckets, label: np.ndarray, shares: np.ndarray, num_parts: int, imbalance: float,
-               block: int) -> dict[str, np.ndarray]:
+               block: int, notes: list[str]) -> dict[str, np.ndarray]:
     """Two owners of every node from its cluster: the graph of clusters (`_units`, `_unit_graph`) partitioned by
     METIS (`_partition_units`) with every share its own constraint ("clusters") and with one weight, the mean
     of the shares ("clusters-combined"), then nodes moved until every share is within 1 + imbalance
@@ -309,8 +312,8 @@ def _clustered(buckets, label: np.ndarray, shares: np.ndarray, num_parts: int, i
     unit_graph = _unit_graph(buckets, unit, sizes.shape[0]) if sizes.shape[0] > num_parts else None
     owners = {}
     for name, weights in (("clusters", sizes), ("clusters-combined", sizes.mean(axis=1, keepdims=True))):
-        tried = [tighten(buckets, _partition_units(unit_graph, weights, num_parts, imbalance, seed)[unit], shares, num_parts,
-                         block, imbalance) for seed in range(UNIT_SEEDS)]
+        tried = [tighten(buckets, _partition_units(unit_graph, weights, num_parts, imbalance, seed, notes)[unit], shares,
+                         num_parts, block, imbalance) for seed in range(UNIT_SEEDS)]
         keys = [_pass_key(owner, float(_cut_rows(buckets, owner)), shares, num_parts, imbalance) for owner in tried]
         owners[name] = tried[min(range(UNIT_SEEDS), key=keys.__getitem__)]
     return owners
@@ -361,10 +364,11 @@ def _unit_graph(buckets, unit: np.ndarray, num_units: int) -> tuple[np.ndarray, 
 
 
 def _partition_units(unit_graph: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]], sizes: np.ndarray, num_parts: int,
-                     imbalance: float, seed: int = 0) -> np.ndarray:
+                     imbalance: float, seed: int = 0, notes: Optional[list[str]] = None) -> np.ndarray:
     """Part of every unit: METIS k-way on the graph of units (`_unit_graph`; None where there are no more units
     than parts), edges weighted by the rows between them, every column of `sizes` [U, C] a constraint (in a
-    forked child: METIS traps SIGTERM, gpart.isolate); `_pack` where METIS fails.
+    forked child: METIS traps SIGTERM, gpart.isolate); `_pack` where METIS fails, the reason appended to
+    `notes` (the manifest's `params.clusters_packed`: a METIS child killed at a memory cap must not pass unseen).
 
     Measured (8 parts, cut after rebalancing, before restreaming): facebook 0.59 packed heaviest first,
     0.26 partitioned; email-Enron 0.52 and 0.41.
@@ -383,7 +387,9 @@ def _partition_units(unit_graph: Optional[tuple[np.ndarray, np.ndarray, np.ndarr
 
     try:
         _, part = call_isolated(run, num_units)
-    except (RuntimeError, ValueError, MemoryError):  # a pymetis without multi-constraint METIS: pack greedily
+    except (RuntimeError, ValueError, MemoryError) as exc:  # no multi-constraint METIS, or its child died: pack
+        if notes is not None:
+            notes.append(f"METIS on the graph of clusters failed ({exc}); clusters packed greedily")
         return _pack(sizes, num_parts)
     return part.astype(np.int32)
 

@@ -123,7 +123,7 @@ def test_stream_is_deterministic_and_spills_nothing(tmp_path):
 FENNEL_CUTS = {"cora": 0.29, "facebook": 0.38, "enron": 0.36, "road-ny": 0.045}
 
 
-@pytest.mark.parametrize("name", list(GRAPHS))
+@pytest.mark.parametrize("name", ["cora", "road-ny"])  # the social graphs at 8 parts: tests/test_stream.py
 def test_more_passes_never_cut_more_and_stay_within_the_bound(name):
     """The cut never rises with the passes (the best pass is kept), every share stays within 1.10, and
     at the default passes the cut is no worse than Fennel's placement and restreams gave alone.
@@ -152,41 +152,6 @@ def stream_cuts(graph, num_parts: int, passes_list, check_bound: bool = False, i
         for key, value in balances(owner, num_parts, in_degrees(graph), train_mask(graph)).items():
             assert not check_bound or value is None or value <= BALANCE_BOUND, (key, value)
     return cuts
-
-
-def permuted(graph):
-    """The graph with its node ids randomly permuted (seeded): ids that carry no locality."""
-    from gpart.base.graph import Graph
-
-    relabel = np.random.default_rng(0).permutation(graph.num_nodes)
-    return Graph(graph.num_nodes, relabel[np.asarray(graph.src)], relabel[np.asarray(graph.dst)], {}, source=graph.source)
-
-
-@pytest.mark.parametrize("ids", ["as read", "permuted"])
-@pytest.mark.parametrize("name", ["facebook", "enron"])
-def test_stream_beats_random_on_social_graphs(name, ids):
-    """8 parts on the SNAP social graphs: at most 0.85 x random's cut (7/8), never rising with the passes;
-    at the default's balance bound (imbalance 0.10), within 1.25 x the default's cut.
-
-    Measured at the stream's 3% (random 0.875), refinement included: facebook 0.197, permuted 0.187;
-    email-Enron 0.300, permuted 0.283 (before the refinement 0.250, 0.271, 0.307, 0.287; Fennel's
-    placement and restreams alone 0.51, 0.43, 0.44, 0.44); the default's 0.164, 0.153, 0.303, 0.300.
-    """
-    _, graph = graph_of(name)
-    graph = permuted(graph) if ids == "permuted" else graph
-    cuts = stream_cuts(graph, 8, (1, 2, 8))
-    assert all(later <= earlier for earlier, later in zip(cuts, cuts[1:])), cuts
-    assert cuts[-1] <= 0.85 * 7 / 8, cuts
-    if kaminpar_missing():
-        pytest.skip(kaminpar_missing())
-    from gpart.assign import assign
-    from gpart.stream import PASSES
-
-    owner = assign(graph, 8, "balanced").book.owner_array
-    src, dst = np.asarray(graph.src), np.asarray(graph.dst)
-    default_cut = np.count_nonzero(owner[src] != owner[dst]) / graph.num_edges
-    (at_bound,) = stream_cuts(graph, 8, (PASSES,), imbalance=BALANCE_BOUND - 1.0)
-    assert at_bound <= 1.25 * default_cut, (at_bound, default_cut)
 
 
 # --------------------------------------------------------------------------- bounded memory
