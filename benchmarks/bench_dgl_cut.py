@@ -118,11 +118,16 @@ def main() -> None:
             print(f"  {labels[side]:<36}{result['error']}", flush=True)
             continue
         results[side] = result
-        train = "-" if result["train_balance"] is None else f"{result['train_balance']:.3f}"
-        print(f"  {labels[side]:<36}{result['seconds']:8.1f}{result['cpu']:8.1f}{result['rss_mib']:9.0f}{result['cut']:7.3f}"
-              f"{result['node_balance']:7.3f}{result['edge_balance']:8.3f}{train:>7}", flush=True)
+        print(f"  {labels[side]:<36}{result['seconds']:8.1f}{result['cpu']:8.1f}{result['rss_mib']:9.0f}"
+              f"{quality_columns(result)}", flush=True)
 
     print_ratios(results, labels)
+
+
+def quality_columns(result: dict) -> str:
+    """The cut and balance columns of one result row: cut, node, in-edge, train ('-' without a training mask)."""
+    train = "-" if result["train_balance"] is None else f"{result['train_balance']:.3f}"
+    return f"{result['cut']:7.3f}{result['node_balance']:7.3f}{result['edge_balance']:8.3f}{train:>7}"
 
 
 def print_ratios(results: dict, labels: dict) -> None:

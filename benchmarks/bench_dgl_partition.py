@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_dgl_cut import cut_and_balances, print_ratios
+from bench_dgl_cut import cut_and_balances, print_ratios, quality_columns
 from harness import dir_bytes, script_child
 
 HERE = Path(__file__).resolve()
@@ -154,10 +154,8 @@ def main() -> None:
             print(f"  {LABELS[side]:<30}{result['error']}", flush=True)
             continue
         results[side] = result
-        train = "-" if result["train_balance"] is None else f"{result['train_balance']:.3f}"
         print(f"  {LABELS[side]:<30}{result['seconds']:8.1f}{result['job_seconds']:8.1f}{result['cpu']:8.1f}"
-              f"{result['rss_mib']:9.0f}{result['bytes'] / 1e9:8.2f}{result['cut']:7.3f}{result['node_balance']:7.3f}"
-              f"{result['edge_balance']:8.3f}{train:>7}", flush=True)
+              f"{result['rss_mib']:9.0f}{result['bytes'] / 1e9:8.2f}{quality_columns(result)}", flush=True)
     print_ratios(results, LABELS)  # the targets: wall <= 0.5, peak RSS <= 1, cut <= 1, every balance <= 1.10
 
 
