@@ -83,6 +83,9 @@ MIN_BLOCK_NODES = 64
 RESTREAM_PASSES = 8
 PASSES = 20
 GAMMA = 1.5
+# Input edges per spill step: about 130 bytes of temporaries an edge (both directions, their blocks, the sort):
+# 34 MiB. At 1M edges a step (gpart.spill.ROW_CHUNK) they were 130 MiB, past a 144 MiB cap with the interpreter.
+SPILL_EDGES = 1 << 18
 GAIN_CELLS = 1 << 22  # block nodes x parts: bounds the gain matrix to 32 MiB
 CLUSTER_PASSES = 16
 CLUSTER_PROBE, CLUSTER_FLOOR, CLUSTER_SETTLED, CLUSTER_HOPE = 3, 0.15, 0.001, 0.5
@@ -126,7 +129,7 @@ def stream_book(graph: Graph, num_parts: int, *, imbalance: float = 0.03, balanc
     with ScratchDir(scratch_dir) as scratch:
         with progress.stage("stream: spill edges"):
             buckets = bucket_rows(scratch, graph.num_edges, -(-n // block), _both_directions(graph, block, id_dtype),
-                                  {"node": id_dtype, "neighbour": id_dtype})
+                                  {"node": id_dtype, "neighbour": id_dtype}, chunk=SPILL_EDGES)
         notes: list[str] = []
         starts = _starts(buckets, shares, num_parts, block, float(imbalance), graph.num_edges, progress, notes)
         restreams = min(passes, RESTREAM_PASSES)
@@ -346,7 +349,8 @@ def _units(label: np.ndarray, shares: np.ndarray, num_parts: int) -> tuple[np.nd
 
 def _unit_graph(buckets, unit: np.ndarray, num_units: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The graph of units as CSR (xadj, adjncy) with edge weights (rows between the two units), read from the
-    buckets block by block into a dense num_units^2 int32 matrix (64 MiB at UNIT_CAP units), whatever the edges.
+    buckets block by block into a dense num_units^2 int32 matrix (64 MiB at UNIT_CAP units), whatever the edges;
+    the UNIT_PAIRS heaviest pairs are kept (`_heaviest_pairs`).
 
     Merging each block's pairs into a sorted list of the pairs so far instead took 39 s of 51 for a
     Chung-Lu graph of 100k nodes and 16M edges (4096 units).
@@ -357,10 +361,35 @@ def _unit_graph(buckets, unit: np.ndarray, num_units: int) -> tuple[np.ndarray, 
         apart = a != c
         keys, counts = np.unique(a[apart] * num_units + c[apart], return_counts=True)
         dense[keys] += counts.astype(np.int32)  # keys are distinct: a fancy-index add counts each once
-    pairs = np.flatnonzero(dense)
+    pairs = _heaviest_pairs(dense, UNIT_PAIRS)
     xadj = np.zeros(num_units + 1, dtype=np.int64)
     xadj[1:] = np.cumsum(np.bincount(pairs // num_units, minlength=num_units))
     return xadj, pairs % num_units, dense[pairs].astype(np.int64)  # both directions of every pair are rows: symmetric
+
+
+# Pairs of units (both directions) given to METIS at most. Where clusters are dense in edges (Chung-Lu, 100k nodes,
+# 20M edges) nearly all 4096^2 pairs have rows between them: 16.7M pairs as int64 CSR and weights were 400 MB
+# past the 64 MiB matrix, over --max-memory, and METIS took 2.5 s a try on them. Facebook's and email-Enron's
+# graphs of clusters have under 0.4M pairs, so they keep every one.
+UNIT_PAIRS = 1 << 20
+PAIR_ROWS = 256  # rows of the dense matrix scanned at a time
+
+
+def _heaviest_pairs(dense: np.ndarray, most: int) -> np.ndarray:
+    """Sorted flat indices of the nonzero cells of `dense` with weight >= t, the least t that keeps at most `most`
+    of them (all of them when they are fewer; the heaviest alone when those alone are more); a weight and its
+    mirror are equal, so the kept pairs are symmetric.
+    Scanned in slices: the temporaries are a slice's, whatever the matrix."""
+    step = PAIR_ROWS * max(int(math.isqrt(dense.shape[0])), 1)
+    slices = range(0, dense.shape[0], step)
+    heavy = 1 << 16  # weights from here on are counted together: a threshold above it would keep under `most` anyway
+    histogram = np.zeros(heavy + 1, dtype=np.int64)
+    for start in slices:
+        histogram += np.bincount(np.minimum(dense[start:start + step], heavy), minlength=heavy + 1)
+    at_least = np.cumsum(histogram[::-1])[::-1]  # at_least[w]: cells weighing w or more
+    fits = (at_least <= most) & (at_least > 0)  # a threshold above every weight would keep nothing
+    threshold = 1 if fits[1] else int(np.argmax(fits)) if fits.any() else int(np.flatnonzero(histogram)[-1])
+    return np.concatenate([np.flatnonzero(dense[start:start + step] >= threshold) + start for start in slices])
 
 
 def _partition_units(unit_graph: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]], sizes: np.ndarray, num_parts: int,

@@ -130,7 +130,7 @@ def test_missing_chunk_is_named_on_every_rank(tmp_path):
 def test_killed_rank_leaves_no_manifest_on_any_machine(tmp_path):
     machines(tmp_path)
     split(tmp_path, 2)
-    procs = launch(tmp_path, 2, "--parts", 4, "--max-message", 24, "-v", timeout=15)
+    procs = launch(tmp_path, 2, "--parts", 4, "--max-message", 24, "--method", "random", "-v", timeout=15)
     victim = procs[1]
     line = victim.stderr.readline()
     assert "rank 1: assign" in line, line

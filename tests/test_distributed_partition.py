@@ -175,7 +175,9 @@ def test_bad_chunk_fails_every_rank_and_writes_nothing(tmp_path, chunks):
 
 def test_killed_rank_makes_the_others_exit_in_bounded_time(tmp_path, chunks):
     # one edge (24 bytes) per round: the shuffle takes thousands of rounds, long enough to kill a rank in it
-    procs = launch(4, chunks, "--parts", 4, "-o", tmp_path / "out", "--max-message", 24, "-v", timeout=15)
+    # (random: each rank assigns its own nodes, no gather to rank 0 at 24 bytes a round before the shuffle)
+    procs = launch(4, chunks, "--parts", 4, "-o", tmp_path / "out", "--max-message", 24, "--method", "random", "-v",
+                   timeout=15)
     victim = procs[2]
     line = victim.stderr.readline()
     assert "rank 2: assign" in line, line
@@ -192,7 +194,8 @@ def test_killed_rank_makes_the_others_exit_in_bounded_time(tmp_path, chunks):
 
 def test_stopped_rank_makes_the_others_give_up_after_the_timeout(tmp_path, chunks):
     # a rank that hangs (SIGSTOP) keeps its sockets open: only the collectives' time limit ends the wait
-    procs = launch(2, chunks, "--parts", 4, "-o", tmp_path / "out", "--max-message", 24, "-v", timeout=5)
+    procs = launch(2, chunks, "--parts", 4, "-o", tmp_path / "out", "--max-message", 24, "--method", "random", "-v",
+                   timeout=5)
     victim = procs[1]
     assert "rank 1: assign" in victim.stderr.readline()
     victim.send_signal(signal.SIGSTOP)

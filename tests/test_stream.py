@@ -142,6 +142,27 @@ def test_swaps_fix_what_full_parts_block(monkeypatch):
     assert np.bincount(refined, minlength=2).tolist() == [4, 4]
 
 
+def test_the_graph_of_clusters_keeps_its_heaviest_pairs_symmetric_and_bounded():
+    """Where clusters are dense in edges, METIS gets at most `most` pairs of clusters: the heaviest, both directions
+    of each, every one where there are fewer."""
+    from gpart.stream import _heaviest_pairs
+
+    rng = np.random.default_rng(3)
+    n = 700
+    weights = rng.integers(0, 40, (n, n)).astype(np.int32)
+    weights = np.triu(weights, 1) + np.triu(weights, 1).T
+    dense = weights.ravel()
+    assert np.array_equal(_heaviest_pairs(dense, dense.size), np.flatnonzero(dense))
+    heaviest = _heaviest_pairs(dense, 10)  # more than 10 cells weigh the most: those, and no lighter one
+    assert heaviest.size > 10 and np.array_equal(heaviest, np.flatnonzero(dense == dense.max()))
+    for most in (100_000, 30_000):
+        kept = _heaviest_pairs(dense, most)
+        assert 0 < kept.size <= most and np.all(np.diff(kept) > 0)
+        assert np.array_equal(np.sort((kept % n) * n + kept // n), kept)  # every pair with its mirror
+        lightest = dense[kept].min()
+        assert np.count_nonzero(dense > lightest) <= most < np.count_nonzero(dense >= lightest - 1)
+
+
 def test_a_failed_metis_on_the_clusters_is_recorded(monkeypatch):
     """Where METIS on the graph of clusters fails (its child killed at a memory cap, a pymetis without
     multi-constraint METIS) the clusters are packed greedily and the manifest params say so, instead of a
@@ -162,16 +183,16 @@ def test_a_failed_metis_on_the_clusters_is_recorded(monkeypatch):
         assert value is None or value <= 1.03 + BALANCE_SLACK, (key, value)
 
 
-CAP_BYTES = 256 << 20
-CAPPED_NODES, CAPPED_EDGES = 100_000, 20_000_000
+CAP_BYTES = 144 << 20
+CAPPED_NODES, CAPPED_EDGES = 100_000, 10_000_000
 
 
 def test_stream_under_a_memory_cap_smaller_than_the_edges(tmp_path_factory):
-    """The edge arrays (int64 src and dst, 320 MB) are past the cap (256 MiB); `gpart partition --method stream
+    """The edge arrays (int64 src and dst, 160 MB) are past the cap (144 MiB); `gpart partition --method stream
     --max-memory` finishes in it, its METIS child included (the edges spilled to scratch files; the output
     written by the bounded pipeline), the output verifies and is balanced, and it cuts less than random.
 
-    A Chung-Lu graph has little to cut: 0.846 against random's 0.875 at 8 parts (16M edges)."""
+    A Chung-Lu graph this dense (200 edges a node) has little to cut: 0.861 against random's 0.875 at 8 parts."""
     reason = available()
     if reason:
         pytest.skip(f"memory cap not possible here: {reason}")
@@ -192,5 +213,5 @@ def test_stream_under_a_memory_cap_smaller_than_the_edges(tmp_path_factory):
     stats, params = manifest["stats"], manifest["params"]
     for key in ("node_balance", "edge_balance", "train_balance"):
         assert stats[key] <= BALANCE_BOUND, (key, stats[key])
-    assert stats["edge_cut_ratio"] < 0.98 * 7 / 8, stats
+    assert stats["edge_cut_ratio"] < 0.99 * 7 / 8, stats
     assert params["refine_cuts"][params["start"]], params
