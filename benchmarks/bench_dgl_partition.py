@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_dgl_cut import cut_and_balances, print_ratios, quality_columns
+from bench_dgl_cut import QUALITY_HEADER, cut_and_balances, print_ratios, quality_columns
 from harness import dir_bytes, script_child
 
 HERE = Path(__file__).resolve()
@@ -145,8 +145,7 @@ def main() -> None:
         make_rmat(args.make, args.graph)
     args.workdir.mkdir(parents=True, exist_ok=True)
     print(f"{args.graph}, {args.parts} parts; whole processes; cut = fraction of directed edges cut; balances max/mean")
-    print(f"  {'job':<30}{'wall s':>8}{'job s':>8}{'cpu s':>8}{'RSS MiB':>9}{'GB out':>8}{'cut':>7}{'node':>7}"
-          f"{'in-edge':>8}{'train':>7}")
+    print(f"  {'job':<30}{'wall s':>8}{'job s':>8}{'cpu s':>8}{'RSS MiB':>9}{'GB out':>8}{QUALITY_HEADER}")
     results = {}
     for side in args.sides.split(","):
         result = run_side(args, side)

@@ -50,9 +50,10 @@ result than fewer (`params.pass_cuts`, `params.refine_cuts`).
 Memory: N-sized labels, cluster sizes, owners and shares; the [N, P] int32
 neighbour counts of the refinement (4 P bytes a node, 8 P at the peak); one block's bucket
 and gain matrix (BLOCK_NODES x P); the graph of clusters (a dense
-UNIT_CAP^2 int32 matrix, 64 MiB, and its nonzero entries, whatever the
-edges); the edges live in the scratch files (16 bytes per edge with 32-bit
-ids, 32 with 64-bit). Time: two passes over the edges to spill them, then
+UNIT_CAP^2 int32 matrix, 64 MiB, and at most UNIT_PAIRS of its entries, 24
+bytes each, whatever the edges); the temporaries of a spill step (SPILL_EDGES
+edges, about 34 MiB); the edges live in the scratch files (16 bytes per edge
+with 32-bit ids, 32 with 64-bit). Time: two passes over the edges to spill them, then
 one placing pass, up to CLUSTER_PASSES clustering passes, up to 3 x RESTREAM_PASSES
 reads for the restreams and a read per refinement pass (PASSES in all per run).
 """
