@@ -183,16 +183,16 @@ def test_a_failed_metis_on_the_clusters_is_recorded(monkeypatch):
         assert value is None or value <= 1.03 + BALANCE_SLACK, (key, value)
 
 
-CAP_BYTES = 144 << 20
-CAPPED_NODES, CAPPED_EDGES = 100_000, 10_000_000
+CAP_BYTES = 256 << 20  # gpart.bounded.FIXED_BYTES: the pipeline's own floor (interpreter, numpy, chunk buffers)
+CAPPED_NODES, CAPPED_EDGES = 500_000, 17_000_000
 
 
 def test_stream_under_a_memory_cap_smaller_than_the_edges(tmp_path_factory):
-    """The edge arrays (int64 src and dst, 160 MB) are past the cap (144 MiB); `gpart partition --method stream
+    """The edge arrays (int64 src and dst, 272 MB) are past the cap (256 MiB); `gpart partition --method stream
     --max-memory` finishes in it, its METIS child included (the edges spilled to scratch files; the output
     written by the bounded pipeline), the output verifies and is balanced, and it cuts less than random.
 
-    A Chung-Lu graph this dense (200 edges a node) has little to cut: 0.861 against random's 0.875 at 8 parts."""
+    A Chung-Lu graph has little to cut: 0.848 against random's 0.875 at 8 parts (peak RSS 211 MiB uncapped)."""
     reason = available()
     if reason:
         pytest.skip(f"memory cap not possible here: {reason}")
@@ -213,5 +213,5 @@ def test_stream_under_a_memory_cap_smaller_than_the_edges(tmp_path_factory):
     stats, params = manifest["stats"], manifest["params"]
     for key in ("node_balance", "edge_balance", "train_balance"):
         assert stats[key] <= BALANCE_BOUND, (key, stats[key])
-    assert stats["edge_cut_ratio"] < 0.99 * 7 / 8, stats
+    assert stats["edge_cut_ratio"] < 0.98 * 7 / 8, stats
     assert params["refine_cuts"][params["start"]], params
