@@ -186,20 +186,31 @@ class Sage(torch.nn.Module):
         return x
 
 
+_WHOLEMEMORY: dict = {}
+
+
 def wholegraph_side(parts: Path, seeds: np.ndarray, batch: int, batches: int, repeats: int) -> dict:
     """WholeGraph's per-hop sampler on gpart's CSC copied into WholeMemory on the GPU (sampled edges/s; the next
-    frontier by torch.unique), or why it did not run. Never run yet: no GPU and no pylibwholegraph here."""
+    frontier by torch.unique), or why it did not run."""
     if not torch.cuda.is_available():
         return {"error": "no CUDA device"}
     try:  # optional: NVIDIA's pylibwholegraph wheels (DEVELOPERS.md)
+        try:  # the librmm-cu13 wheel's shared library must be loaded before pylibwholegraph links against it
+            import librmm
+
+            librmm.load_library()
+        except ImportError:
+            pass
         from pylibwholegraph.torch import initialize as wg_init, tensor as wg_tensor, wholegraph_ops
     except ImportError as exc:
         return {"error": f"pylibwholegraph not importable ({exc})"}
     import gpart.runtime as gr  # gpart's side only: the DGL child runs this module without gpart
 
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29533")
-    comm, _ = wg_init.init_torch_env_and_create_wm_comm(0, 1, 0, 1)  # one process, one GPU
+    if "comm" not in _WHOLEMEMORY:  # WholeMemory initialises once a process: every batch size reuses it
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29533")
+        _WHOLEMEMORY["comm"] = wg_init.init_torch_env_and_create_wm_comm(0, 1, 0, 1)[0]  # one process, one GPU
+    comm = _WHOLEMEMORY["comm"]
     part = gr.load_partition(parts, device="cpu")
     csr = []
     for host in (part.indptr, part.indices):  # CSC of in-edges = WholeGraph's CSR of the sampled nodes
