@@ -262,9 +262,9 @@ def embeddings(model: nn.Module, part) -> torch.Tensor:
     """[num_nodes, hidden] rows of every node from layer-wise inference, gathered on every rank (a collective)."""
     model.eval()
     ids, rows = gr.layerwise_inference(SAGE.layers(model), part)
-    emb = torch.zeros(part.num_nodes, rows.shape[1])
-    for i, r in zip(gather(ids), gather(rows)):
-        emb[i] = r.float()
+    emb = torch.zeros(part.num_nodes, rows.shape[1], device=rows.device)
+    for i, r in zip(gather(ids), gather(rows)):  # on the CPU where gloo gathered rows computed on a GPU
+        emb[i.to(emb.device)] = r.to(emb.device, torch.float32)
     return emb
 
 

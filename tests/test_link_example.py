@@ -47,10 +47,10 @@ def prepared(tmp_path_factory) -> dict[int, Path]:
 
 def _stored_edges(parts: Path) -> np.ndarray:
     """[2, E] global (source, destination) of every edge the partitions store, read partition by partition."""
-    first = gr.load_partition(parts, rank=0)
+    first = gr.load_partition(parts, rank=0, device="cpu")
     found = []
     for rank in range(first.num_parts):
-        part = gr.load_partition(parts, rank=rank)
+        part = gr.load_partition(parts, rank=rank, device="cpu")
         dst_local = torch.repeat_interleave(torch.arange(part.num_owned), part.indptr.diff())
         found.append(torch.stack([part.node_ids[part.indices], part.node_ids[dst_local]]).numpy())
     return np.concatenate(found, axis=1)
