@@ -390,6 +390,7 @@ def _heaviest_pairs(dense: np.ndarray, most: int) -> np.ndarray:
     at_least = np.cumsum(histogram[::-1])[::-1]  # at_least[w]: cells weighing w or more
     fits = (at_least <= most) & (at_least > 0)  # a threshold above every weight would keep nothing
     threshold = 1 if fits[1] else int(np.argmax(fits)) if fits.any() else int(np.flatnonzero(histogram)[-1])
+    threshold = max(threshold, 1)  # never a cell without rows (a matrix of zeros keeps nothing)
     return np.concatenate([np.flatnonzero(dense[start:start + step] >= threshold) + start for start in slices])
 
 

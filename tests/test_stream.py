@@ -153,6 +153,7 @@ def test_the_graph_of_clusters_keeps_its_heaviest_pairs_symmetric_and_bounded():
     weights = np.triu(weights, 1) + np.triu(weights, 1).T
     dense = weights.ravel()
     assert np.array_equal(_heaviest_pairs(dense, dense.size), np.flatnonzero(dense))
+    assert _heaviest_pairs(np.zeros(n * n, dtype=np.int32), 10).size == 0  # clusters with no rows between them
     heaviest = _heaviest_pairs(dense, 10)  # more than 10 cells weigh the most: those, and no lighter one
     assert heaviest.size > 10 and np.array_equal(heaviest, np.flatnonzero(dense == dense.max()))
     for most in (100_000, 30_000):
