@@ -116,17 +116,25 @@ def main() -> None:
     print(f"  {'partitioner':<36}{'wall s':>8}{'cpu s':>8}{'RSS MiB':>9}{QUALITY_HEADER}")
     labels = {"gpart": "gpart balanced (default)", "gpart-stream": "gpart stream", "dgl": "DGL METIS (balance_edges=False)",
               "dgl-edges": "DGL METIS (balance_edges=True)"}
-    results = {}
-    for side in args.sides.split(","):
-        result = run_side(args, side, sys.executable if side in GPART_METHODS else args.dgl_python)
-        if "error" in result:
-            print(f"  {labels[side]:<36}{result['error']}", flush=True)
-            continue
-        results[side] = result
-        print(f"  {labels[side]:<36}{result['seconds']:8.1f}{result['cpu']:8.1f}{result['rss_mib']:9.0f}"
-              f"{quality_columns(result)}", flush=True)
+    results = run_sides(args.sides.split(","), lambda side: run_side(args, side, sys.executable if side in GPART_METHODS
+                                                                       else args.dgl_python),
+                        labels, 36, lambda r: f"{r['seconds']:8.1f}{r['cpu']:8.1f}{r['rss_mib']:9.0f}")
 
     print_ratios(results, labels)
+
+
+def run_sides(sides: list[str], run, labels: dict, width: int, timing) -> dict:
+    """Each side's figures (`run(side)`), a row printed as each ends: its label, `timing(result)`, then
+    quality_columns; a side that failed prints its error and is left out."""
+    results = {}
+    for side in sides:
+        result = run(side)
+        if "error" in result:
+            print(f"  {labels[side]:<{width}}{result['error']}", flush=True)
+            continue
+        results[side] = result
+        print(f"  {labels[side]:<{width}}{timing(result)}{quality_columns(result)}", flush=True)
+    return results
 
 
 QUALITY_HEADER = f"{'cut':>7}{'remote':>8}{'node':>7}{'in-edge':>8}{'train':>7}"

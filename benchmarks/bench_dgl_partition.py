@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_dgl_cut import QUALITY_HEADER, cut_and_balances, print_ratios, quality_columns
+from bench_dgl_cut import QUALITY_HEADER, cut_and_balances, print_ratios, run_sides
 from harness import dir_bytes, script_child
 
 HERE = Path(__file__).resolve()
@@ -146,15 +146,9 @@ def main() -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
     print(f"{args.graph}, {args.parts} parts; whole processes; cut = fraction of directed edges cut; balances max/mean")
     print(f"  {'job':<30}{'wall s':>8}{'job s':>8}{'cpu s':>8}{'RSS MiB':>9}{'GB out':>8}{QUALITY_HEADER}")
-    results = {}
-    for side in args.sides.split(","):
-        result = run_side(args, side)
-        if "error" in result:
-            print(f"  {LABELS[side]:<30}{result['error']}", flush=True)
-            continue
-        results[side] = result
-        print(f"  {LABELS[side]:<30}{result['seconds']:8.1f}{result['job_seconds']:8.1f}{result['cpu']:8.1f}"
-              f"{result['rss_mib']:9.0f}{result['bytes'] / 1e9:8.2f}{quality_columns(result)}", flush=True)
+    results = run_sides(args.sides.split(","), lambda side: run_side(args, side), LABELS, 30,
+                        lambda r: f"{r['seconds']:8.1f}{r['job_seconds']:8.1f}{r['cpu']:8.1f}{r['rss_mib']:9.0f}"
+                                  f"{r['bytes'] / 1e9:8.2f}")
     print_ratios(results, LABELS)  # the targets: wall <= 0.5, peak RSS <= 1, cut <= 1, every balance <= 1.10
 
 
