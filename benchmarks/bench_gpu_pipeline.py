@@ -34,6 +34,7 @@ compare figures of the same run only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -195,12 +196,10 @@ def wholegraph_side(parts: Path, seeds: np.ndarray, batch: int, batches: int, re
     if not torch.cuda.is_available():
         return {"error": "no CUDA device"}
     try:  # optional: NVIDIA's pylibwholegraph wheels (DEVELOPERS.md)
-        try:  # the librmm-cu13 wheel's shared library must be loaded before pylibwholegraph links against it
+        with contextlib.suppress(ImportError):  # librmm-cu13's library is loaded before pylibwholegraph links to it
             import librmm
 
             librmm.load_library()
-        except ImportError:
-            pass
         from pylibwholegraph.torch import initialize as wg_init, tensor as wg_tensor, wholegraph_ops
     except ImportError as exc:
         return {"error": f"pylibwholegraph not importable ({exc})"}
