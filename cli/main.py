@@ -19,6 +19,7 @@ import click
 from gpart.base.errors import GpartError, Interrupted, raise_interrupted
 from gpart.base.version import __version__
 from gpart.cli.exit_codes import REPORTED, exit_code
+from gpart.formats.commit import remove_abandoned_stages
 
 # command name -> "module:attribute" inside gpart.cli
 COMMANDS = {
@@ -115,6 +116,7 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _interrupted(exc: Interrupted) -> int:
+    remove_abandoned_stages()
     click.echo(f"interrupted by {signal.Signals(exc.signum).name}", err=True)
     return 128 + exc.signum
 

@@ -22,6 +22,7 @@ import ctypes
 import errno
 import os
 import shutil
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
@@ -88,10 +89,12 @@ def staged_output(out: os.PathLike | str, force: bool = False, inputs: Sequence[
     """
     out = check_output_dir(out, force, inputs, is_result)
     stage = work_name(out, "staging")
-    try:
-        stage.mkdir()
-    except OSError as exc:
-        raise OutputError(out.parent, f"cannot create directory: {exc.strerror or exc}") from None
+    with uninterrupted():  # the directory and its record in _live_stages appear together
+        try:
+            stage.mkdir()
+        except OSError as exc:
+            raise OutputError(out.parent, f"cannot create directory: {exc.strerror or exc}") from None
+        _live_stages[stage] = threading.get_ident()
     try:
         yield stage
         if not is_result(stage):
@@ -107,6 +110,29 @@ def staged_output(out: os.PathLike | str, force: bool = False, inputs: Sequence[
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+    finally:
+        _live_stages.pop(stage, None)
+
+
+# staging directories created and not yet swapped in or removed, with the thread that owns each
+_live_stages: dict[Path, int] = {}
+
+
+def remove_abandoned_stages() -> list[Path]:
+    """Remove the calling thread's staging directories that no writer will clean up.
+
+    A termination signal can land after staged_output() created its directory
+    and before the caller's `with` or ExitStack took charge of it; the
+    generator then stays suspended until garbage collection, which the
+    exception chains of an interrupted run can postpone past exit. The command
+    line calls this after an interruption. Returns what was removed.
+    """
+    me = threading.get_ident()
+    mine = [stage for stage, owner in list(_live_stages.items()) if owner == me]
+    for stage in mine:
+        shutil.rmtree(stage, ignore_errors=True)
+        _live_stages.pop(stage, None)
+    return mine
 
 
 def _swap_into_place(stage: Path, out: Path) -> None:
