@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpart.balance import BALANCE_BOUND, balances, in_degrees, train_mask
+from gpart.balance import BALANCE_BOUND, balances, in_degrees, train_mask, within_bound
 from gpart.bounded import parse_memory_size
 from gpart.base.errors import InputError, OutputError
 from gpart.formats.readers import read_graph
@@ -347,6 +347,26 @@ def test_default_is_reproducible_for_a_seed():
     assert assign(graph, 4, "balanced", seed=4).book.owner_array.tobytes() != runs[0].tobytes()
     with pytest.raises(InputError, match="threads"):
         assign(graph, 4, "kaminpar", threads=0)
+
+
+def test_kaminpar_preset_reproduces_a_seed_and_is_recorded():
+    """--preset picks KaMinPar's context for the default and for --method kaminpar: one thread gives the same
+    owners every run with each preset, the manifest says which ran, and an unknown name is refused."""
+    if kaminpar_missing():
+        pytest.skip(kaminpar_missing())
+    from gpart.assign import assign
+
+    _, graph = graph_of("enron")
+    fast = [assign(graph, 4, "balanced", seed=3, preset="fast") for _ in range(2)]
+    assert fast[0].book.owner_array.tobytes() == fast[1].book.owner_array.tobytes()
+    assert fast[0].params["backend_params"]["preset"] == "fast"
+    default = assign(graph, 4, "balanced", seed=3)
+    assert default.params["backend_params"]["preset"] == "default"
+    assert default.book.owner_array.tobytes() != fast[0].book.owner_array.tobytes()  # another context ran
+    assert within_bound(balances(fast[0].book.owner_array, 4, in_degrees(graph), train_mask(graph)))
+    assert assign(graph, 4, "kaminpar", preset="strong").params["preset"] == "strong"
+    with pytest.raises(InputError, match="preset must be one of default, fast, strong"):
+        assign(graph, 4, "kaminpar", preset="quick")
 
 
 def test_info_reports_the_three_balances(tmp_path):

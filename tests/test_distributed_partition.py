@@ -124,9 +124,10 @@ def test_cli_runs_on_two_ranks(tmp_path, chunks):
     same_files(tmp_path / "single", tmp_path / "out")
 
 
-def test_default_method_is_the_single_machine_default(tmp_path, chunks):
+@pytest.mark.parametrize("preset", [[], ["--preset", "fast"]])
+def test_default_method_is_the_single_machine_default(tmp_path, chunks, preset):
     """No --method on either side: the distributed runner runs gpart partition's default (balanced, gathered on
-    rank 0) and writes the same bytes."""
+    rank 0) and writes the same bytes, with KaMinPar's default preset or another one."""
     from gpart.cli.main import main
     from gpart.kaminpar_backend import KaminparUnavailable, kaminpar_version
 
@@ -134,8 +135,8 @@ def test_default_method_is_the_single_machine_default(tmp_path, chunks):
         kaminpar_version()
     except KaminparUnavailable as exc:
         pytest.skip(str(exc))
-    assert main(["partition", str(chunks), "--parts", "4", "-o", str(tmp_path / "single"), "-q"]) == 0
-    results = finish(launch(2, chunks, "--parts", 4, "-o", tmp_path / "dist"))
+    assert main(["partition", str(chunks), "--parts", "4", "-o", str(tmp_path / "single"), "-q", *preset]) == 0
+    results = finish(launch(2, chunks, "--parts", 4, "-o", tmp_path / "dist", *preset))
     assert [rc for rc, _ in results] == [0, 0], results
     # Every byte is the same but the measured seconds of each try (SPEC 4.5: params.tried[].seconds), which no two
     # runs share: the manifests are compared with those taken out.
@@ -148,6 +149,7 @@ def test_default_method_is_the_single_machine_default(tmp_path, chunks):
     assert all(isinstance(t.get("seconds"), float) for t in manifest["params"]["tried"] if "error" not in t)
     assert _without_seconds(single) == _without_seconds(manifest)
     assert manifest["method"] == "balanced" and manifest["params"]["backend"] in ("kaminpar", "metis")
+    assert manifest["params"]["backend_params"]["preset"] == (preset[-1] if preset else "default")
 
 
 def _without_seconds(manifest: dict) -> dict:

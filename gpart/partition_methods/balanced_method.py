@@ -24,7 +24,7 @@ from gpart.metis import balance_column, metis_book
 from gpart.partition_methods.kaminpar_method import KaminparMethod, KaminparOptions, kaminpar_params
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.metis_method import MetisMethod, MetisOptions
-from gpart.partition_methods.options import MethodOptions, threads_of
+from gpart.partition_methods.options import KaminparRunOptions
 from gpart.partition_methods.typed_input import TypedInput
 from gpart.partition_methods.typed_runs import repair_types
 from gpart.refine import balance_shares, repair_balance
@@ -34,14 +34,8 @@ METIS, KAMINPAR = MetisMethod(), KaminparMethod()  # the backends the default tr
 
 
 @dataclass
-class BalancedOptions(MethodOptions):
-    """The seed and KaMinPar's thread count (the tolerance and the balanced shares are the method's own)."""
-
-    threads: int = 1  # None is 1 too (threads_of)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.threads = threads_of(self.threads)
+class BalancedOptions(KaminparRunOptions):
+    """The seed, KaMinPar's thread count and preset (the tolerance and the balanced shares are the method's own)."""
 
 
 class BalancedMethod(PartitionMethod):
@@ -54,13 +48,12 @@ class BalancedMethod(PartitionMethod):
 
     def run(self, graph: Graph, num_parts: int, options: BalancedOptions,
             context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
-        return _balanced_book(graph, num_parts, seed=options.seed, threads=options.threads, max_memory=context.max_memory,
-                              progress=context.progress)
+        return _balanced_book(graph, num_parts, options, max_memory=context.max_memory, progress=context.progress)
 
     def run_typed(self, typed: TypedInput, num_parts: int, options: BalancedOptions,
                   context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
         g = typed.graph()
-        book, params = _typed_balanced(g, num_parts, list(typed.masks), options.seed, options.threads, context)
+        book, params = _typed_balanced(g, num_parts, list(typed.masks), options, context)
         return repair_types(g, book, params, typed.masks)
 
 
@@ -84,7 +77,8 @@ class BalancedMethod(PartitionMethod):
 DEFAULT_IMBALANCE = 0.03
 
 
-def _balanced_book(graph: Graph, num_parts: int, *, seed, threads, max_memory, progress: Progress) -> tuple[ArrayBook, dict[str, Any]]:
+def _balanced_book(graph: Graph, num_parts: int, options: BalancedOptions, *, max_memory,
+                   progress: Progress) -> tuple[ArrayBook, dict[str, Any]]:
     train = train_mask(graph)
     masks = [TRAIN_MASK] if train is not None else []
     degree = in_degrees(graph)
@@ -97,12 +91,12 @@ def _balanced_book(graph: Graph, num_parts: int, *, seed, threads, max_memory, p
         for weighted in [[]] + ([masks] if masks else []):
             weights = combined_weights(graph.num_nodes, degree, [balance_column(graph, m) for m in weighted])
             with progress.stage("kaminpar"), _Timer() as timer:
-                owner = kaminpar_partition(xadj, adjncy, weights, num_parts, seed=seed, imbalance=DEFAULT_IMBALANCE,
-                                           threads=threads)
+                owner = kaminpar_partition(xadj, adjncy, weights, num_parts, seed=options.seed, imbalance=DEFAULT_IMBALANCE,
+                                           threads=options.threads, preset=options.preset)
             measured = balances(owner, num_parts, degree, train)
             tried.append({"backend": "kaminpar", "weight": ["nodes", "in_edges"] + weighted, **measured,
                           "seconds": timer.seconds})
-            backend = kaminpar_params(seed, DEFAULT_IMBALANCE, threads, adjncy, version)
+            backend = kaminpar_params(options, DEFAULT_IMBALANCE, adjncy, version)
             if not within_bound(measured):  # a share past the bound: move nodes, every share its own constraint
                 with progress.stage("repair balance"), _Timer() as timer:
                     owner = repair_balance(owner, balance_shares(degree, train), num_parts, BALANCE_BOUND, xadj, adjncy)
@@ -127,7 +121,7 @@ def _balanced_book(graph: Graph, num_parts: int, *, seed, threads, max_memory, p
         params.update(backend="kaminpar", backend_params=closest[2], tried=tried, bound_missed=True)
         return ArrayBook(closest[1], num_parts), params
     with _Timer() as timer:
-        book, backend = metis_book(graph, num_parts, seed=seed, imbalance=DEFAULT_IMBALANCE, objective="cut",
+        book, backend = metis_book(graph, num_parts, seed=options.seed, imbalance=DEFAULT_IMBALANCE, objective="cut",
                                    algorithm="kway", trials=1, iterations=None, balance=masks, balance_edges=True,
                                    progress=progress)
     tried.append({"backend": "metis", **balances(book.owner_array, num_parts, degree, train), "seconds": timer.seconds})
@@ -155,7 +149,7 @@ def typed_balances(owner: np.ndarray, num_parts: int, masks: dict[str, np.ndarra
     return out
 
 
-def _typed_balanced(g: Graph, num_parts: int, masks: list[str], seed: int, threads: int,
+def _typed_balanced(g: Graph, num_parts: int, masks: list[str], options: BalancedOptions,
                     context: MethodContext) -> tuple[ArrayBook, dict[str, Any]]:
     """KaMinPar with one combined weight (nodes, in-edges, every type, training nodes), repaired share by share
     when a measured balance exceeds the bound; METIS k-way with them as separate constraints when the repair
@@ -168,8 +162,9 @@ def _typed_balanced(g: Graph, num_parts: int, masks: list[str], seed: int, threa
     params: dict[str, Any] = {"bound": BALANCE_BOUND, "constraints": ["nodes", "in_edges"] + weighted, "type_constraints": masks}
     try:
         with _Timer() as timer:
-            a = KAMINPAR.assign(g, num_parts, KaminparOptions(seed=seed, imbalance=DEFAULT_IMBALANCE, balance=weighted,
-                                                              balance_edges=True, threads=threads), context)
+            a = KAMINPAR.assign(g, num_parts, KaminparOptions(seed=options.seed, imbalance=DEFAULT_IMBALANCE, balance=weighted,
+                                                              balance_edges=True, threads=options.threads,
+                                                              preset=options.preset), context)
         owner, backend = a.book.owner_array, a.params
         measured = typed_balances(owner, num_parts, type_masks, degree, train)
         tried.append({"backend": "kaminpar", **measured, "seconds": timer.seconds})
@@ -186,7 +181,7 @@ def _typed_balanced(g: Graph, num_parts: int, masks: list[str], seed: int, threa
     except GpartError as exc:
         tried.append({"backend": "kaminpar", "error": exc.problem})
     with _Timer() as timer:
-        a = METIS.assign(g, num_parts, MetisOptions(seed=seed, imbalance=DEFAULT_IMBALANCE, algorithm="kway",
+        a = METIS.assign(g, num_parts, MetisOptions(seed=options.seed, imbalance=DEFAULT_IMBALANCE, algorithm="kway",
                                                     balance=weighted, balance_edges=True), context)
     tried.append({"backend": "metis", **typed_balances(a.book.owner_array, num_parts, type_masks, degree, train),
                   "seconds": timer.seconds})

@@ -15,21 +15,15 @@ from gpart.formats.book import ArrayBook, PartitionBook
 from gpart.kaminpar_backend import KaminparUnavailable, kaminpar_partition, kaminpar_version
 from gpart.metis import balance_column
 from gpart.partition_methods.method import MethodContext, PartitionMethod
-from gpart.partition_methods.options import BalanceOptions, threads_of
+from gpart.partition_methods.options import BalanceOptions, KaminparRunOptions
 from gpart.partition_methods.typed_input import TypedInput
 from gpart.partition_methods.typed_runs import constrained_book
 from gpart.symmetric import symmetric_csr
 
 
 @dataclass
-class KaminparOptions(BalanceOptions):
-    """The balance options and KaMinPar's thread count."""
-
-    threads: int = 1  # None is 1 too (threads_of)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.threads = threads_of(self.threads)
+class KaminparOptions(KaminparRunOptions, BalanceOptions):
+    """The balance options, KaMinPar's thread count and preset."""
 
 
 class KaminparMethod(PartitionMethod):
@@ -41,17 +35,16 @@ class KaminparMethod(PartitionMethod):
 
     def run(self, graph: Graph, num_parts: int, options: KaminparOptions,
             context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
-        return kaminpar_book(graph, num_parts, seed=options.seed, imbalance=options.imbalance, threads=options.threads,
-                             balance=options.names(), balance_edges=options.balance_edges, progress=context.progress)
+        return kaminpar_book(graph, num_parts, options, progress=context.progress)
 
     def run_typed(self, typed: TypedInput, num_parts: int, options: KaminparOptions,
                   context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
         return constrained_book(self, typed, num_parts, options, context)
 
 
-def kaminpar_book(graph: Graph, num_parts: int, *, seed, imbalance, threads, balance: list[str], balance_edges,
-                  progress: Progress) -> tuple[ArrayBook, dict[str, Any]]:
+def kaminpar_book(graph: Graph, num_parts: int, options: KaminparOptions, progress: Progress) -> tuple[ArrayBook, dict[str, Any]]:
     """KaMinPar on the symmetric graph, one combined vertex weight for every requested balance."""
+    balance, balance_edges = options.names(), options.balance_edges
     try:
         version = kaminpar_version()
     except KaminparUnavailable as exc:
@@ -63,14 +56,16 @@ def kaminpar_book(graph: Graph, num_parts: int, *, seed, imbalance, threads, bal
     xadj, adjncy = symmetric_csr(graph, progress)
     with progress.stage("kaminpar"):
         try:
-            owner = kaminpar_partition(xadj, adjncy, weights, num_parts, seed=seed, imbalance=imbalance, threads=threads)
+            owner = kaminpar_partition(xadj, adjncy, weights, num_parts, seed=options.seed, imbalance=options.imbalance,
+                                       threads=options.threads, preset=options.preset)
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise GpartError(graph.source, f"KaMinPar failed: {exc}") from None
-    params = kaminpar_params(seed, imbalance, threads, adjncy, version)
+    params = kaminpar_params(options, options.imbalance, adjncy, version)
     params.update(balance=balance, balance_edges=bool(balance_edges), vertex_weights="combined" if weights is not None else "unit")
     return ArrayBook(owner, num_parts), params
 
 
-def kaminpar_params(seed: int, imbalance: float, threads: int, adjncy: np.ndarray, version: str) -> dict[str, Any]:
-    return {"seed": int(seed), "imbalance": float(imbalance), "threads": int(threads),
+def kaminpar_params(options: KaminparRunOptions, imbalance: float, adjncy: np.ndarray, version: str) -> dict[str, Any]:
+    """What the manifest records of a KaMinPar run with `options` (its seed, threads, preset) and `imbalance`."""
+    return {"seed": int(options.seed), "imbalance": float(imbalance), "threads": int(options.threads), "preset": options.preset,
             "symmetric_edges": int(adjncy.shape[0] // 2), "kaminpar": f"kaminpar {version}"}
