@@ -19,7 +19,7 @@ import click
 from gpart.base.errors import GpartError, Interrupted, raise_interrupted
 from gpart.base.version import __version__
 from gpart.cli.exit_codes import REPORTED, exit_code
-from gpart.formats.commit import remove_abandoned_stages
+from gpart.base.work_paths import remove_abandoned
 
 # command name -> "module:attribute" inside gpart.cli
 COMMANDS = {
@@ -116,7 +116,7 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _interrupted(exc: Interrupted) -> int:
-    remove_abandoned_stages()
+    remove_abandoned()  # work directories a signal left without an owner to remove them
     click.echo(f"interrupted by {signal.Signals(exc.signum).name}", err=True)
     return 128 + exc.signum
 

@@ -22,12 +22,12 @@ import ctypes
 import errno
 import os
 import shutil
-import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 from gpart.base.errors import GpartError, OutputError, uninterrupted
+from gpart.base.work_paths import hold, release
 from gpart.formats.manifest import MANIFEST_NAME, fsync_dir
 from gpart.formats.names import stale_work, work_name
 
@@ -89,12 +89,12 @@ def staged_output(out: os.PathLike | str, force: bool = False, inputs: Sequence[
     """
     out = check_output_dir(out, force, inputs, is_result)
     stage = work_name(out, "staging")
-    with uninterrupted():  # the directory and its record in _live_stages appear together
+    with uninterrupted():  # a signal before the caller takes charge: the command line removes it (work_paths)
         try:
             stage.mkdir()
         except OSError as exc:
             raise OutputError(out.parent, f"cannot create directory: {exc.strerror or exc}") from None
-        _live_stages[stage] = threading.get_ident()
+        hold(stage)
     try:
         yield stage
         if not is_result(stage):
@@ -111,28 +111,7 @@ def staged_output(out: os.PathLike | str, force: bool = False, inputs: Sequence[
         shutil.rmtree(stage, ignore_errors=True)
         raise
     finally:
-        _live_stages.pop(stage, None)
-
-
-# staging directories created and not yet swapped in or removed, with the thread that owns each
-_live_stages: dict[Path, int] = {}
-
-
-def remove_abandoned_stages() -> list[Path]:
-    """Remove the calling thread's staging directories that no writer will clean up.
-
-    A termination signal can land after staged_output() created its directory
-    and before the caller's `with` or ExitStack took charge of it; the
-    generator then stays suspended until garbage collection, which the
-    exception chains of an interrupted run can postpone past exit. The command
-    line calls this after an interruption. Returns what was removed.
-    """
-    me = threading.get_ident()
-    mine = [stage for stage, owner in list(_live_stages.items()) if owner == me]
-    for stage in mine:
-        shutil.rmtree(stage, ignore_errors=True)
-        _live_stages.pop(stage, None)
-    return mine
+        release(stage)
 
 
 def _swap_into_place(stage: Path, out: Path) -> None:

@@ -19,7 +19,8 @@ from typing import Optional, Union
 
 import numpy as np
 
-from gpart.base.errors import OutputError
+from gpart.base.errors import OutputError, uninterrupted
+from gpart.base.work_paths import hold, release
 from gpart.bytes.sink import map_new_file, preallocate
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -37,10 +38,12 @@ class ScratchDir:
 
     def __enter__(self) -> "ScratchDir":
         parent = self._parent if self._parent is not None else Path(tempfile.gettempdir())
-        try:
-            self.path = Path(tempfile.mkdtemp(prefix=self._prefix, dir=parent))
-        except OSError as exc:
-            raise OutputError(parent, f"cannot create a scratch directory: {exc.strerror or exc}") from None
+        with uninterrupted():  # a signal before `with` takes charge: the command line removes it (work_paths)
+            try:
+                self.path = Path(tempfile.mkdtemp(prefix=self._prefix, dir=parent))
+            except OSError as exc:
+                raise OutputError(parent, f"cannot create a scratch directory: {exc.strerror or exc}") from None
+            hold(self.path)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -49,6 +52,7 @@ class ScratchDir:
         self._fds = []
         if self.path is not None:
             shutil.rmtree(self.path, ignore_errors=True)
+            release(self.path)
             self.path = None
 
     def file(self, name: str, nbytes: int) -> Path:

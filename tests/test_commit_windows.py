@@ -15,7 +15,9 @@ import psutil
 import pytest
 
 from gpart.cli.main import main
+from gpart.base import work_paths
 from gpart.formats import commit
+from gpart.formats.scratch import ScratchDir
 from gpart.inspect_result import verify
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,7 +151,18 @@ def test_sigterm_as_a_stage_is_handed_over_leaves_nothing(tmp_path, monkeypatch)
     assert run("export-feat", f"{CORA}:feat", "-o", out, "--files", "4", "-q") == 143
     assert len(suspended) == 1
     assert not out.exists() or os.listdir(out) == []
-    assert commit._live_stages == {}
+    assert work_paths._held == {}
+
+
+def test_scratch_dir_made_before_its_with_block_is_removed_after_an_interruption(tmp_path):
+    """ScratchDir records its directory as it makes it: entered but never left (the signal landed before
+    the `with` took charge), remove_abandoned() finds and removes it; left normally, nothing stays recorded."""
+    scratch = ScratchDir(tmp_path).__enter__()
+    assert scratch.path.is_dir() and work_paths.remove_abandoned() == [scratch.path]
+    assert os.listdir(tmp_path) == [] and work_paths._held == {}
+    with ScratchDir(tmp_path) as scratch:
+        assert scratch.path in work_paths._held
+    assert work_paths._held == {} and work_paths.remove_abandoned() == []
 
 
 def test_sigterm_during_metis_is_an_interruption(tmp_path):
