@@ -93,7 +93,10 @@ def _termination_unwinds():
 
 def main(argv: list[str] | None = None) -> int:
     with _termination_unwinds():
-        return _main(argv)
+        try:
+            return _main(argv)
+        finally:
+            remove_abandoned()  # work directories an interruption (a signal, Ctrl-C) left with no owner to remove them
 
 
 def _main(argv: list[str] | None) -> int:
@@ -116,7 +119,6 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _interrupted(exc: Interrupted) -> int:
-    remove_abandoned()  # work directories a signal left without an owner to remove them
     click.echo(f"interrupted by {signal.Signals(exc.signum).name}", err=True)
     return 128 + exc.signum
 

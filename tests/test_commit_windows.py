@@ -16,6 +16,7 @@ import pytest
 
 from gpart.cli.main import main
 from gpart.base import work_paths
+from gpart.base.errors import Interrupted
 from gpart.formats import commit
 from gpart.formats.scratch import ScratchDir
 from gpart.inspect_result import verify
@@ -125,11 +126,11 @@ def test_sigterm_cleans_up_and_exits_143(tmp_path):
     assert not out.exists() or os.listdir(out) == [] or (export.intact() and export.leftovers() == [])
 
 
-def test_sigterm_as_a_stage_is_handed_over_leaves_nothing(tmp_path, monkeypatch):
-    """The window CI met: the signal lands after staged_output() made its folder and before the
+@pytest.mark.parametrize("interruption, code", [(lambda: Interrupted(signal.SIGTERM), 143), (KeyboardInterrupt, 130)])
+def test_interruption_as_a_stage_is_handed_over_leaves_nothing(tmp_path, monkeypatch, interruption, code):
+    """The window CI met: a signal (or Ctrl-C) lands after staged_output() made its folder and before the
     caller's ExitStack took charge of it. The suspended writer is kept alive here (as the
     interrupted run's exception chains keep it until exit); the command line still removes it."""
-    from gpart.base.errors import Interrupted
     from gpart.formats import filelist_sets
 
     real, suspended = filelist_sets.staged_output, []
@@ -141,14 +142,14 @@ def test_sigterm_as_a_stage_is_handed_over_leaves_nothing(tmp_path, monkeypatch)
 
         def __enter__(self):
             self.inner.__enter__()
-            raise Interrupted(signal.SIGTERM)
+            raise interruption()
 
         def __exit__(self, *exc):
             return self.inner.__exit__(*exc)
 
     monkeypatch.setattr(filelist_sets, "staged_output", SignalOnEnter)
     out = tmp_path / "out"
-    assert run("export-feat", f"{CORA}:feat", "-o", out, "--files", "4", "-q") == 143
+    assert run("export-feat", f"{CORA}:feat", "-o", out, "--files", "4", "-q") == code
     assert len(suspended) == 1
     assert not out.exists() or os.listdir(out) == []
     assert work_paths._held == {}
