@@ -14,6 +14,7 @@ import sys
 
 import click
 
+from gpart.base.work_paths import remove_abandoned
 from gpart.cli.exit_codes import REPORTED, exit_code
 from gpart.cli.method_option import DescribedOption, MethodChoice, distributed_method_help, given_method_options
 from gpart.cli.ui import json_option, parse_boundaries, print_json, quiet_option, stdout
@@ -176,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         click.echo(f"error: rank {os.environ.get('RANK', '0')}: {type(exc).__name__}: {first}", err=True)
         code = 1
+    remove_abandoned()  # work directories an interruption left with no owner to remove them (os._exit runs no cleanup)
     sys.stdout.flush()
     sys.stderr.flush()
     if code:
