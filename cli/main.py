@@ -19,7 +19,7 @@ import click
 from gpart.base.errors import GpartError, Interrupted, raise_interrupted
 from gpart.base.version import __version__
 from gpart.cli.exit_codes import REPORTED, exit_code
-from gpart.base.work_paths import remove_abandoned
+from gpart.base.work_paths import abandoned_removed
 
 # command name -> "module:attribute" inside gpart.cli
 COMMANDS = {
@@ -92,11 +92,8 @@ def _termination_unwinds():
 
 
 def main(argv: list[str] | None = None) -> int:
-    with _termination_unwinds():
-        try:
-            return _main(argv)
-        finally:
-            remove_abandoned()  # work directories an interruption (a signal, Ctrl-C) left with no owner to remove them
+    with _termination_unwinds(), abandoned_removed():  # what an interruption (a signal, Ctrl-C) left ownerless
+        return _main(argv)
 
 
 def _main(argv: list[str] | None) -> int:

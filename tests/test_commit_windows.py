@@ -164,6 +164,9 @@ def test_scratch_dir_made_before_its_with_block_is_removed_after_an_interruption
     with ScratchDir(tmp_path) as scratch:
         assert scratch.path in work_paths._held
     assert work_paths._held == {} and work_paths.remove_abandoned() == []
+    with ScratchDir(tmp_path) as outer:  # a caller's own directory survives a command run meanwhile
+        assert run("info", tmp_path / "missing") == 2
+        assert outer.path.is_dir()
 
 
 def test_sigterm_during_metis_is_an_interruption(tmp_path):

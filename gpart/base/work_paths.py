@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import shutil
 import threading
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Collection, Iterator
 
 _held: dict[Path, int] = {}  # directory -> the thread that made it
 
@@ -30,11 +32,23 @@ def release(path: Path) -> None:
     _held.pop(path, None)
 
 
-def remove_abandoned() -> list[Path]:
-    """Remove the calling thread's recorded directories (after an interruption: no owner will); return them."""
+def remove_abandoned(keep: Collection[Path] = ()) -> list[Path]:
+    """Remove the calling thread's recorded directories but `keep` (after an interruption: no owner will);
+    return them."""
     me = threading.get_ident()
-    mine = [path for path, owner in list(_held.items()) if owner == me]
+    mine = [path for path, owner in list(_held.items()) if owner == me and path not in keep]
     for path in mine:
         shutil.rmtree(path, ignore_errors=True)
         release(path)
     return mine
+
+
+@contextmanager
+def abandoned_removed() -> Iterator[None]:
+    """Around one command: what the calling thread records meanwhile and its owner never released is
+    removed at the end; directories recorded before (a caller's own) are left alone."""
+    before = set(_held)
+    try:
+        yield
+    finally:
+        remove_abandoned(keep=before)
