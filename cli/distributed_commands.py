@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from gpart.base.work_paths import remove_abandoned
+from gpart.base.work_paths import abandoned_removed
 from gpart.cli.exit_codes import REPORTED, exit_code
 from gpart.cli.method_option import DescribedOption, MethodChoice, distributed_method_help, given_method_options
 from gpart.cli.ui import json_option, parse_boundaries, print_json, quiet_option, stdout
@@ -167,17 +167,17 @@ def _report_ckpt(comm, manifest: dict, out: str, verb: str, quiet: bool, as_json
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a failure is one line `error: ...` and exit 2 (1 for damaged artifacts)."""
     code = 0
-    try:
-        cli.main(args=argv, prog_name="python -m gpart.distributed", standalone_mode=False)
-    except REPORTED as exc:
-        code = exit_code(exc)
-    except KeyboardInterrupt:
-        code = 130
-    except Exception as exc:  # a collective that broke in an unexpected way: still one line, still non-zero
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        click.echo(f"error: rank {os.environ.get('RANK', '0')}: {type(exc).__name__}: {first}", err=True)
-        code = 1
-    remove_abandoned()  # work directories an interruption left with no owner to remove them (os._exit runs no cleanup)
+    with abandoned_removed():  # work directories an interruption left ownerless (os._exit below runs no cleanup)
+        try:
+            cli.main(args=argv, prog_name="python -m gpart.distributed", standalone_mode=False)
+        except REPORTED as exc:
+            code = exit_code(exc)
+        except KeyboardInterrupt:
+            code = 130
+        except Exception as exc:  # a collective that broke in an unexpected way: still one line, still non-zero
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            click.echo(f"error: rank {os.environ.get('RANK', '0')}: {type(exc).__name__}: {first}", err=True)
+            code = 1
     sys.stdout.flush()
     sys.stderr.flush()
     if code:
