@@ -20,7 +20,6 @@ import numpy as np
 
 from gpart.formats.scratch import ScratchDir
 from gpart.isolate import call_isolated
-from gpart.locality_order import bfs_order, neighbour_lists, runs_by_entries
 
 HEADER_BYTES = 24
 FLAG_NO_EDGE_WEIGHTS, FLAG_NO_VERTEX_WEIGHTS, FLAG_32BIT_VERTEX_IDS, FLAG_32BIT_EDGE_WEIGHTS = 1, 2, 8, 32
@@ -53,9 +52,6 @@ def kaminpar_partition(
 ) -> np.ndarray:
     """Owner (int32 [n]) of each vertex of the symmetric CSR graph, from KaMinPar.
 
-    KaMinPar gets the graph renumbered in breadth-first order (gpart.locality_order): the
-    same cut in about 0.7x the time where the ids carry no locality.
-
     `weights`: one int64 weight per vertex or None (unit weights); KaMinPar
     keeps every part's weight within (1 + imbalance) * total / num_parts.
     Runs in a forked child process (gpart.isolate).
@@ -69,9 +65,8 @@ def kaminpar_partition(
     if num_parts == 1:
         return np.zeros(n, dtype=np.int32)
     context = _context(kaminpar, preset)
-    order = bfs_order(xadj, adjncy)  # neighbours at nearby ids: KaMinPar's accesses hit the cache (gpart.locality_order)
     with ScratchDir() as scratch:
-        path = _write_parhip(scratch, xadj, adjncy, weights, order)
+        path = _write_parhip(scratch, xadj, adjncy, weights)
 
         def run(out: np.ndarray) -> None:
             graph = kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP)
@@ -83,9 +78,7 @@ def kaminpar_partition(
         # In a child process: the binding holds the GIL for the whole run (measured: a Python thread
         # ticking every 0.1 s ran 6 times in a 20 s run), which froze the progress display at `0/?`
         # and kept Ctrl-C waiting; the parent waits without it. The graph is read from the file there.
-        _, owner_in_order = call_isolated(run, n, np.int32)
-    owner = np.empty(n, dtype=np.int32)
-    owner[order] = owner_in_order
+        _, owner = call_isolated(run, n, np.int32)
     return owner
 
 
@@ -95,9 +88,7 @@ def _context(kaminpar: Any, preset: str) -> Any:
     return getattr(kaminpar, f"{preset}_context")()
 
 
-def _write_parhip(scratch: ScratchDir, xadj: np.ndarray, adjncy: np.ndarray, weights: Optional[np.ndarray],
-                  order: np.ndarray):
-    """The graph renumbered so that node `order[i]` is node i, as a ParHiP file in `scratch`."""
+def _write_parhip(scratch: ScratchDir, xadj: np.ndarray, adjncy: np.ndarray, weights: Optional[np.ndarray]):
     n, m = int(xadj.shape[0] - 1), int(adjncy.shape[0])
     flags = FLAG_NO_EDGE_WEIGHTS | FLAG_32BIT_VERTEX_IDS | FLAG_32BIT_EDGE_WEIGHTS
     if weights is None:
@@ -107,19 +98,14 @@ def _write_parhip(scratch: ScratchDir, xadj: np.ndarray, adjncy: np.ndarray, wei
     weights_at = adjncy_at + 4 * m
     total = weights_at + (8 * n if weights is not None else 0)
     path = scratch.file("graph.parhip", total)
-    position = np.empty(n, dtype=np.int64)
-    position[order] = np.arange(n, dtype=np.int64)
     with open(path, "r+b") as out:
         out.write(np.array([flags, n, m], dtype="<u8").tobytes())
-        out.write(np.array([adjncy_at], dtype="<u8").tobytes())
-        degree, written = np.diff(xadj), 0
-        for start in range(0, n, WRITE_CHUNK):
-            ends = np.cumsum(degree[order[start:start + WRITE_CHUNK]]) + written
-            out.write((ends * 4 + adjncy_at).astype("<u8").tobytes())
-            written = int(ends[-1])
-        for nodes in runs_by_entries(xadj, order, WRITE_CHUNK):
-            out.write(position[neighbour_lists(xadj, adjncy, nodes)].astype("<u4").tobytes())
+        for start in range(0, n + 1, WRITE_CHUNK):
+            block = np.asarray(xadj[start:start + WRITE_CHUNK], dtype=np.int64) * 4 + adjncy_at
+            out.write(block.astype("<u8").tobytes())
+        for start in range(0, m, WRITE_CHUNK):
+            out.write(np.asarray(adjncy[start:start + WRITE_CHUNK]).astype("<u4").tobytes())
         if weights is not None:
             for start in range(0, n, WRITE_CHUNK):
-                out.write(np.asarray(weights)[order[start:start + WRITE_CHUNK]].astype("<i8").tobytes())
+                out.write(np.asarray(weights[start:start + WRITE_CHUNK]).astype("<i8").tobytes())
     return path
