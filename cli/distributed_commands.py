@@ -16,9 +16,8 @@ import click
 
 from gpart.base.work_paths import abandoned_removed
 from gpart.cli.exit_codes import REPORTED, exit_code
-from gpart.cli.method_option import DescribedOption, MethodChoice, distributed_method_help, given_method_options
+from gpart.cli.method_option import DescribedOption, MethodChoice, distributed_method_help, given_method_options, preset_option
 from gpart.cli.ui import json_option, parse_boundaries, print_json, quiet_option, stdout
-from gpart.kaminpar_backend import PRESETS as KAMINPAR_PRESETS
 
 EPILOG = "Launch with torchrun (torchrun --nproc-per-node W -m gpart.distributed ...) or plain python for one process."
 
@@ -50,7 +49,7 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
 @click.option("--assignment", metavar="FILE", default=None, help="Owner of every node from a file (.npy or text); replaces --method.")
 @click.option("--seed", type=int, default=0, help="Seed of random, metis, kaminpar.")
 @click.option("--imbalance", type=float, default=0.03, help="Imbalance tolerance of metis, kaminpar, stream.")
-@click.option("--preset", type=click.Choice(KAMINPAR_PRESETS), default="default", help="KaMinPar preset of balanced, kaminpar (as gpart partition).")
+@preset_option
 @click.option("--halo", type=click.IntRange(0, 1), default=0,
               help="1: also store node data rows of halo nodes (fetched from the ranks that read them).")
 @click.option("--max-message", "max_message", default="256MiB", help="Most bytes a rank sends in one all_to_all round.")

@@ -7,11 +7,10 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from gpart.cli.method_option import DescribedOption, MethodChoice, given_method_options, method_help
+from gpart.cli.method_option import DescribedOption, MethodChoice, given_method_options, method_help, preset_option
 from gpart.cli.ui import (data_options, force_option, human_bytes, json_option, print_json, progress_for, quiet_option, stderr, stdout,
                           train_balance_text)
 from gpart.cli.params import parse_name_paths
-from gpart.kaminpar_backend import PRESETS as KAMINPAR_PRESETS
 from gpart.partition import partition_graph
 from gpart.partition_methods.registry import DEFAULT_METHOD
 from rich.table import Table
@@ -41,10 +40,7 @@ from rich.table import Table
               help="Load-imbalance tolerance of metis, kaminpar and stream (0.03 = parts may be 3% above average).")
 @click.option("--threads", type=int, default=1,
               help="KaMinPar threads (balanced, kaminpar). More is faster, but only 1 gives the same result for a seed every run.")
-@click.option("--preset", type=click.Choice(KAMINPAR_PRESETS), default="default",
-              help="KaMinPar preset (balanced, kaminpar). fast: about 0.6x KaMinPar's time on large power-law graphs, "
-                   "cut within 1% there but up to 23% higher on road and grid graphs; strong: 8-9x the CPU. Each gives the same "
-                   "result for a seed every run on one thread.")
+@preset_option
 @click.option("--max-memory", "max_memory", metavar="SIZE", default=None,
               help="Memory the run may use, e.g. 2GB or 512MiB (default: 3/4 of the available RAM). Past it, edges are "
                    "bucketed by owner into scratch files next to OUT instead of sorted in memory; methods that "
