@@ -41,7 +41,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from harness import peak_rss_mib, run_child, script_child
+from harness import TreeMemory, peak_rss_mib, run_child, script_child
 
 RMAT_PROBABILITIES = (0.45, 0.22, 0.22, 0.11)
 HERE = Path(__file__).resolve()
@@ -161,15 +161,18 @@ def child(path: str, parts: int, method: str) -> dict:
     from gpart.formats.readers import read_graph
 
     graph = read_graph(path)
+    memory = TreeMemory(os.getpid())  # the default's KaMinPar runs go side by side: their memory adds up
     start, cpu = time.perf_counter(), time.process_time()
     result = assign(graph, parts, method)
     wall = time.perf_counter() - start
+    tree_mib = memory.stop_mib()
     owner = result.book.owner_array
     src, dst = np.asarray(graph.src), np.asarray(graph.dst)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)  # KaMinPar and METIS run in forked children
-    # this image's own peak (ru_maxrss would carry over this script's parent's), or a forked child's
-    # (its peak counts from its RSS at the fork: the pages it shares with this process included)
-    peak_mib = max(peak_rss_mib(since_exec=True), children.ru_maxrss / 1024)
+    # this image's own peak (ru_maxrss would carry over this script's parent's), a forked child's
+    # (its peak counts from its RSS at the fork: the pages it shares with this process included),
+    # or the process tree's together (sampled), whichever is largest
+    peak_mib = max(peak_rss_mib(since_exec=True), children.ru_maxrss / 1024, tree_mib)
     return {
         "wall": wall, "cpu": time.process_time() - cpu + children.ru_utime + children.ru_stime,
         "peak_mib": peak_mib, "edges": graph.num_edges,

@@ -31,7 +31,7 @@ from harness import peak_rss_mib, run_child, script_child
 
 HERE = Path(__file__).resolve()
 # side -> gpart partition method and its options
-GPART_METHODS = {"gpart": ("balanced", {}), "gpart-fast": ("balanced", {"preset": "fast"}), "gpart-stream": ("stream", {})}
+GPART_METHODS = {"gpart": ("balanced", {}), "gpart-kdefault": ("balanced", {"preset": "default"}), "gpart-stream": ("stream", {})}
 
 
 def cut_and_balances(owner: np.ndarray, src: np.ndarray, dst: np.ndarray, train, parts: int) -> dict:
@@ -115,7 +115,7 @@ def main() -> None:
         args.cap = parse_memory_size(args.cap)
     print(f"{args.graph}, {args.parts} parts; cut = fraction of directed edges cut; balances max/mean")
     print(f"  {'partitioner':<36}{'wall s':>8}{'cpu s':>8}{'RSS MiB':>9}{QUALITY_HEADER}")
-    labels = {"gpart": "gpart balanced (default)", "gpart-fast": "gpart balanced --preset fast", "gpart-stream": "gpart stream", "dgl": "DGL METIS (balance_edges=False)",
+    labels = {"gpart": "gpart balanced (default)", "gpart-kdefault": "gpart balanced --preset default", "gpart-stream": "gpart stream", "dgl": "DGL METIS (balance_edges=False)",
               "dgl-edges": "DGL METIS (balance_edges=True)"}
     results = run_sides(args.sides.split(","), lambda side: run_side(args, side, sys.executable if side in GPART_METHODS
                                                                        else args.dgl_python),
@@ -156,7 +156,9 @@ def print_ratios(results: dict, labels: dict) -> None:
             a, b = results[ours], results[theirs]
             print(f"  {labels[ours]} / {labels[theirs]}: wall {a['seconds'] / b['seconds']:.2f}, "
                   f"cpu {a['cpu'] / b['cpu']:.2f}, "
-                  f"peak RSS {a['rss_mib'] / b['rss_mib']:.2f}, cut {a['cut'] / b['cut']:.3f}, "
+                  f"peak RSS {a['rss_mib'] / b['rss_mib']:.2f}, "
+                  + (f"tree {a['tree_mib'] / b['tree_mib']:.2f}, " if a.get("tree_mib") and b.get("tree_mib") else "")
+                  + f"cut {a['cut'] / b['cut']:.3f}, "
                   f"busiest part's remote in-edges {a['busiest_remote'] / b['busiest_remote']:.3f}", flush=True)
 
 if __name__ == "__main__":

@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from bench_dgl_cut import GPART_METHODS, QUALITY_HEADER, cut_and_balances, print_ratios, run_sides
-from harness import dir_bytes, script_child
+from harness import TreeMemory, dir_bytes, script_child
 
 HERE = Path(__file__).resolve()
-LABELS = {"gpart": "gpart partition (default)", "gpart-fast": "gpart partition --preset fast",
+LABELS = {"gpart": "gpart partition (default)", "gpart-kdefault": "gpart partition --preset default",
           "dgl": "DGL partition_graph (METIS)"}
 
 
@@ -83,18 +83,21 @@ def owner_of(side: str, out: Path, num_nodes: int) -> np.ndarray:
 
 
 def timed_process(cmd: list[str], env: dict, log: Path) -> dict:
-    """Run `cmd` to its exit, output to `log`: wall, CPU (its own and its descendants'), peak RSS (largest process),
-    from wait4's rusage of that child; its last stdout line parsed as JSON, or an error."""
+    """Run `cmd` to its exit, output to `log`: wall, CPU (its own and its descendants'), peak RSS (largest process,
+    from wait4's rusage of that child), peak memory of the process tree (harness.TreeMemory); its last stdout
+    line parsed as JSON, or an error."""
     start = time.perf_counter()
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        memory = TreeMemory(proc.pid)
         _, status, usage = os.wait4(proc.pid, 0)
+        tree_mib = memory.stop_mib()
     seconds = time.perf_counter() - start
     lines = log.read_text().strip().splitlines()
     if os.waitstatus_to_exitcode(status) != 0:
         return {"error": f"exit {os.waitstatus_to_exitcode(status)}: {lines[-1] if lines else ''} (log {log})"}
     return {"seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024,
-            **json.loads(lines[-1])}
+            "tree_mib": tree_mib, **json.loads(lines[-1])}
 
 
 def run_side(args, side: str) -> dict:
@@ -147,10 +150,11 @@ def main() -> None:
         make_rmat(args.make, args.graph)
     args.workdir.mkdir(parents=True, exist_ok=True)
     print(f"{args.graph}, {args.parts} parts; whole processes; cut = fraction of directed edges cut; balances max/mean")
-    print(f"  {'job':<30}{'wall s':>8}{'job s':>8}{'cpu s':>8}{'RSS MiB':>9}{'GB out':>8}{QUALITY_HEADER}")
+    # RSS: the largest process's peak; tree: the peak of the whole process tree's memory together (PSS)
+    print(f"  {'job':<30}{'wall s':>8}{'job s':>8}{'cpu s':>8}{'RSS MiB':>9}{'tree MiB':>9}{'GB out':>8}{QUALITY_HEADER}")
     results = run_sides(args.sides.split(","), lambda side: run_side(args, side), LABELS, 30,
                         lambda r: f"{r['seconds']:8.1f}{r['job_seconds']:8.1f}{r['cpu']:8.1f}{r['rss_mib']:9.0f}"
-                                  f"{r['bytes'] / 1e9:8.2f}")
+                                  f"{r['tree_mib']:9.0f}{r['bytes'] / 1e9:8.2f}")
     print_ratios(results, LABELS)  # the issue's targets: wall <= 0.5, peak RSS <= 1, cut <= 1, every balance <= 1.10
 
 

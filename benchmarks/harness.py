@@ -18,6 +18,7 @@ from __future__ import annotations
 import filecmp
 import json
 import os
+import threading
 import resource
 import subprocess
 import sys
@@ -121,6 +122,57 @@ def peak_rss_mib(since_exec: bool = False) -> float:
         except OSError:
             pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class TreeMemory:
+    """The peak, over a process's life, of the memory it and its descendants hold together: their PSS
+    (proportional set size, so pages a forked child shares with its parent count once) summed, sampled
+    every `interval` seconds from /proc. Where a job forks workers that run side by side, the largest
+    single process (ru_maxrss) understates what the machine must hold."""
+
+    def __init__(self, pid: int, interval: float = 0.25) -> None:
+        self.pid, self.interval, self.peak = pid, interval, 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def stop_mib(self) -> float:
+        self._done.set()
+        self._thread.join()
+        return self.peak / 2**20
+
+    def _sample(self) -> None:
+        while not self._done.wait(self.interval):
+            self.peak = max(self.peak, sum(_pss_bytes(pid) for pid in _tree(self.pid)))
+
+
+def _tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def _pss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # gone, or not ours to read
+        pass
+    return 0
 
 
 # --------------------------------------------------------------------------- timing

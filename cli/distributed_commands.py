@@ -59,7 +59,7 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
 @click.option("-v", "--verbose", is_flag=True, help="Each rank prints its stages' wall time and peak RSS.")
 @quiet_option
 @json_option
-def partition(chunks: str, num_parts: int, out_dir: str, method: str | None, assignment: str | None, seed: int, imbalance: float, preset: str,
+def partition(chunks: str, num_parts: int, out_dir: str, method: str | None, assignment: str | None, seed: int, imbalance: float, preset: str | None,
               halo: int, max_message: str, add_reverse: bool, force: bool, timeout_s: float, verbose: bool, quiet: bool, as_json: bool) -> None:
     """Partition the chunked graph CHUNKS (gpart chunk) into P partitions under DIR, on every rank.
 

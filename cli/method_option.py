@@ -17,10 +17,10 @@ from click.core import ParameterSource
 from gpart.kaminpar_backend import PRESETS as KAMINPAR_PRESETS  # names only: kaminpar itself is imported when it runs
 
 preset_option = click.option(
-    "--preset", type=click.Choice(KAMINPAR_PRESETS), default="default",
-    help="KaMinPar preset (balanced, kaminpar). fast: about 0.6x KaMinPar's time on large power-law graphs, "
-         "cut within 1% there but up to 23% higher on road and grid graphs; strong: 8-9x the CPU. Each gives the same "
-         "result for a seed every run on one thread.")
+    "--preset", type=click.Choice(KAMINPAR_PRESETS), default=None,
+    help="KaMinPar's context (balanced, kaminpar) [default: fast for balanced, default for kaminpar]. default: about "
+         "1.5x fast's time on large power-law graphs for a cut within 1% there, up to 20% lower on road and grid "
+         "graphs; strong: 8-9x the CPU. Each gives the same result for a seed every run on one thread.")
 
 
 class MethodChoice(click.Choice):

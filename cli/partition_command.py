@@ -66,7 +66,7 @@ from rich.table import Table
 @click.option("-v", "--verbose", is_flag=True, help="Print each stage's wall time and the peak RSS so far.")
 @json_option
 def partition(input: str, num_parts: int, out_dir: str, method: str, assignment: str | None, storage: str, add_reverse: bool, halo: int,
-              seed: int, imbalance: float, threads: int | None, preset: str, max_memory: str | None, passes: int | None, objective: str, algorithm: str, trials: int, iterations: int | None,
+              seed: int, imbalance: float, threads: int | None, preset: str | None, max_memory: str | None, passes: int | None, objective: str, algorithm: str, trials: int, iterations: int | None,
               balance: tuple[str, ...], balance_edges: bool, node_data: tuple[str, ...], edge_data: tuple[str, ...],
               force: bool, quiet: bool, verbose: bool, as_json: bool) -> None:
     """Split the graph INPUT into P partitions under OUT.

@@ -49,13 +49,14 @@ def train_mask(graph: Graph, name: Optional[str] = TRAIN_MASK) -> Optional[np.nd
     return column.astype(bool, copy=False)
 
 
-def combined_weights(num_nodes: int, degree: Optional[np.ndarray], masks: Sequence[np.ndarray] = ()) -> np.ndarray:
+def combined_weights(num_nodes: int, degree: Optional[np.ndarray], masks: Sequence[np.ndarray] = (),
+                     node_share: float = 1.0) -> np.ndarray:
     """One int64 weight per node: equal parts node count, in-degree (if given) and each mask's membership.
 
-    Each part is scaled so it sums to WEIGHT_SCALE over the graph; a node
-    always weighs at least 1.
+    Each part is scaled so it sums to WEIGHT_SCALE over the graph, the node
+    count's part to node_share * WEIGHT_SCALE; a node always weighs at least 1.
     """
-    weights = np.full(num_nodes, WEIGHT_SCALE / max(num_nodes, 1), dtype=np.float64)
+    weights = np.full(num_nodes, node_share * WEIGHT_SCALE / max(num_nodes, 1), dtype=np.float64)
     total_degree = 0 if degree is None else int(degree.sum())
     if total_degree:
         weights += degree * (WEIGHT_SCALE / total_degree)

@@ -19,7 +19,7 @@ import json
 import mmap
 import os
 import signal
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -30,30 +30,96 @@ _ERRORS = {"RuntimeError": RuntimeError, "ValueError": ValueError, "MemoryError"
 def call_isolated(fn: Callable[[np.ndarray], Any], length: int, dtype: Any = np.int64) -> tuple[Any, np.ndarray]:
     """Run `fn(out)` in a forked child, `out` a shared array of `length` items; return
     (fn's JSON-able result, a copy of out). Where fork is unavailable, runs in-process."""
+    return call_isolated_many([fn], length, dtype, workers=1)[0]
+
+
+def call_isolated_many(fns: Sequence[Callable[[np.ndarray], Any]], length: int, dtype: Any = np.int64,
+                       workers: int = 1) -> list[tuple[Any, np.ndarray]]:
+    """`call_isolated` for each of `fns`, up to `workers` children at a time; the results in the order of `fns`.
+
+    Which child finishes first changes nothing but the wall time. On an error
+    or an interruption every child still running is killed, then it is raised.
+    """
     dtype = np.dtype(dtype)
     if not hasattr(os, "fork"):
-        out = np.empty(length, dtype)
-        return fn(out), out
-    shared = mmap.mmap(-1, max(1, length * dtype.itemsize), flags=mmap.MAP_SHARED)
-    out = np.frombuffer(shared, dtype=dtype, count=length)
+        results = []
+        for fn in fns:
+            out = np.empty(length, dtype)
+            results.append((fn(out), out))
+        return results
+    results: list[tuple[Any, np.ndarray]] = []
+    running: list[_Child] = []
     try:
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
+        for fn in fns:
+            if len(running) >= max(1, workers):
+                results.append(running.pop(0).result())
+            running.append(_Child(fn, length, dtype))
+        while running:
+            results.append(running.pop(0).result())
+    finally:
+        for child in running:
+            child.kill()
+    return results
+
+
+class _Child:
+    """One forked child running fn(out): `out` in shared memory, its JSON status through a pipe."""
+
+    def __init__(self, fn: Callable[[np.ndarray], Any], length: int, dtype: np.dtype) -> None:
+        self.shared = mmap.mmap(-1, max(1, length * dtype.itemsize), flags=mmap.MAP_SHARED)
+        self.length, self.dtype, self.pid = length, dtype, None
+        out = np.frombuffer(self.shared, dtype=dtype, count=length)
+        try:
+            read_fd, write_fd = os.pipe()
+        except BaseException:
+            del out
+            self._close()
+            raise
+        try:
+            pid = os.fork()
+        except BaseException:
+            os.close(read_fd)
+            os.close(write_fd)
+            del out
+            self._close()
+            raise
         if pid == 0:  # the child: never returns, never runs the parent's cleanup
             os.close(read_fd)
             _child(fn, out, write_fd)
-        os.close(write_fd)
-        status = _wait_for(pid, read_fd)
-        result = np.array(out)
-    finally:
         del out
+        os.close(write_fd)
+        self.pid, self.read_fd = pid, read_fd
+
+    def result(self) -> tuple[Any, np.ndarray]:
+        """Wait for the child: (fn's result, a copy of out); its error re-raised as its own type."""
+        pid, self.pid = self.pid, None  # _wait_for reaps it (or kills it when interrupted) and closes the pipe
         try:
-            shared.close()
+            status = _wait_for(pid, self.read_fd)
+            out = np.frombuffer(self.shared, dtype=self.dtype, count=self.length)
+            result = np.array(out)
+            del out
+        finally:
+            self._close()
+        if "error" in status:
+            raise _ERRORS.get(status["type"], RuntimeError)(status["error"])
+        return status["value"], result
+
+    def kill(self) -> None:
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            os.close(self.read_fd)
+            self.pid = None
+        self._close()
+
+    def _close(self) -> None:
+        try:
+            self.shared.close()
         except BufferError:  # a view is still referenced (by a traceback): freed with it
             pass
-    if "error" in status:
-        raise _ERRORS.get(status["type"], RuntimeError)(status["error"])
-    return status["value"], result
 
 
 def _child(fn: Callable[[np.ndarray], Any], out: np.ndarray, write_fd: int) -> None:

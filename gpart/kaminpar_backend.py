@@ -14,12 +14,13 @@ weights, 32 32-bit edge weights. We write 64-bit offsets, 32-bit vertex ids
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import time
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from gpart.formats.scratch import ScratchDir
-from gpart.isolate import call_isolated
+from gpart.isolate import call_isolated_many
 
 HEADER_BYTES = 24
 FLAG_NO_EDGE_WEIGHTS, FLAG_NO_VERTEX_WEIGHTS, FLAG_32BIT_VERTEX_IDS, FLAG_32BIT_EDGE_WEIGHTS = 1, 2, 8, 32
@@ -56,6 +57,26 @@ def kaminpar_partition(
     keeps every part's weight within (1 + imbalance) * total / num_parts.
     Runs in a forked child process (gpart.isolate).
     """
+    owners, _ = kaminpar_partitions(xadj, adjncy, [weights], num_parts, seed=seed, imbalance=imbalance, threads=threads,
+                                    preset=preset)
+    return owners[0]
+
+
+def kaminpar_partitions(
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    weightings: Sequence[Optional[np.ndarray]],
+    num_parts: int,
+    *,
+    seed: int,
+    imbalance: float,
+    threads: int,
+    preset: str = "default",
+    workers: int = 1,
+) -> tuple[list[np.ndarray], list[float]]:
+    """`kaminpar_partition` once per vertex weighting, up to `workers` runs at a time, each in its own child
+    process: (the owners, each run's seconds), in the order of `weightings`. Each run is what
+    `kaminpar_partition` gives for its weights, whatever runs beside it."""
     kaminpar_version()
     import kaminpar  # optional: wheels exist for Linux x86_64 only (pyproject)
 
@@ -63,23 +84,27 @@ def kaminpar_partition(
     if n >= 2**32:
         raise ValueError(f"{n} nodes exceed KaMinPar's 32-bit vertex ids")
     if num_parts == 1:
-        return np.zeros(n, dtype=np.int32)
+        return [np.zeros(n, dtype=np.int32) for _ in weightings], [0.0 for _ in weightings]
     context = _context(kaminpar, preset)
     with ScratchDir() as scratch:
-        path = _write_parhip(scratch, xadj, adjncy, weights)
+        paths = [_write_parhip(scratch, f"graph-{i}.parhip", xadj, adjncy, w) for i, w in enumerate(weightings)]
 
-        def run(out: np.ndarray) -> None:
-            graph = kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP)
-            path.unlink()
-            kaminpar.reseed(int(seed))
-            solver = kaminpar.KaMinPar(int(threads), context)
-            out[:] = np.fromiter(solver.compute_partition(graph, int(num_parts), float(imbalance)), dtype=np.int32, count=n)
+        def run(path) -> Callable[[np.ndarray], float]:
+            def partition(out: np.ndarray) -> float:
+                start = time.perf_counter()
+                graph = kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP)
+                path.unlink()
+                kaminpar.reseed(int(seed))
+                solver = kaminpar.KaMinPar(int(threads), context)
+                out[:] = np.fromiter(solver.compute_partition(graph, int(num_parts), float(imbalance)), dtype=np.int32, count=n)
+                return time.perf_counter() - start
+            return partition
 
-        # In a child process: the binding holds the GIL for the whole run (measured: a Python thread
+        # In child processes: the binding holds the GIL for the whole run (measured: a Python thread
         # ticking every 0.1 s ran 6 times in a 20 s run), which froze the progress display at `0/?`
-        # and kept Ctrl-C waiting; the parent waits without it. The graph is read from the file there.
-        _, owner = call_isolated(run, n, np.int32)
-    return owner
+        # and kept Ctrl-C waiting; the parent waits without it. Each graph is read from its file there.
+        results = call_isolated_many([run(path) for path in paths], n, np.int32, workers=workers)
+    return [owner for _, owner in results], [round(float(seconds), 3) for seconds, _ in results]
 
 
 def _context(kaminpar: Any, preset: str) -> Any:
@@ -88,7 +113,7 @@ def _context(kaminpar: Any, preset: str) -> Any:
     return getattr(kaminpar, f"{preset}_context")()
 
 
-def _write_parhip(scratch: ScratchDir, xadj: np.ndarray, adjncy: np.ndarray, weights: Optional[np.ndarray]):
+def _write_parhip(scratch: ScratchDir, name: str, xadj: np.ndarray, adjncy: np.ndarray, weights: Optional[np.ndarray]):
     n, m = int(xadj.shape[0] - 1), int(adjncy.shape[0])
     flags = FLAG_NO_EDGE_WEIGHTS | FLAG_32BIT_VERTEX_IDS | FLAG_32BIT_EDGE_WEIGHTS
     if weights is None:
@@ -97,7 +122,7 @@ def _write_parhip(scratch: ScratchDir, xadj: np.ndarray, adjncy: np.ndarray, wei
     adjncy_at = offsets_at + 8 * (n + 1)
     weights_at = adjncy_at + 4 * m
     total = weights_at + (8 * n if weights is not None else 0)
-    path = scratch.file("graph.parhip", total)
+    path = scratch.file(name, total)
     with open(path, "r+b") as out:
         out.write(np.array([flags, n, m], dtype="<u8").tobytes())
         for start in range(0, n + 1, WRITE_CHUNK):

@@ -124,10 +124,10 @@ def test_cli_runs_on_two_ranks(tmp_path, chunks):
     same_files(tmp_path / "single", tmp_path / "out")
 
 
-@pytest.mark.parametrize("preset", [[], ["--preset", "fast"]])
+@pytest.mark.parametrize("preset", [[], ["--preset", "default"]])
 def test_default_method_is_the_single_machine_default(tmp_path, chunks, preset):
     """No --method on either side: the distributed runner runs gpart partition's default (balanced, gathered on
-    rank 0) and writes the same bytes, with KaMinPar's default preset or another one."""
+    rank 0) and writes the same bytes, with the default's own KaMinPar preset (fast) or another one."""
     from gpart.cli.main import main
     from gpart.kaminpar_backend import KaminparUnavailable, kaminpar_version
 
@@ -149,7 +149,7 @@ def test_default_method_is_the_single_machine_default(tmp_path, chunks, preset):
     assert all(isinstance(t.get("seconds"), float) for t in manifest["params"]["tried"] if "error" not in t)
     assert _without_seconds(single) == _without_seconds(manifest)
     assert manifest["method"] == "balanced" and manifest["params"]["backend"] in ("kaminpar", "metis")
-    assert manifest["params"]["backend_params"]["preset"] == (preset[-1] if preset else "default")
+    assert manifest["params"]["backend_params"]["preset"] == (preset[-1] if preset else "fast")
 
 
 def _without_seconds(manifest: dict) -> dict:

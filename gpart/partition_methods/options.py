@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional, TypeVar
+from typing import Any, ClassVar, Optional, TypeVar
 
 import numpy as np
 
@@ -68,15 +68,18 @@ class KaminparRunOptions(MethodOptions):
     `fast` took 0.55-0.65x `default`'s time on 1M-node power-law graphs with a cut within 1% of
     `default`'s, but up to 23% higher (relative) on road and grid graphs and 14% on email-Enron at 4
     parts (docs/partitioning.md); `strong` 8-9x the CPU. One thread reproduces a seed's result with
-    every preset.
+    every preset. `preset` None is the method's own (DEFAULT_PRESET).
     """
 
+    DEFAULT_PRESET: ClassVar[str] = "default"
     threads: int = 1  # None is 1 too (threads_of)
-    preset: str = "default"
+    preset: Optional[str] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.threads = threads_of(self.threads)
+        if self.preset is None:
+            self.preset = self.DEFAULT_PRESET
         if self.preset not in KAMINPAR_PRESETS:
             raise OptionError(f"KaMinPar preset must be one of {', '.join(KAMINPAR_PRESETS)}, got {self.preset!r}")
 
