@@ -57,9 +57,9 @@ def kaminpar_partition(
     keeps every part's weight within (1 + imbalance) * total / num_parts.
     Runs in a forked child process (gpart.isolate).
     """
-    owners, _ = kaminpar_partitions(xadj, adjncy, [weights], num_parts, seed=seed, imbalance=imbalance, threads=threads,
-                                    preset=preset)
-    return owners[0]
+    [(owner, _, _)] = kaminpar_partitions(xadj, adjncy, [weights], num_parts, seed=seed, imbalance=imbalance,
+                                          threads=threads, preset=preset)
+    return owner
 
 
 def kaminpar_partitions(
@@ -73,10 +73,15 @@ def kaminpar_partitions(
     threads: int,
     preset: str = "default",
     workers: int = 1,
-) -> tuple[list[np.ndarray], list[float]]:
+    then: Optional[Callable[[int, np.ndarray], tuple[np.ndarray, Any]]] = None,
+) -> list[tuple[np.ndarray, float, Any]]:
     """`kaminpar_partition` once per vertex weighting, up to `workers` runs at a time, each in its own child
-    process: (the owners, each run's seconds), in the order of `weightings`. Each run is what
-    `kaminpar_partition` gives for its weights, whatever runs beside it."""
+    process: (owner, KaMinPar's seconds, what `then` said) per weighting, in their order. Each run is what
+    `kaminpar_partition` gives for its weights, whatever runs beside it.
+
+    `then(i, owner)`, when given, runs in the same child right after KaMinPar (so the work that follows a
+    run goes side by side too): it returns the owner array to keep and JSON-able facts about it.
+    """
     kaminpar_version()
     import kaminpar  # optional: wheels exist for Linux x86_64 only (pyproject)
 
@@ -84,27 +89,40 @@ def kaminpar_partitions(
     if n >= 2**32:
         raise ValueError(f"{n} nodes exceed KaMinPar's 32-bit vertex ids")
     if num_parts == 1:
-        return [np.zeros(n, dtype=np.int32) for _ in weightings], [0.0 for _ in weightings]
+        return _single_part([np.zeros(n, dtype=np.int32) for _ in weightings], then)
     context = _context(kaminpar, preset)
     with ScratchDir() as scratch:
         paths = [_write_parhip(scratch, f"graph-{i}.parhip", xadj, adjncy, w) for i, w in enumerate(weightings)]
 
-        def run(path) -> Callable[[np.ndarray], float]:
-            def partition(out: np.ndarray) -> float:
+        def run(index: int, path) -> Callable[[np.ndarray], dict[str, Any]]:
+            def partition(out: np.ndarray) -> dict[str, Any]:
                 start = time.perf_counter()
                 graph = kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP)
                 path.unlink()
                 kaminpar.reseed(int(seed))
                 solver = kaminpar.KaMinPar(int(threads), context)
-                out[:] = np.fromiter(solver.compute_partition(graph, int(num_parts), float(imbalance)), dtype=np.int32, count=n)
-                return time.perf_counter() - start
+                owner = np.fromiter(solver.compute_partition(graph, int(num_parts), float(imbalance)), dtype=np.int32, count=n)
+                seconds = time.perf_counter() - start
+                del graph, solver
+                owner, facts = then(index, owner) if then is not None else (owner, None)
+                out[:] = owner
+                return {"seconds": round(seconds, 3), "then": facts}
             return partition
 
         # In child processes: the binding holds the GIL for the whole run (measured: a Python thread
         # ticking every 0.1 s ran 6 times in a 20 s run), which froze the progress display at `0/?`
         # and kept Ctrl-C waiting; the parent waits without it. Each graph is read from its file there.
-        results = call_isolated_many([run(path) for path in paths], n, np.int32, workers=workers)
-    return [owner for _, owner in results], [round(float(seconds), 3) for seconds, _ in results]
+        results = call_isolated_many([run(i, path) for i, path in enumerate(paths)], n, np.int32, workers=workers)
+    return [(owner, float(status["seconds"]), status["then"]) for status, owner in results]
+
+
+def _single_part(owners: list[np.ndarray], then) -> list[tuple[np.ndarray, float, Any]]:
+    """One part: every node in part 0, no KaMinPar run (`then` still runs, in this process)."""
+    out = []
+    for i, owner in enumerate(owners):
+        owner, facts = then(i, owner) if then is not None else (owner, None)
+        out.append((owner, 0.0, facts))
+    return out
 
 
 def _context(kaminpar: Any, preset: str) -> Any:

@@ -144,35 +144,43 @@ def _kaminpar_tries(graph: Graph, csr: tuple[np.ndarray, np.ndarray], shares: tu
                     weightings: list[tuple[str, float, list[str]]], num_parts: int, options: BalancedOptions,
                     max_memory: Optional[int], progress: Progress, tried: list[dict[str, Any]]) -> list[_Try]:
     """KaMinPar on the symmetric `csr` once per (name, node share, masks) weighting, side by side where cores
-    allow, each result repaired when a share (`shares`: in-degree, training mask) is past the bound; every
-    run and repair appended to `tried`."""
+    and memory allow; in each run's child, the result is measured and, when a share (`shares`: in-degree,
+    training mask) is past the bound, repaired. Every run and repair is appended to `tried`."""
     (xadj, adjncy), (degree, train) = csr, shares
     weights = [combined_weights(graph.num_nodes, degree, [balance_column(graph, m) for m in weighted], node_share=share)
                for _, share, weighted in weightings]
+
+    def measured_and_repaired(index: int, owner: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        # runs in the KaMinPar child (gpart.kaminpar_backend.kaminpar_partitions' `then`): side by side too
+        facts: dict[str, Any] = {"measured": balances(owner, num_parts, degree, train)}
+        if not within_bound(facts["measured"]):  # a share past the bound: move nodes, every share its own constraint
+            with _Timer() as timer:
+                owner = repair_balance(owner, balance_shares(degree, train), num_parts, BALANCE_BOUND, xadj, adjncy)
+            facts.update(repaired=balances(owner, num_parts, degree, train), repair_seconds=timer.seconds)
+        facts["cut"] = edge_cut(owner, graph.src, graph.dst)
+        return owner, facts
+
     with progress.stage("kaminpar"):
-        owners, seconds = kaminpar_partitions(xadj, adjncy, weights, num_parts, seed=options.seed,
-                                              imbalance=DEFAULT_IMBALANCE, threads=options.threads, preset=options.preset,
-                                              workers=_side_by_side(options.threads, max_memory, graph.num_edges))
+        runs = kaminpar_partitions(xadj, adjncy, weights, num_parts, seed=options.seed, imbalance=DEFAULT_IMBALANCE,
+                                   threads=options.threads, preset=options.preset,
+                                   workers=_side_by_side(options.threads, max_memory, graph.num_edges),
+                                   then=measured_and_repaired)
     del weights
     backend = kaminpar_params(options, DEFAULT_IMBALANCE, adjncy, kaminpar_version())
     tries = []
-    for (name, share, weighted), owner, took in zip(weightings, owners, seconds):
-        measured = balances(owner, num_parts, degree, train)
-        entry = {"backend": "kaminpar", "weight": ["nodes", "in_edges"] + weighted, "weighting": name, **measured,
-                 "seconds": took}
+    for (name, share, weighted), (owner, seconds, facts) in zip(weightings, runs):
+        entry = {"backend": "kaminpar", "weight": ["nodes", "in_edges"] + weighted, "weighting": name,
+                 **facts["measured"], "seconds": seconds}
         tried.append(entry)
-        run = dict(backend, weighting=name, node_share=share)
-        if not within_bound(measured):  # a share past the bound: move nodes, every share its own constraint
-            with progress.stage("repair balance"), _Timer() as timer:
-                owner = repair_balance(owner, balance_shares(degree, train), num_parts, BALANCE_BOUND, xadj, adjncy)
-            measured = balances(owner, num_parts, degree, train)
+        run, measured = dict(backend, weighting=name, node_share=share), facts["measured"]
+        if "repaired" in facts:
+            measured = facts["repaired"]
             entry = {"backend": "kaminpar", "repaired": "gpart.refine.repair_balance", "weighting": name, **measured,
-                     "seconds": timer.seconds}
+                     "seconds": facts["repair_seconds"]}
             tried.append(entry)
             run["repaired"] = True
-        cut = edge_cut(owner, graph.src, graph.dst)
-        entry["edge_cut_ratio"] = round(cut / max(graph.num_edges, 1), 6)
-        tries.append(_Try(owner, measured, run, cut))
+        entry["edge_cut_ratio"] = round(facts["cut"] / max(graph.num_edges, 1), 6)
+        tries.append(_Try(owner, measured, run, facts["cut"]))
     return tries
 
 
