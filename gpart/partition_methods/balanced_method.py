@@ -88,7 +88,10 @@ class BalancedMethod(PartitionMethod):
 # a share of the memory available) holds only one.
 DEFAULT_IMBALANCE = 0.03
 WEIGHTINGS = (("even", 1.0), ("in_edges", 0.0))  # (name, the node count's part against the in-degree's)
-KAMINPAR_RUN_BYTES_PER_EDGE = 50  # one KaMinPar child's peak (PSS) per input edge: ~500 MiB on R-MAT 1M/10M
+# what one more KaMinPar run side by side adds to the peak, per input edge (its child: KaMinPar's graph and
+# the repair): the process tree's peak PSS was 1664-1796 MiB with two runs against 883-906 MiB with one on
+# R-MAT 1M/10M, 11456 against 5813 MiB on R-MAT 5.6M/70M
+KAMINPAR_RUN_BYTES_PER_EDGE = 90
 
 
 @dataclass
