@@ -87,7 +87,7 @@ def partition(input: str, num_parts: int, out_dir: str, method: str, assignment:
       gpart partition sample_data/cora.npz --parts 4 --method stream --passes 4 -o parts/
       gpart partition sample_data/cora_hetero.npz --parts 4 -o hparts/
       gpart partition sample_data/cora.npz --parts 4 --add-reverse -o parts/
-      gpart partition sample_data/cora.npz --parts 4 --preset fast -o parts/
+      gpart partition sample_data/cora.npz --parts 4 --preset default -o parts/   # KaMinPar's default context (the default uses fast)
     """
     ctx = click.get_current_context()
     named = None if ctx.get_parameter_source("method") is ParameterSource.DEFAULT else method  # None: the library's choice
