@@ -167,12 +167,9 @@ def _tree(root: int) -> list[int]:
 def _pss_bytes(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/smaps_rollup") as fh:
-            for line in fh:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
+            return next((int(line.split()[1]) * 1024 for line in fh if line.startswith("Pss:")), 0)
     except OSError:  # gone, or not ours to read
-        pass
-    return 0
+        return 0
 
 
 # --------------------------------------------------------------------------- timing

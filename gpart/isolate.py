@@ -15,6 +15,7 @@ status into a pipe: nothing is pickled.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import os
@@ -69,20 +70,17 @@ class _Child:
         self.shared = mmap.mmap(-1, max(1, length * dtype.itemsize), flags=mmap.MAP_SHARED)
         self.length, self.dtype, self.pid = length, dtype, None
         out = np.frombuffer(self.shared, dtype=dtype, count=length)
+        fds: tuple[int, ...] = ()
         try:
-            read_fd, write_fd = os.pipe()
-        except BaseException:
-            del out
-            self._close()
-            raise
-        try:
+            fds = os.pipe()
             pid = os.fork()
         except BaseException:
-            os.close(read_fd)
-            os.close(write_fd)
+            for fd in fds:
+                os.close(fd)
             del out
             self._close()
             raise
+        read_fd, write_fd = fds
         if pid == 0:  # the child: never returns, never runs the parent's cleanup
             os.close(read_fd)
             _child(fn, out, write_fd)
@@ -106,11 +104,9 @@ class _Child:
 
     def kill(self) -> None:
         if self.pid is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):  # already gone
                 os.kill(self.pid, signal.SIGKILL)
                 os.waitpid(self.pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
             os.close(self.read_fd)
             self.pid = None
         self._close()

@@ -104,7 +104,7 @@ def kaminpar_partitions(
                 owner = np.fromiter(solver.compute_partition(graph, int(num_parts), float(imbalance)), dtype=np.int32, count=n)
                 seconds = time.perf_counter() - start
                 del graph, solver
-                owner, facts = then(index, owner) if then is not None else (owner, None)
+                owner, facts = _then(then, index, owner)
                 out[:] = owner
                 return {"seconds": round(seconds, 3), "then": facts}
             return partition
@@ -118,11 +118,12 @@ def kaminpar_partitions(
 
 def _single_part(owners: list[np.ndarray], then) -> list[tuple[np.ndarray, float, Any]]:
     """One part: every node in part 0, no KaMinPar run (`then` still runs, in this process)."""
-    out = []
-    for i, owner in enumerate(owners):
-        owner, facts = then(i, owner) if then is not None else (owner, None)
-        out.append((owner, 0.0, facts))
-    return out
+    return [(owner, 0.0, facts) for owner, facts in (_then(then, i, owner) for i, owner in enumerate(owners))]
+
+
+def _then(then, index: int, owner: np.ndarray) -> tuple[np.ndarray, Any]:
+    """`then(index, owner)`, or the owner unchanged and no facts without one."""
+    return then(index, owner) if then is not None else (owner, None)
 
 
 def _context(kaminpar: Any, preset: str) -> Any:
