@@ -16,7 +16,8 @@ import click
 
 from gpart.base.work_paths import abandoned_removed
 from gpart.cli.exit_codes import REPORTED, exit_code
-from gpart.cli.method_option import DescribedOption, MethodChoice, distributed_method_help, given_method_options, preset_option
+from gpart.cli.method_option import (DescribedOption, MethodChoice, distributed_method_help, given_method_options,
+                                     imbalance_option, preset_option)
 from gpart.cli.ui import json_option, parse_boundaries, print_json, quiet_option, stdout
 
 EPILOG = "Launch with torchrun (torchrun --nproc-per-node W -m gpart.distributed ...) or plain python for one process."
@@ -48,7 +49,7 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
 @click.option("--method", type=MethodChoice(), default=None, cls=DescribedOption, describe=distributed_method_help)
 @click.option("--assignment", metavar="FILE", default=None, help="Owner of every node from a file (.npy or text); replaces --method.")
 @click.option("--seed", type=int, default=0, help="Seed of random, metis, kaminpar.")
-@click.option("--imbalance", type=float, default=0.03, help="Imbalance tolerance of metis, kaminpar, stream.")
+@imbalance_option
 @preset_option
 @click.option("--halo", type=click.IntRange(0, 1), default=0,
               help="1: also store node data rows of halo nodes (fetched from the ranks that read them).")
@@ -59,7 +60,7 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
 @click.option("-v", "--verbose", is_flag=True, help="Each rank prints its stages' wall time and peak RSS.")
 @quiet_option
 @json_option
-def partition(chunks: str, num_parts: int, out_dir: str, method: str | None, assignment: str | None, seed: int, imbalance: float, preset: str | None,
+def partition(chunks: str, num_parts: int, out_dir: str, method: str | None, assignment: str | None, seed: int, imbalance: float | None, preset: str | None,
               halo: int, max_message: str, add_reverse: bool, force: bool, timeout_s: float, verbose: bool, quiet: bool, as_json: bool) -> None:
     """Partition the chunked graph CHUNKS (gpart chunk) into P partitions under DIR, on every rank.
 

@@ -23,6 +23,16 @@ preset_option = click.option(
          "graphs; strong: 8-9x the CPU. Each gives the same result for a seed every run on one thread.")
 
 
+def imbalance_help() -> str:
+    """--imbalance: what it bounds and each method's own default (the methods' DEFAULT_IMBALANCE)."""
+    from gpart.partition_methods.registry import METHODS  # start-up time (module docstring)
+
+    defaults = [f"{m.name} {m.options_type.DEFAULT_IMBALANCE:g}" for m in METHODS.values()
+                if m.listed and hasattr(m.options_type, "DEFAULT_IMBALANCE")]
+    return ("Load-imbalance tolerance: parts may hold this fraction more than the average of each balanced share "
+            f"(0.03 = 3%) [default: {', '.join(defaults)}].")
+
+
 class MethodChoice(click.Choice):
     """--method's choices: the registry's listed methods, in registration order."""
 
@@ -46,6 +56,9 @@ class DescribedOption(click.Option):
     def get_help_record(self, ctx: click.Context) -> Optional[tuple[str, str]]:
         self.help = self.describe()
         return super().get_help_record(ctx)
+
+
+imbalance_option = click.option("--imbalance", type=float, default=None, cls=DescribedOption, describe=imbalance_help)
 
 
 def method_help() -> str:

@@ -7,7 +7,8 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from gpart.cli.method_option import DescribedOption, MethodChoice, given_method_options, method_help, preset_option
+from gpart.cli.method_option import (DescribedOption, MethodChoice, given_method_options, imbalance_option, method_help,
+                                     preset_option)
 from gpart.cli.ui import (data_options, force_option, human_bytes, json_option, print_json, progress_for, quiet_option, stderr, stdout,
                           train_balance_text)
 from gpart.cli.params import parse_name_paths
@@ -36,8 +37,7 @@ from rich.table import Table
 @click.option("--halo", type=click.IntRange(0, 1), default=0,
               help="1: also store node data rows of halo nodes (non-owned sources of owned in-edges); 0: owned rows only.")
 @click.option("--seed", type=int, default=0, help="Seed of METIS, KaMinPar and --method random.")
-@click.option("--imbalance", type=float, default=0.03,
-              help="Load-imbalance tolerance of metis, kaminpar and stream (0.03 = parts may be 3% above average).")
+@imbalance_option
 @click.option("--threads", type=int, default=1,
               help="KaMinPar threads (balanced, kaminpar). More is faster, but only 1 gives the same result for a seed every run.")
 @preset_option
@@ -66,7 +66,7 @@ from rich.table import Table
 @click.option("-v", "--verbose", is_flag=True, help="Print each stage's wall time and the peak RSS so far.")
 @json_option
 def partition(input: str, num_parts: int, out_dir: str, method: str, assignment: str | None, storage: str, add_reverse: bool, halo: int,
-              seed: int, imbalance: float, threads: int | None, preset: str | None, max_memory: str | None, passes: int | None, objective: str, algorithm: str, trials: int, iterations: int | None,
+              seed: int, imbalance: float | None, threads: int | None, preset: str | None, max_memory: str | None, passes: int | None, objective: str, algorithm: str, trials: int, iterations: int | None,
               balance: tuple[str, ...], balance_edges: bool, node_data: tuple[str, ...], edge_data: tuple[str, ...],
               force: bool, quiet: bool, verbose: bool, as_json: bool) -> None:
     """Split the graph INPUT into P partitions under OUT.

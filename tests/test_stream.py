@@ -26,7 +26,7 @@ from gpart.base.graph import Graph
 from gpart.formats.readers import read_graph
 from gpart.formats.scratch import ScratchDir
 from gpart.spill import bucket_rows
-from gpart.stream import BALANCE_SLACK, PASSES, _both_directions, stream_book
+from gpart.stream import BALANCE_SLACK, DEFAULT_IMBALANCE, PASSES, _both_directions, stream_book
 from gpart import stream_refine
 from gpart.stream_refine import refine, tighten, worst_balance
 from support.memcap import available, run_capped
@@ -75,17 +75,16 @@ def test_more_passes_never_cut_more_refinement_included(name, ids):
         assert len(params["pass_cuts"][kept]) + len(recorded) - 1 <= passes, params
         assert cuts[-1] == pytest.approx(min(recorded + [restreamed[-1]]), abs=1e-6), (recorded, cuts)
         for key, value in balances(owner, 8, in_degrees(graph), train_mask(graph)).items():
-            assert value is None or value <= 1.03 + BALANCE_SLACK, (key, value)
+            assert value is None or value <= 1 + DEFAULT_IMBALANCE + BALANCE_SLACK, (key, value)
     assert all(later <= earlier for earlier, later in zip(cuts, cuts[1:])), cuts
     assert cuts[-1] < restreamed[-1], (cuts, restreamed)  # the refinement does something on these graphs
 
 
-# 8 parts, the stream at its default 3%, the default at its 1.10 bound; measured cut / the default's: facebook 1.20,
-# ids permuted 1.23 (the stream before the refinement 1.52, 1.77); email-Enron 1.00, 0.94. The default itself,
-# held to 1.03, cuts 1.24 and 1.26 times its own cut on facebook (0.204, 0.193). The issue asked for 1.25; since
-# the default runs two weightings and keeps the lower cut (0.164 -> 0.153 on facebook as read), the same stream
-# (0.197) is 1.29x there; ids permuted 1.13, email-Enron 1.01 and 0.95. The bound holds the stream to that.
-TO_DEFAULT = 1.30
+# 8 parts, each method at its defaults: the stream within 1.09 + BALANCE_SLACK (gpart.stream.DEFAULT_IMBALANCE), the
+# default within its 1.10 bound. Measured cut / the default's: facebook 1.105, ids permuted 1.01; email-Enron 1.00,
+# 0.94. Held to METIS's 3% (the stream's default before), the stream cut 1.29x on facebook, where the default held
+# to 1.03 itself cuts 1.24-1.26x its own cut at 1.10: the issue's 1.25 compares the two at one bound.
+TO_DEFAULT = 1.25
 
 
 @pytest.mark.parametrize("name,ids", [("facebook", "as read"), ("facebook", "permuted"), ("enron", "as read"),
@@ -183,7 +182,7 @@ def test_a_failed_metis_on_the_clusters_is_recorded(monkeypatch):
     assert params["clusters_packed"] == ["METIS on the graph of clusters failed (the worker process was killed by "
                                          "SIGKILL); clusters packed greedily"], params
     for key, value in balances(book.owner_array, 4, in_degrees(graph), train_mask(graph)).items():
-        assert value is None or value <= 1.03 + BALANCE_SLACK, (key, value)
+        assert value is None or value <= 1 + DEFAULT_IMBALANCE + BALANCE_SLACK, (key, value)
 
 
 CAP_BYTES = 256 << 20  # gpart.bounded.FIXED_BYTES: the pipeline's own floor (interpreter, numpy, chunk buffers)

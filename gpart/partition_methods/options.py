@@ -87,14 +87,18 @@ class KaminparRunOptions(MethodOptions):
 @dataclass
 class BalanceOptions(MethodOptions):
     """A tolerance and the quantities balanced besides the node count: 0/1 node arrays (DGL's
-    balance_ntypes) and the in-degree (DGL's balance_edges)."""
+    balance_ntypes) and the in-degree (DGL's balance_edges). `imbalance` None is the method's own
+    (DEFAULT_IMBALANCE)."""
 
-    imbalance: float = DEFAULT_TOLERANCE
+    DEFAULT_IMBALANCE: ClassVar[float] = DEFAULT_TOLERANCE
+    imbalance: Optional[float] = None
     balance: list[str] = field(default_factory=list)
     balance_edges: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.imbalance is None:
+            self.imbalance = self.DEFAULT_IMBALANCE
         imbalance = self.imbalance
         if isinstance(imbalance, bool) or not isinstance(imbalance, (int, float, np.floating, np.integer)) \
                 or not math.isfinite(imbalance) or imbalance <= 0:

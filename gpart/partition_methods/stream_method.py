@@ -4,7 +4,8 @@ O(nodes x parts), edges spilled to scratch files."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
+
 
 from gpart.base.graph import Graph
 from gpart.formats.book import PartitionBook
@@ -12,14 +13,15 @@ from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import BalanceOptions, check_count
 from gpart.partition_methods.typed_input import TypedInput
 from gpart.partition_methods.typed_runs import constrained_book
-from gpart.stream import stream_book
+from gpart.stream import DEFAULT_IMBALANCE, stream_book
 
 
 @dataclass
 class StreamOptions(BalanceOptions):
     """The balance options and the number of streaming passes of a run, restreaming and refinement (None:
-    gpart.stream.PASSES)."""
+    gpart.stream.PASSES). The tolerance is the default method's bound (gpart.stream.DEFAULT_IMBALANCE)."""
 
+    DEFAULT_IMBALANCE: ClassVar[float] = DEFAULT_IMBALANCE
     passes: Optional[int] = None
 
     def __post_init__(self) -> None:
