@@ -34,6 +34,7 @@ from harness import TreeMemory, dir_bytes, script_child
 
 HERE = Path(__file__).resolve()
 LABELS = {"gpart": "gpart partition (default)", "gpart-kdefault": "gpart partition --preset default",
+          "gpart-stream": "gpart --method stream", "gpart-stream3": "stream --imbalance 0.03",
           "dgl": "DGL partition_graph (METIS)"}
 
 
