@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
-
 from gpart.base.graph import Graph
 from gpart.formats.book import PartitionBook
 from gpart.partition_methods.method import MethodContext, PartitionMethod
