@@ -15,10 +15,12 @@ weights, 32 32-bit edge weights. We write 64-bit offsets, 32-bit vertex ids
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from gpart.bytes.copy import KernelCopyUnsupported, kernel_copy
 from gpart.formats.scratch import ScratchDir
 from gpart.isolate import call_isolated_many
 
@@ -92,7 +94,7 @@ def kaminpar_partitions(
         return _single_part([np.zeros(n, dtype=np.int32) for _ in weightings], then)
     context = _context(kaminpar, preset)
     with ScratchDir() as scratch:
-        paths = [_write_parhip(scratch, f"graph-{i}.parhip", xadj, adjncy, w) for i, w in enumerate(weightings)]
+        paths = _write_parhips(scratch, xadj, adjncy, weightings)
 
         def run(index: int, path) -> Callable[[np.ndarray], dict[str, Any]]:
             def partition(out: np.ndarray) -> dict[str, Any]:
@@ -132,7 +134,22 @@ def _context(kaminpar: Any, preset: str) -> Any:
     return getattr(kaminpar, f"{preset}_context")()
 
 
-def _write_parhip(scratch: ScratchDir, name: str, xadj: np.ndarray, adjncy: np.ndarray, weights: Optional[np.ndarray]):
+def _write_parhips(scratch: ScratchDir, xadj: np.ndarray, adjncy: np.ndarray,
+                   weightings: Sequence[Optional[np.ndarray]]) -> list[Path]:
+    """One ParHiP file per weighting. The files share their header, offsets and neighbour ids: the first is
+    written from the arrays, the others copy those bytes from it inside the kernel (the conversion runs once)
+    and add their own vertex weights."""
+    paths: list[Path] = []
+    for i, weights in enumerate(weightings):
+        like = paths[0] if paths and (weights is None) == (weightings[0] is None) else None
+        paths.append(_write_parhip(scratch, f"graph-{i}.parhip", xadj, adjncy, weights, like))
+    return paths
+
+
+def _write_parhip(scratch: ScratchDir, name: str, xadj: np.ndarray, adjncy: np.ndarray, weights: Optional[np.ndarray],
+                  like: Optional[Path] = None) -> Path:
+    """The ParHiP file of the graph with `weights`; `like`: a file of the same graph and flags to copy all but
+    the weights from."""
     n, m = int(xadj.shape[0] - 1), int(adjncy.shape[0])
     flags = FLAG_NO_EDGE_WEIGHTS | FLAG_32BIT_VERTEX_IDS | FLAG_32BIT_EDGE_WEIGHTS
     if weights is None:
@@ -143,13 +160,33 @@ def _write_parhip(scratch: ScratchDir, name: str, xadj: np.ndarray, adjncy: np.n
     total = weights_at + (8 * n if weights is not None else 0)
     path = scratch.file(name, total)
     with open(path, "r+b") as out:
-        out.write(np.array([flags, n, m], dtype="<u8").tobytes())
-        for start in range(0, n + 1, WRITE_CHUNK):
-            block = np.asarray(xadj[start:start + WRITE_CHUNK], dtype=np.int64) * 4 + adjncy_at
-            out.write(block.astype("<u8").tobytes())
-        for start in range(0, m, WRITE_CHUNK):
-            out.write(np.asarray(adjncy[start:start + WRITE_CHUNK]).astype("<u4").tobytes())
+        if like is None or not _copied(like, out, weights_at, path):
+            _write_structure(out, flags, xadj, adjncy, adjncy_at)
+        out.seek(weights_at)
         if weights is not None:
             for start in range(0, n, WRITE_CHUNK):
                 out.write(np.asarray(weights[start:start + WRITE_CHUNK]).astype("<i8").tobytes())
     return path
+
+
+def _write_structure(out, flags: int, xadj: np.ndarray, adjncy: np.ndarray, adjncy_at: int) -> None:
+    """Header, byte offsets and neighbour ids, from the start of `out`."""
+    n, m = int(xadj.shape[0] - 1), int(adjncy.shape[0])
+    out.seek(0)
+    out.write(np.array([flags, n, m], dtype="<u8").tobytes())
+    for start in range(0, n + 1, WRITE_CHUNK):
+        block = np.asarray(xadj[start:start + WRITE_CHUNK], dtype=np.int64) * 4 + adjncy_at
+        out.write(block.astype("<u8").tobytes())
+    for start in range(0, m, WRITE_CHUNK):
+        out.write(np.asarray(adjncy[start:start + WRITE_CHUNK]).astype("<u4").tobytes())
+
+
+def _copied(like: Path, out, nbytes: int, path: Path) -> bool:
+    """Bytes [0, nbytes) of `like` copied into `out` inside the kernel; False where the kernel cannot."""
+    out.flush()
+    with open(like, "rb") as source:
+        try:
+            kernel_copy(source.fileno(), out.fileno(), 0, 0, nbytes, like, path)
+        except KernelCopyUnsupported:
+            return False
+    return True

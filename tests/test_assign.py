@@ -591,3 +591,27 @@ def test_kaminpar_leaves_the_parent_free_to_draw_progress():
     assert max(np.diff([start] + during + [start + took])) < max(0.25, took / 4), (took, len(during))
     again = kaminpar_partition(xadj, adjncy, weights, 4, seed=0, imbalance=0.03, threads=1)
     assert np.array_equal(owner, again) and owner.dtype == np.int32 and set(np.unique(owner)) == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("kernel_copies", [True, False])
+def test_parhip_files_of_several_weightings_share_their_bytes(monkeypatch, kernel_copies):
+    """KaMinPar's input, one ParHiP file per weighting: the files after the first copy its header, offsets and
+    neighbour ids (inside the kernel, or written again where it cannot copy) and each is byte for byte the file
+    written from the arrays alone; a weightless file never copies from a weighted one."""
+    import gpart.kaminpar_backend as backend
+    from gpart.bytes.copy import KernelCopyUnsupported
+    from gpart.formats.scratch import ScratchDir
+    from support.synthetic import powerlaw_graph
+
+    if not kernel_copies:
+        def unsupported(*args):
+            raise KernelCopyUnsupported()
+        monkeypatch.setattr(backend, "kernel_copy", unsupported)
+    xadj, adjncy = symmetric_csr(powerlaw_graph(5_000, 40_000, feat_dim=0, seed=2))
+    n = xadj.shape[0] - 1
+    weightings = [np.arange(1, n + 1, dtype=np.int64), np.full(n, 3, dtype=np.int64), None]
+    with ScratchDir() as scratch:
+        shared = backend._write_parhips(scratch, xadj, adjncy, weightings)
+        alone = [backend._write_parhip(scratch, f"alone-{i}", xadj, adjncy, w) for i, w in enumerate(weightings)]
+        for a, b in zip(shared, alone):
+            assert a.read_bytes() == b.read_bytes(), a
