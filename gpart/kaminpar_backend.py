@@ -10,6 +10,11 @@ flag bits, set meaning "absent" or "32-bit": 1 edge weights, 2 vertex
 weights, 4 32-bit edge offsets, 8 32-bit vertex ids, 16 32-bit vertex
 weights, 32 32-bit edge weights. We write 64-bit offsets, 32-bit vertex ids
 (4 bytes per adjacency entry instead of 8) and 64-bit vertex weights.
+
+Where the input ids look random, KaMinPar gets the graph renumbered in
+breadth-first order (gpart.locality_order) and its owners are mapped back
+to the input ids in its child: KaMinPar's accesses to its neighbours'
+entries then hit the cache.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import numpy as np
 from gpart.bytes.copy import KernelCopyUnsupported, kernel_copy
 from gpart.formats.scratch import ScratchDir
 from gpart.isolate import call_isolated_many
+from gpart.locality_order import locality_order, neighbour_lists, runs_by_entries
 
 HEADER_BYTES = 24
 FLAG_NO_EDGE_WEIGHTS, FLAG_NO_VERTEX_WEIGHTS, FLAG_32BIT_VERTEX_IDS, FLAG_32BIT_EDGE_WEIGHTS = 1, 2, 8, 32
@@ -93,8 +99,9 @@ def kaminpar_partitions(
     if num_parts == 1:
         return _single_part([np.zeros(n, dtype=np.int32) for _ in weightings], then)
     context = _context(kaminpar, preset)
+    order = locality_order(xadj, adjncy)
     with ScratchDir() as scratch:
-        paths = _write_parhips(scratch, xadj, adjncy, weightings)
+        paths = _write_parhips(scratch, xadj, adjncy, weightings, order)
 
         def run(index: int, path) -> Callable[[np.ndarray], dict[str, Any]]:
             def partition(out: np.ndarray) -> dict[str, Any]:
@@ -104,6 +111,7 @@ def kaminpar_partitions(
                 kaminpar.reseed(int(seed))
                 solver = kaminpar.KaMinPar(int(threads), context)
                 owner = np.fromiter(solver.compute_partition(graph, int(num_parts), float(imbalance)), dtype=np.int32, count=n)
+                owner = _in_input_ids(owner, order)
                 seconds = time.perf_counter() - start
                 del graph, solver
                 owner, facts = _then(then, index, owner)
@@ -116,6 +124,15 @@ def kaminpar_partitions(
         # and kept Ctrl-C waiting; the parent waits without it. Each graph is read from its file there.
         results = call_isolated_many([run(i, path) for i, path in enumerate(paths)], n, np.int32, workers=workers)
     return [(owner, float(status["seconds"]), status["then"]) for status, owner in results]
+
+
+def _in_input_ids(owner: np.ndarray, order: Optional[np.ndarray]) -> np.ndarray:
+    """KaMinPar's owners (of node `order[i]` at i) indexed by input id."""
+    if order is None:
+        return owner
+    mapped = np.empty_like(owner)
+    mapped[order] = owner
+    return mapped
 
 
 def _single_part(owners: list[np.ndarray], then) -> list[tuple[np.ndarray, float, Any]]:
@@ -135,21 +152,21 @@ def _context(kaminpar: Any, preset: str) -> Any:
 
 
 def _write_parhips(scratch: ScratchDir, xadj: np.ndarray, adjncy: np.ndarray,
-                   weightings: Sequence[Optional[np.ndarray]]) -> list[Path]:
-    """One ParHiP file per weighting. The files share their header, offsets and neighbour ids: the first is
-    written from the arrays, the others copy those bytes from it inside the kernel (the conversion runs once)
-    and add their own vertex weights."""
+                   weightings: Sequence[Optional[np.ndarray]], order: Optional[np.ndarray]) -> list[Path]:
+    """One ParHiP file per weighting, nodes renumbered so that node `order[i]` is i (None: as they are). The
+    files share their header, offsets and neighbour ids: the first is written from the arrays, the others copy
+    those bytes from it inside the kernel (the conversion runs once) and add their own vertex weights."""
     paths: list[Path] = []
     for i, weights in enumerate(weightings):
         like = paths[0] if paths and (weights is None) == (weightings[0] is None) else None
-        paths.append(_write_parhip(scratch, f"graph-{i}.parhip", xadj, adjncy, weights, like))
+        paths.append(_write_parhip(scratch, f"graph-{i}.parhip", xadj, adjncy, weights, order, like))
     return paths
 
 
 def _write_parhip(scratch: ScratchDir, name: str, xadj: np.ndarray, adjncy: np.ndarray, weights: Optional[np.ndarray],
-                  like: Optional[Path] = None) -> Path:
-    """The ParHiP file of the graph with `weights`; `like`: a file of the same graph and flags to copy all but
-    the weights from."""
+                  order: Optional[np.ndarray], like: Optional[Path] = None) -> Path:
+    """The ParHiP file of the graph with `weights`, renumbered by `order`; `like`: a file of the same graph,
+    order and flags to copy all but the weights from."""
     n, m = int(xadj.shape[0] - 1), int(adjncy.shape[0])
     flags = FLAG_NO_EDGE_WEIGHTS | FLAG_32BIT_VERTEX_IDS | FLAG_32BIT_EDGE_WEIGHTS
     if weights is None:
@@ -161,24 +178,44 @@ def _write_parhip(scratch: ScratchDir, name: str, xadj: np.ndarray, adjncy: np.n
     path = scratch.file(name, total)
     with open(path, "r+b") as out:
         if like is None or not _copied(like, out, weights_at, path):
-            _write_structure(out, flags, xadj, adjncy, adjncy_at)
+            _write_structure(out, flags, xadj, adjncy, adjncy_at, order)
         out.seek(weights_at)
         if weights is not None:
             for start in range(0, n, WRITE_CHUNK):
-                out.write(np.asarray(weights[start:start + WRITE_CHUNK]).astype("<i8").tobytes())
+                rows = slice(start, start + WRITE_CHUNK) if order is None else order[start:start + WRITE_CHUNK]
+                out.write(np.asarray(weights)[rows].astype("<i8").tobytes())
     return path
 
 
-def _write_structure(out, flags: int, xadj: np.ndarray, adjncy: np.ndarray, adjncy_at: int) -> None:
-    """Header, byte offsets and neighbour ids, from the start of `out`."""
+def _write_structure(out, flags: int, xadj: np.ndarray, adjncy: np.ndarray, adjncy_at: int,
+                     order: Optional[np.ndarray]) -> None:
+    """Header, byte offsets and neighbour ids, from the start of `out`, renumbered by `order` unless None."""
     n, m = int(xadj.shape[0] - 1), int(adjncy.shape[0])
     out.seek(0)
     out.write(np.array([flags, n, m], dtype="<u8").tobytes())
+    if order is not None:
+        _write_renumbered(out, xadj, adjncy, adjncy_at, order)
+        return
     for start in range(0, n + 1, WRITE_CHUNK):
         block = np.asarray(xadj[start:start + WRITE_CHUNK], dtype=np.int64) * 4 + adjncy_at
         out.write(block.astype("<u8").tobytes())
     for start in range(0, m, WRITE_CHUNK):
         out.write(np.asarray(adjncy[start:start + WRITE_CHUNK]).astype("<u4").tobytes())
+
+
+def _write_renumbered(out, xadj: np.ndarray, adjncy: np.ndarray, adjncy_at: int, order: np.ndarray) -> None:
+    """Byte offsets and neighbour ids of node order[0], order[1], ...; each neighbour as its new id."""
+    n = int(xadj.shape[0] - 1)
+    new_id = np.empty(n, dtype=np.uint32)  # KaMinPar's ids are 32-bit (n < 2**32 checked)
+    new_id[order] = np.arange(n, dtype=np.uint32)
+    degree, written = np.diff(xadj), 0
+    out.write(np.array([adjncy_at], dtype="<u8").tobytes())
+    for start in range(0, n, WRITE_CHUNK):
+        ends = np.cumsum(degree[order[start:start + WRITE_CHUNK]]) + written
+        out.write((ends * 4 + adjncy_at).astype("<u8").tobytes())
+        written = int(ends[-1])
+    for nodes in runs_by_entries(xadj, order, WRITE_CHUNK):
+        out.write(new_id[neighbour_lists(xadj, adjncy, nodes)].astype("<u4").tobytes())
 
 
 def _copied(like: Path, out, nbytes: int, path: Path) -> bool:

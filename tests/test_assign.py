@@ -593,8 +593,9 @@ def test_kaminpar_leaves_the_parent_free_to_draw_progress():
     assert np.array_equal(owner, again) and owner.dtype == np.int32 and set(np.unique(owner)) == {0, 1, 2, 3}
 
 
+@pytest.mark.parametrize("renumbered", [False, True])
 @pytest.mark.parametrize("kernel_copies", [True, False])
-def test_parhip_files_of_several_weightings_share_their_bytes(monkeypatch, kernel_copies):
+def test_parhip_files_of_several_weightings_share_their_bytes(monkeypatch, kernel_copies, renumbered):
     """KaMinPar's input, one ParHiP file per weighting: the files after the first copy its header, offsets and
     neighbour ids (inside the kernel, or written again where it cannot copy) and each is byte for byte the file
     written from the arrays alone; a weightless file never copies from a weighted one."""
@@ -610,8 +611,9 @@ def test_parhip_files_of_several_weightings_share_their_bytes(monkeypatch, kerne
     xadj, adjncy = symmetric_csr(powerlaw_graph(5_000, 40_000, feat_dim=0, seed=2))
     n = xadj.shape[0] - 1
     weightings = [np.arange(1, n + 1, dtype=np.int64), np.full(n, 3, dtype=np.int64), None]
+    order = np.random.default_rng(0).permutation(n) if renumbered else None
     with ScratchDir() as scratch:
-        shared = backend._write_parhips(scratch, xadj, adjncy, weightings)
-        alone = [backend._write_parhip(scratch, f"alone-{i}", xadj, adjncy, w) for i, w in enumerate(weightings)]
+        shared = backend._write_parhips(scratch, xadj, adjncy, weightings, order)
+        alone = [backend._write_parhip(scratch, f"alone-{i}", xadj, adjncy, w, order) for i, w in enumerate(weightings)]
         for a, b in zip(shared, alone):
             assert a.read_bytes() == b.read_bytes(), a

@@ -169,7 +169,7 @@ def _kaminpar_tries(graph: Graph, csr: tuple[np.ndarray, np.ndarray], shares: tu
                                    workers=_side_by_side(options.threads, max_memory, graph.num_edges),
                                    then=measured_and_repaired)
     del weights
-    backend = kaminpar_params(options, DEFAULT_IMBALANCE, adjncy, kaminpar_version())
+    backend = kaminpar_params(options, DEFAULT_IMBALANCE, xadj, adjncy, kaminpar_version())
     tries = []
     for (name, share, weighted), (owner, seconds, facts) in zip(weightings, runs):
         entry = {"backend": "kaminpar", "weight": ["nodes", "in_edges"] + weighted, "weighting": name,

@@ -13,6 +13,7 @@ from gpart.base.graph import Graph
 from gpart.base.progress import Progress
 from gpart.formats.book import ArrayBook, PartitionBook
 from gpart.kaminpar_backend import KaminparUnavailable, kaminpar_partition, kaminpar_version
+from gpart.locality_order import worth_renumbering
 from gpart.metis import balance_column
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import BalanceOptions, KaminparRunOptions
@@ -60,12 +61,15 @@ def kaminpar_book(graph: Graph, num_parts: int, options: KaminparOptions, progre
                                        threads=options.threads, preset=options.preset)
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise GpartError(graph.source, f"KaMinPar failed: {exc}") from None
-    params = kaminpar_params(options, options.imbalance, adjncy, version)
+    params = kaminpar_params(options, options.imbalance, xadj, adjncy, version)
     params.update(balance=balance, balance_edges=bool(balance_edges), vertex_weights="combined" if weights is not None else "unit")
     return ArrayBook(owner, num_parts), params
 
 
-def kaminpar_params(options: KaminparRunOptions, imbalance: float, adjncy: np.ndarray, version: str) -> dict[str, Any]:
-    """What the manifest records of a KaMinPar run with `options` (its seed, threads, preset) and `imbalance`."""
+def kaminpar_params(options: KaminparRunOptions, imbalance: float, xadj: np.ndarray, adjncy: np.ndarray,
+                    version: str) -> dict[str, Any]:
+    """What the manifest records of a KaMinPar run with `options` (its seed, threads, preset) and `imbalance` on
+    the symmetric graph (xadj, adjncy)."""
     return {"seed": int(options.seed), "imbalance": float(imbalance), "threads": int(options.threads), "preset": options.preset,
-            "symmetric_edges": int(adjncy.shape[0] // 2), "kaminpar": f"kaminpar {version}"}
+            "symmetric_edges": int(adjncy.shape[0] // 2),
+            "vertex_order": "breadth-first" if worth_renumbering(xadj, adjncy) else "input", "kaminpar": f"kaminpar {version}"}
