@@ -2,13 +2,13 @@
 
 KaMinPar reads and writes per-node arrays at the ids of each node's
 neighbours. Where ids carry no locality (R-MAT, SNAP graphs renumbered at
-random) nearly every such access misses the cache. Handed the same graph
+random) nearly every such access misses the cache, and the default's two
+KaMinPar children side by side wait on the same memory. Handed the graph
 renumbered in breadth-first order (levels from the highest-degree node,
 each level in the order its nodes were first reached from the one before,
-as Cuthill-McKee without the degree sort), KaMinPar took 14.8-15.9 s
-instead of 21.6-22.4 s on R-MAT 1M/10M at 4 parts, with the same cut
-(0.6307 against 0.6305); the order itself took about 2 s
-(docs/partitioning.md).
+as Cuthill-McKee without the degree sort), the default's whole job on
+R-MAT 5.6M/70M at 4 parts took 221.7 s instead of 256-296 s, with the same
+cut; the order itself took 6.9 s (docs/partitioning.md).
 
 Level-synchronous and vectorised: one step per level, each frontier's
 neighbour lists read in chunks of ORDER_CHUNK entries. Nodes the first
@@ -22,9 +22,9 @@ and its order is no better (road-NY: median neighbour gap 0.0000 of the ids
 as read, 0.0035 after the search). Where the whole graph fits in the cache
 there are no misses to save, and the other order only changes which of
 KaMinPar's equally good results comes out (SNAP graphs with permuted ids
-at 4 parts: 1.04-1.07x the cut, at 8-32 parts 0.99-1.01x). The size is a
-constant, not this machine's cache, so the same graph gets the same order
-(and partition) on every machine.
+and the mesh crack, renumbered: 1.04-1.11x the cut at 4 parts, 0.96-1.02x
+at 8-32). The size is a constant, not this machine's cache, so the same
+graph gets the same order (and partition) on every machine.
 """
 
 from __future__ import annotations
