@@ -11,10 +11,10 @@ weights, 4 32-bit edge offsets, 8 32-bit vertex ids, 16 32-bit vertex
 weights, 32 32-bit edge weights. We write 64-bit offsets, 32-bit vertex ids
 (4 bytes per adjacency entry instead of 8) and 64-bit vertex weights.
 
-Where the input ids look random, KaMinPar gets the graph renumbered in
-breadth-first order (gpart.locality_order) and its owners are mapped back
-to the input ids in its child: KaMinPar's accesses to its neighbours'
-entries then hit the cache.
+Given a vertex order (gpart.locality_order: breadth-first where a graph
+past the cache has ids that look random), KaMinPar gets the graph renumbered
+by it and its owners are mapped back to the input ids in its child:
+KaMinPar's accesses to its neighbours' entries then hit the cache.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 from gpart.bytes.copy import KernelCopyUnsupported, kernel_copy
 from gpart.formats.scratch import ScratchDir
 from gpart.isolate import call_isolated_many
-from gpart.locality_order import locality_order, neighbour_lists, runs_by_entries
+from gpart.locality_order import neighbour_lists, runs_by_entries
 
 HEADER_BYTES = 24
 FLAG_NO_EDGE_WEIGHTS, FLAG_NO_VERTEX_WEIGHTS, FLAG_32BIT_VERTEX_IDS, FLAG_32BIT_EDGE_WEIGHTS = 1, 2, 8, 32
@@ -58,15 +58,17 @@ def kaminpar_partition(
     imbalance: float,
     threads: int,
     preset: str = "default",
+    order: Optional[np.ndarray] = None,
 ) -> np.ndarray:
     """Owner (int32 [n]) of each vertex of the symmetric CSR graph, from KaMinPar.
 
     `weights`: one int64 weight per vertex or None (unit weights); KaMinPar
     keeps every part's weight within (1 + imbalance) * total / num_parts.
+    `order`: KaMinPar sees node order[i] as node i (None: the input ids).
     Runs in a forked child process (gpart.isolate).
     """
     [(owner, _, _)] = kaminpar_partitions(xadj, adjncy, [weights], num_parts, seed=seed, imbalance=imbalance,
-                                          threads=threads, preset=preset)
+                                          threads=threads, preset=preset, order=order)
     return owner
 
 
@@ -82,6 +84,7 @@ def kaminpar_partitions(
     preset: str = "default",
     workers: int = 1,
     then: Optional[Callable[[int, np.ndarray], tuple[np.ndarray, Any]]] = None,
+    order: Optional[np.ndarray] = None,
 ) -> list[tuple[np.ndarray, float, Any]]:
     """`kaminpar_partition` once per vertex weighting, up to `workers` runs at a time, each in its own child
     process: (owner, KaMinPar's seconds, what `then` said) per weighting, in their order. Each run is what
@@ -99,7 +102,6 @@ def kaminpar_partitions(
     if num_parts == 1:
         return _single_part([np.zeros(n, dtype=np.int32) for _ in weightings], then)
     context = _context(kaminpar, preset)
-    order = locality_order(xadj, adjncy)
     with ScratchDir() as scratch:
         paths = _write_parhips(scratch, xadj, adjncy, weightings, order)
 

@@ -79,7 +79,8 @@ def test_kaminpar_owners_are_mapped_back_to_the_input_ids(monkeypatch):
     pairs = np.concatenate([np.array([[a, b] for i, a in enumerate(c) for b in c[i + 1:]]) for c in cliques])
     xadj, adjncy = csr(200, pairs)
     assert worth_renumbering(xadj, adjncy)
-    owner = kaminpar_partition(xadj, adjncy, None, 2, seed=0, imbalance=0.03, threads=1)
+    order = locality_order(xadj, adjncy)
+    owner = kaminpar_partition(xadj, adjncy, None, 2, seed=0, imbalance=0.03, threads=1, order=order)
     assert len(set(owner[cliques[0]])) == 1 and len(set(owner[cliques[1]])) == 1
     assert owner[cliques[0][0]] != owner[cliques[1][0]]
 

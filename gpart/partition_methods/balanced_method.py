@@ -22,7 +22,7 @@ from gpart.bounded import assign_bytes
 from gpart.formats.book import ArrayBook, PartitionBook
 from gpart.kaminpar_backend import KaminparUnavailable, kaminpar_partitions, kaminpar_version
 from gpart.metis import balance_column, metis_book
-from gpart.partition_methods.kaminpar_method import KaminparMethod, KaminparOptions, kaminpar_params
+from gpart.partition_methods.kaminpar_method import KaminparMethod, KaminparOptions, kaminpar_order, kaminpar_params
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.metis_method import MetisMethod, MetisOptions
 from gpart.partition_methods.options import KaminparRunOptions
@@ -112,9 +112,10 @@ def _balanced_book(graph: Graph, num_parts: int, options: BalancedOptions, *, ma
     closest: Optional[_Try] = None  # the KaMinPar try nearest the bound
     try:
         xadj, adjncy = symmetric_csr(graph, progress)
+        order = kaminpar_order(xadj, adjncy, progress)
         rounds = [[(name, share, []) for name, share in WEIGHTINGS]] + ([[("even", 1.0, masks)]] if masks else [])
         for weightings in rounds:
-            tries = _kaminpar_tries(graph, (xadj, adjncy), (degree, train), weightings, num_parts, options, max_memory,
+            tries = _kaminpar_tries(graph, (xadj, adjncy, order), (degree, train), weightings, num_parts, options, max_memory,
                                     progress, tried)
             within = [t for t in tries if within_bound(t.measured)]
             if within:
@@ -124,7 +125,7 @@ def _balanced_book(graph: Graph, num_parts: int, options: BalancedOptions, *, ma
             for t in tries:
                 if closest is None or _worst(t.measured) < _worst(closest.measured):
                     closest = t
-        del xadj, adjncy
+        del xadj, adjncy, order
     except (KaminparUnavailable, RuntimeError, ValueError, MemoryError) as exc:
         tried.append({"backend": "kaminpar", "error": str(exc)})
 
@@ -143,13 +144,15 @@ def _balanced_book(graph: Graph, num_parts: int, options: BalancedOptions, *, ma
     return book, params
 
 
-def _kaminpar_tries(graph: Graph, csr: tuple[np.ndarray, np.ndarray], shares: tuple[np.ndarray, Optional[np.ndarray]],
-                    weightings: list[tuple[str, float, list[str]]], num_parts: int, options: BalancedOptions,
-                    max_memory: Optional[int], progress: Progress, tried: list[dict[str, Any]]) -> list[_Try]:
-    """KaMinPar on the symmetric `csr` once per (name, node share, masks) weighting, side by side where cores
-    and memory allow; in each run's child, the result is measured and, when a share (`shares`: in-degree,
-    training mask) is past the bound, repaired. Every run and repair is appended to `tried`."""
-    (xadj, adjncy), (degree, train) = csr, shares
+def _kaminpar_tries(graph: Graph, csr: tuple[np.ndarray, np.ndarray, Optional[np.ndarray]],
+                    shares: tuple[np.ndarray, Optional[np.ndarray]], weightings: list[tuple[str, float, list[str]]],
+                    num_parts: int, options: BalancedOptions, max_memory: Optional[int], progress: Progress,
+                    tried: list[dict[str, Any]]) -> list[_Try]:
+    """KaMinPar on the symmetric `csr` (xadj, adjncy, the vertex order KaMinPar sees) once per (name, node
+    share, masks) weighting, side by side where cores and memory allow; in each run's child, the result is
+    measured and, when a share (`shares`: in-degree, training mask) is past the bound, repaired. Every run and
+    repair is appended to `tried`."""
+    (xadj, adjncy, order), (degree, train) = csr, shares
     weights = [combined_weights(graph.num_nodes, degree, [balance_column(graph, m) for m in weighted], node_share=share)
                for _, share, weighted in weightings]
 
@@ -167,9 +170,9 @@ def _kaminpar_tries(graph: Graph, csr: tuple[np.ndarray, np.ndarray], shares: tu
         runs = kaminpar_partitions(xadj, adjncy, weights, num_parts, seed=options.seed, imbalance=DEFAULT_IMBALANCE,
                                    threads=options.threads, preset=options.preset,
                                    workers=_side_by_side(options.threads, max_memory, graph.num_edges),
-                                   then=measured_and_repaired)
+                                   then=measured_and_repaired, order=order)
     del weights
-    backend = kaminpar_params(options, DEFAULT_IMBALANCE, xadj, adjncy, kaminpar_version())
+    backend = kaminpar_params(options, DEFAULT_IMBALANCE, adjncy, order, kaminpar_version())
     tries = []
     for (name, share, weighted), (owner, seconds, facts) in zip(weightings, runs):
         entry = {"backend": "kaminpar", "weight": ["nodes", "in_edges"] + weighted, "weighting": name,

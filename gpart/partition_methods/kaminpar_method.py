@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from gpart.base.graph import Graph
 from gpart.base.progress import Progress
 from gpart.formats.book import ArrayBook, PartitionBook
 from gpart.kaminpar_backend import KaminparUnavailable, kaminpar_partition, kaminpar_version
-from gpart.locality_order import worth_renumbering
+from gpart.locality_order import locality_order
 from gpart.metis import balance_column
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import BalanceOptions, KaminparRunOptions
@@ -55,21 +55,28 @@ def kaminpar_book(graph: Graph, num_parts: int, options: KaminparOptions, progre
     if masks or balance_edges:
         weights = combined_weights(graph.num_nodes, in_degrees(graph) if balance_edges else None, masks)
     xadj, adjncy = symmetric_csr(graph, progress)
+    order = kaminpar_order(xadj, adjncy, progress)
     with progress.stage("kaminpar"):
         try:
             owner = kaminpar_partition(xadj, adjncy, weights, num_parts, seed=options.seed, imbalance=options.imbalance,
-                                       threads=options.threads, preset=options.preset)
+                                       threads=options.threads, preset=options.preset, order=order)
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise GpartError(graph.source, f"KaMinPar failed: {exc}") from None
-    params = kaminpar_params(options, options.imbalance, xadj, adjncy, version)
+    params = kaminpar_params(options, options.imbalance, adjncy, order, version)
     params.update(balance=balance, balance_edges=bool(balance_edges), vertex_weights="combined" if weights is not None else "unit")
     return ArrayBook(owner, num_parts), params
 
 
-def kaminpar_params(options: KaminparRunOptions, imbalance: float, xadj: np.ndarray, adjncy: np.ndarray,
+def kaminpar_order(xadj: np.ndarray, adjncy: np.ndarray, progress: Progress) -> Optional[np.ndarray]:
+    """The vertex order KaMinPar gets the symmetric graph in (gpart.locality_order; None: the input ids)."""
+    with progress.stage("kaminpar: vertex order"):
+        return locality_order(xadj, adjncy)
+
+
+def kaminpar_params(options: KaminparRunOptions, imbalance: float, adjncy: np.ndarray, order: Optional[np.ndarray],
                     version: str) -> dict[str, Any]:
     """What the manifest records of a KaMinPar run with `options` (its seed, threads, preset) and `imbalance` on
-    the symmetric graph (xadj, adjncy)."""
+    the symmetric graph (adjncy) in `order`."""
     return {"seed": int(options.seed), "imbalance": float(imbalance), "threads": int(options.threads), "preset": options.preset,
-            "symmetric_edges": int(adjncy.shape[0] // 2),
-            "vertex_order": "breadth-first" if worth_renumbering(xadj, adjncy) else "input", "kaminpar": f"kaminpar {version}"}
+            "symmetric_edges": int(adjncy.shape[0] // 2), "vertex_order": "input" if order is None else "breadth-first",
+            "kaminpar": f"kaminpar {version}"}
