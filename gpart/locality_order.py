@@ -8,7 +8,7 @@ renumbered in breadth-first order (levels from the highest-degree node,
 each level in the order its nodes were first reached from the one before,
 as Cuthill-McKee without the degree sort), the default's whole job on
 R-MAT 5.6M/70M at 4 parts took 221.7 s instead of 256-296 s, with the same
-cut; the order itself took 6.9 s (docs/partitioning.md).
+cut; the order itself took 5.4-6.9 s (docs/partitioning.md).
 
 Level-synchronous and vectorised: one step per level, each frontier's
 neighbour lists read in chunks of ORDER_CHUNK entries. Nodes the first
