@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -79,7 +79,7 @@ def kaminpar_partitions(
     num_parts: int,
     *,
     seed: int,
-    imbalance: float,
+    imbalance: Union[float, Sequence[float]],
     threads: int,
     preset: str = "default",
     workers: int = 1,
@@ -88,7 +88,8 @@ def kaminpar_partitions(
 ) -> list[tuple[np.ndarray, float, Any]]:
     """`kaminpar_partition` once per vertex weighting, up to `workers` runs at a time, each in its own child
     process: (owner, KaMinPar's seconds, what `then` said) per weighting, in their order. Each run is what
-    `kaminpar_partition` gives for its weights, whatever runs beside it.
+    `kaminpar_partition` gives for its weights, whatever runs beside it. `imbalance`: one tolerance for
+    every run, or one per weighting.
 
     `then(i, owner)`, when given, runs in the same child right after KaMinPar (so the work that follows a
     run goes side by side too): it returns the owner array to keep and JSON-able facts about it.
@@ -101,6 +102,9 @@ def kaminpar_partitions(
         raise ValueError(f"{n} nodes exceed KaMinPar's 32-bit vertex ids")
     if num_parts == 1:
         return _single_part([np.zeros(n, dtype=np.int32) for _ in weightings], then)
+    tolerances = [float(imbalance)] * len(weightings) if np.isscalar(imbalance) else [float(t) for t in imbalance]
+    if len(tolerances) != len(weightings):
+        raise ValueError(f"{len(tolerances)} tolerances for {len(weightings)} weightings")
     context = _context(kaminpar, preset)
     with ScratchDir() as scratch:
         paths = _write_parhips(scratch, xadj, adjncy, weightings, order)
@@ -112,7 +116,7 @@ def kaminpar_partitions(
                 path.unlink()
                 kaminpar.reseed(int(seed))
                 solver = kaminpar.KaMinPar(int(threads), context)
-                owner = np.fromiter(solver.compute_partition(graph, int(num_parts), float(imbalance)), dtype=np.int32, count=n)
+                owner = np.fromiter(solver.compute_partition(graph, int(num_parts), tolerances[index]), dtype=np.int32, count=n)
                 owner = _in_input_ids(owner, order)
                 seconds = time.perf_counter() - start
                 del graph, solver

@@ -387,6 +387,46 @@ def test_default_keeps_the_lower_cut_of_its_two_weightings_side_by_side_or_not(m
     assert within_bound(balances(owner, 4, in_degrees(graph), train_mask(graph)))
 
 
+def test_in_edges_runs_at_its_own_tolerance_up_to_eight_parts():
+    """`in_edges` goes to KaMinPar at 1% up to 8 parts and at 3% from 16 (`even` at 3% always); every run's
+    tolerance is in `tried` and the kept one's in backend_params."""
+    if kaminpar_missing():
+        pytest.skip(kaminpar_missing())
+    import gpart.partition_methods.balanced_method as balanced_module
+    from gpart.assign import assign
+
+    _, graph = graph_of("enron")
+    for parts, in_edges_tolerance in [(4, 0.01), (8, 0.01), (16, 0.03)]:
+        result = assign(graph, parts, "balanced")
+        runs = {t["weighting"]: t for t in result.params["tried"] if "repaired" not in t}
+        assert {name: t["imbalance"] for name, t in runs.items()} == {"even": 0.03, "in_edges": in_edges_tolerance}
+        kept = result.params["backend_params"]
+        assert kept["imbalance"] == runs[kept["weighting"]]["imbalance"], kept
+        assert balanced_module.first_weightings(parts)[1].imbalance == in_edges_tolerance
+
+
+def test_kaminpar_runs_side_by_side_each_at_its_tolerance():
+    """kaminpar_partitions with one tolerance per weighting: each result is what kaminpar_partition gives for
+    that weighting and tolerance alone; a tolerance list of the wrong length is refused."""
+    if kaminpar_missing():
+        pytest.skip(kaminpar_missing())
+    from gpart.balance import combined_weights
+    from gpart.kaminpar_backend import kaminpar_partition, kaminpar_partitions
+    from gpart.symmetric import symmetric_csr
+
+    _, graph = graph_of("enron")
+    xadj, adjncy = symmetric_csr(graph)
+    weights = combined_weights(graph.num_nodes, in_degrees(graph), [], node_share=0.0)
+    runs = kaminpar_partitions(xadj, adjncy, [weights, weights], 4, seed=0, imbalance=[0.01, 0.2], threads=1,
+                               preset="fast", workers=2)
+    for (owner, _, _), tolerance in zip(runs, [0.01, 0.2]):
+        alone = kaminpar_partition(xadj, adjncy, weights, 4, seed=0, imbalance=tolerance, threads=1, preset="fast")
+        assert np.array_equal(owner, alone), tolerance
+    assert not np.array_equal(runs[0][0], runs[1][0])
+    with pytest.raises(ValueError, match="1 tolerances for 2 weightings"):
+        kaminpar_partitions(xadj, adjncy, [weights, weights], 4, seed=0, imbalance=[0.01], threads=1, preset="fast")
+
+
 def test_kaminpar_preset_reproduces_a_seed_and_is_recorded():
     """--preset picks KaMinPar's context for the default (fast unless given) and for --method kaminpar
     (KaMinPar's default unless given): one thread gives the same owners every run with each preset, the
