@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Optional
 
 import numpy as np
@@ -137,7 +137,8 @@ def _balanced_book(graph: Graph, num_parts: int, options: BalancedOptions, *, ma
     try:
         xadj, adjncy = symmetric_csr(graph, progress)
         order = kaminpar_order(xadj, adjncy, progress)
-        rounds = [list(first_weightings(num_parts))] + ([[Weighting("even", 1.0, DEFAULT_IMBALANCE, tuple(masks))]] if masks else [])
+        first = first_weightings(num_parts)
+        rounds = [list(first)] + ([[replace(first[0], masks=tuple(masks))]] if masks else [])  # then `even` with the masks
         for weightings in rounds:
             tries = _kaminpar_tries(graph, (xadj, adjncy, order), (degree, train), weightings, num_parts, options, max_memory,
                                     progress, tried)
