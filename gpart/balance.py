@@ -21,6 +21,7 @@ import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
+from gpart.base.spans import ARRAY_THREADS, even_spans, run_spans
 from gpart.bytes.reader import drop_pages
 
 TRAIN_MASK = "train_mask"  # node array naming the training nodes, when present
@@ -29,14 +30,22 @@ WEIGHT_SCALE = 1 << 30  # each share's weights sum to about this, so int64 total
 DEGREE_CHUNK = 1 << 22
 
 
-def in_degrees(graph: Graph) -> np.ndarray:
-    """Number of in-edges of every node (int64 [N]), counted chunk by chunk over the (mapped) dst."""
-    degree = np.zeros(graph.num_nodes, dtype=np.int64)
+def in_degrees(graph: Graph, threads: int = ARRAY_THREADS) -> np.ndarray:
+    """Number of in-edges of every node (int64 [N]), counted chunk by chunk over the (mapped) dst, in
+    `threads` spans of the edges at once (numpy's bincount runs without the GIL; R-MAT 5.6M/70M: 2.1 s on
+    one thread)."""
     dst = graph.dst
-    for start in range(0, graph.num_edges, DEGREE_CHUNK):
-        degree += np.bincount(np.asarray(dst[start:start + DEGREE_CHUNK]), minlength=graph.num_nodes)
-        drop_pages(dst, start * dst.itemsize, DEGREE_CHUNK * dst.itemsize)  # keep RSS off the input's size
-    return degree
+
+    def count(first: int, stop: int) -> np.ndarray:
+        degree = np.zeros(graph.num_nodes, dtype=np.int64)
+        for start in range(first, stop, DEGREE_CHUNK):
+            end = min(start + DEGREE_CHUNK, stop)
+            degree += np.bincount(np.asarray(dst[start:end]), minlength=graph.num_nodes)
+            drop_pages(dst, start * dst.itemsize, (end - start) * dst.itemsize)  # keep RSS off the input's size
+        return degree
+
+    counts = run_spans(count, even_spans(graph.num_edges, threads))
+    return sum(counts[1:], counts[0]) if counts else np.zeros(graph.num_nodes, dtype=np.int64)
 
 
 def train_mask(graph: Graph, name: Optional[str] = TRAIN_MASK) -> Optional[np.ndarray]:

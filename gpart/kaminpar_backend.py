@@ -25,7 +25,9 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
+from gpart.base.spans import ARRAY_THREADS, run_spans, weighted_spans
 from gpart.bytes.copy import KernelCopyUnsupported, kernel_copy
+from gpart.bytes.sink import pwrite_all
 from gpart.formats.scratch import ScratchDir
 from gpart.isolate import call_isolated_many
 from gpart.locality_order import neighbour_lists, runs_by_entries
@@ -209,19 +211,28 @@ def _write_structure(out, flags: int, xadj: np.ndarray, adjncy: np.ndarray, adjn
         out.write(np.asarray(adjncy[start:start + WRITE_CHUNK]).astype("<u4").tobytes())
 
 
-def _write_renumbered(out, xadj: np.ndarray, adjncy: np.ndarray, adjncy_at: int, order: np.ndarray) -> None:
-    """Byte offsets and neighbour ids of node order[0], order[1], ...; each neighbour as its new id."""
+def _write_renumbered(out, xadj: np.ndarray, adjncy: np.ndarray, adjncy_at: int, order: np.ndarray,
+                      threads: int = ARRAY_THREADS) -> None:
+    """Byte offsets and neighbour ids of node order[0], order[1], ...; each neighbour as its new id. The ids
+    are gathered and written in `threads` spans of the order, each to its own span of the file (the gathers
+    miss the cache, and two threads overlap them)."""
     n = int(xadj.shape[0] - 1)
     new_id = np.empty(n, dtype=np.uint32)  # KaMinPar's ids are 32-bit (n < 2**32 checked)
     new_id[order] = np.arange(n, dtype=np.uint32)
-    degree, written = np.diff(xadj), 0
+    ends = np.cumsum(np.diff(xadj)[order])  # adjacency entries up to and including each position's list
     out.write(np.array([adjncy_at], dtype="<u8").tobytes())
     for start in range(0, n, WRITE_CHUNK):
-        ends = np.cumsum(degree[order[start:start + WRITE_CHUNK]]) + written
-        out.write((ends * 4 + adjncy_at).astype("<u8").tobytes())
-        written = int(ends[-1])
-    for nodes in runs_by_entries(xadj, order, WRITE_CHUNK):
-        out.write(new_id[neighbour_lists(xadj, adjncy, nodes)].astype("<u4").tobytes())
+        out.write((ends[start:start + WRITE_CHUNK] * 4 + adjncy_at).astype("<u8").tobytes())
+    out.flush()
+
+    def write_span(first: int, stop: int) -> None:
+        at = adjncy_at + 4 * (int(ends[first - 1]) if first else 0)
+        for nodes in runs_by_entries(xadj, order[first:stop], WRITE_CHUNK):
+            ids = new_id[neighbour_lists(xadj, adjncy, nodes)].astype("<u4", copy=False)
+            pwrite_all(out.fileno(), ids, at)
+            at += ids.nbytes
+
+    run_spans(write_span, weighted_spans(ends, threads))
 
 
 def _copied(like: Path, out, nbytes: int, path: Path) -> bool:

@@ -19,6 +19,7 @@ from gpart.bounded import MAX_BLOCK_EDGES, OwnerBucketOrder, csc_keys, key_shift
 from gpart.bytes.reader import release_rows
 from gpart.formats.scratch import ScratchDir
 from gpart.base.graph import Graph
+from gpart.base.ids import narrowest_unsigned
 
 # Edges handled per vectorised step when building sort keys.
 EDGE_CHUNK = 1 << 22
@@ -46,7 +47,7 @@ def node_order(book: PartitionBook) -> NodeOrder:
     ids = np.arange(n, dtype=np.int64)
     owner = np.asarray(book.owner(ids))
     position = offsets[owner] + np.asarray(book.local(ids), dtype=np.int64)
-    owner = owner.astype(np.uint8 if parts <= 256 else np.uint16 if parts <= 65536 else np.uint32)
+    owner = owner.astype(narrowest_unsigned(parts))
     nodes = np.full(n, -1, dtype=np.int64)
     nodes[position] = ids
     # The book is consistent iff positions are a permutation and each partition's owned list ascends.

@@ -39,6 +39,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from gpart.base.ids import narrowest_unsigned
+from gpart.base.spans import ARRAY_THREADS, even_spans, run_spans
 from gpart.locality_order import neighbour_lists
 
 REPAIR_MARGIN = 0.005  # aim this far below the bound, so rounding in the next measure keeps it
@@ -61,12 +63,23 @@ def part_loads(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> np.ndar
     return np.stack([np.bincount(owner, weights=shares[:, j], minlength=num_parts) for j in range(shares.shape[1])], axis=1)
 
 
-def edge_cut(owner: np.ndarray, src: np.ndarray, dst: np.ndarray, chunk: int = 1 << 22) -> int:
-    """Edges whose endpoints have different owners (directed input edges, counted in chunks)."""
-    cut = 0
-    for start in range(0, src.shape[0], chunk):
-        cut += int(np.count_nonzero(owner[np.asarray(src[start:start + chunk])] != owner[np.asarray(dst[start:start + chunk])]))
-    return cut
+def edge_cut(owner: np.ndarray, src: np.ndarray, dst: np.ndarray, chunk: int = 1 << 22,
+             threads: int = ARRAY_THREADS) -> int:
+    """Edges whose endpoints have different owners (directed input edges, counted in chunks, in `threads`
+    spans of the edges at once: the owner gathers run without the GIL). The owners are gathered from a
+    copy in the narrowest dtype, which stays in the cache (R-MAT 5.6M/70M, 4 parts: 5.1-5.5 s with int32
+    owners on one thread, 0.7-1.0 s with uint8 on two)."""
+    if owner.size and int(owner.min()) >= 0:
+        owner = owner.astype(narrowest_unsigned(int(owner.max()) + 1))
+
+    def count(first: int, stop: int) -> int:
+        cut = 0
+        for start in range(first, stop, chunk):
+            end = min(start + chunk, stop)
+            cut += int(np.count_nonzero(owner[np.asarray(src[start:end])] != owner[np.asarray(dst[start:end])]))
+        return cut
+
+    return sum(run_spans(count, even_spans(int(src.shape[0]), threads)))
 
 
 def repair_balance(owner: np.ndarray, shares: np.ndarray, num_parts: int, bound: float, xadj: np.ndarray,

@@ -17,6 +17,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from gpart.bytes.sink import pwrite_all
 from gpart.formats.scratch import ScratchDir
 
 ROW_CHUNK = 1 << 20  # rows per pass step: bounds the chunk temporaries to tens of MiB
@@ -44,17 +45,10 @@ class Buckets:
         """Replace bucket `bucket` of column `name` (same length), e.g. with its rows sorted."""
         fd, dtype = self.columns[name]
         assert values.shape[0] == self.size(bucket)
-        _write_all(fd, np.ascontiguousarray(values, dtype=dtype), int(self.offsets[bucket]) * dtype.itemsize)
+        pwrite_all(fd, np.ascontiguousarray(values, dtype=dtype), int(self.offsets[bucket]) * dtype.itemsize)
 
     def size(self, bucket: int) -> int:
         return int(self.offsets[bucket + 1] - self.offsets[bucket])
-
-
-def _write_all(fd: int, values: np.ndarray, offset: int) -> None:
-    view = memoryview(values).cast("B")
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
 
 
 def _read_exactly(fd: int, out: np.ndarray, offset: int) -> None:
@@ -89,7 +83,7 @@ def bucket_rows(scratch: ScratchDir, num_rows: int, num_buckets: int, rows_of: R
         for name, (fd, dtype) in columns.items():
             ordered = np.asarray(values[name], dtype=dtype)[order]
             for b in runs:  # one write per non-empty bucket of the chunk (<= num_buckets, not per row)
-                _write_all(fd, ordered[run_starts[b]:run_starts[b + 1]], int(fill[b]) * dtype.itemsize)
+                pwrite_all(fd, ordered[run_starts[b]:run_starts[b + 1]], int(fill[b]) * dtype.itemsize)
         fill += chunk_counts
     assert np.array_equal(fill, offsets[1:]), "the two bucketing passes saw different rows"
     return Buckets(offsets, columns)

@@ -281,6 +281,20 @@ def test_symmetric_csr_random_multigraph_with_loops():
     assert csr_lists(xadj, adjncy) == reference_adjacency(n + 5, src, dst)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+def test_symmetric_csr_is_the_same_for_any_thread_count(monkeypatch, threads):
+    # Spans of the key build, the repeat mask and compaction, the list starts and the decode; chunks small
+    # enough that every span holds several, repeats straddling span bounds.
+    import gpart.symmetric as module
+
+    monkeypatch.setattr(module, "KEY_CHUNK", 5)
+    rng = np.random.default_rng(threads)
+    src, dst = rng.integers(0, 25, 400), rng.integers(0, 25, 400)
+    src[:30] = dst[:30]  # self-loops
+    xadj, adjncy = symmetric_csr(Graph(27, src, dst), threads=threads)
+    assert csr_lists(xadj, adjncy) == reference_adjacency(27, src, dst)
+
+
 def test_symmetric_csr_chunked_compaction(monkeypatch):
     # Small chunks exercise the chunked key build and in-place duplicate compaction.
     import gpart.symmetric as module

@@ -58,6 +58,47 @@ def test_every_node_once_with_components_and_isolated_nodes():
     assert order[0] == np.argmax(np.diff(xadj))  # from the highest-degree node
 
 
+def reference_bfs(xadj: np.ndarray, adjncy: np.ndarray) -> list[int]:
+    """bfs_order's rules one node at a time: levels from the highest-degree node, each level in the order its
+    nodes are first met, further searches from the highest-degree unreached node while at least
+    RESTART_SHARE of the nodes is unreached (RESTARTS at most), the rest in id order."""
+    n = xadj.shape[0] - 1
+    degree = np.diff(xadj)
+    reached, order = [False] * n, []
+    for _ in range(1 + locality.RESTARTS):
+        unreached = [v for v in range(n) if not reached[v] and degree[v] > 0]
+        if not unreached or (order and len(unreached) < locality.RESTART_SHARE * n):
+            break
+        root = max(unreached, key=lambda v: (degree[v], -v))
+        reached[root], frontier = True, [root]
+        while frontier:
+            order += frontier
+            level = []
+            for u in frontier:
+                for v in adjncy[xadj[u]:xadj[u + 1]].tolist():
+                    if not reached[v]:
+                        reached[v] = True
+                        level.append(v)
+            frontier = level
+    return order + [v for v in range(n) if not reached[v]]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("chunk", [5, 1 << 22])
+def test_the_order_is_the_same_for_any_thread_count(monkeypatch, threads, chunk):
+    """Every level split into spans searched at once (the size floor removed) gives the one-node-at-a-time
+    breadth-first order: a node met in two spans counts as met in the earlier one."""
+    monkeypatch.setattr(locality, "SPLIT_ENTRIES", 0)
+    rng = np.random.default_rng(4)
+    pairs = rng.integers(0, 700, size=(2500, 2))
+    pairs = np.concatenate([pairs[pairs[:, 0] != pairs[:, 1]], [[700 + i, 701 + i] for i in range(0, 60, 2)]])
+    xadj, adjncy = csr(800, pairs)  # one large component, 30 two-node ones, isolated nodes
+    adjncy = adjncy.copy()
+    for v in range(800):  # neighbour lists out of id order, so that the order met is not the id order
+        np.random.default_rng(v).shuffle(adjncy[xadj[v]:xadj[v + 1]])
+    assert bfs_order(xadj, adjncy, chunk=chunk, threads=threads).tolist() == reference_bfs(xadj, adjncy)
+
+
 def test_neighbour_lists_and_runs():
     xadj, adjncy = csr(6, np.array([[0, 1], [0, 2], [3, 4], [1, 2]]))
     nodes = np.array([2, 0, 5, 3])

@@ -118,6 +118,15 @@ def close_quietly(fh: Any) -> None:
         pass
 
 
+def pwrite_all(fd: int, values: np.ndarray, offset: int) -> None:
+    """All bytes of the contiguous array `values` at byte `offset` of the open file `fd` (os.pwrite may write
+    fewer at a time; it releases the GIL, so threads write their own spans of one file at once)."""
+    view = memoryview(np.ascontiguousarray(values)).cast("B")
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
 def preallocate(path: os.PathLike | str, nbytes: int) -> None:
     """Create `path` with `nbytes` of disk space reserved, for a file that is then written
     through a memory map: a full disk is a one-line OutputError naming the file here, not a
