@@ -124,14 +124,24 @@ def peak_rss_mib(since_exec: bool = False) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+# The most of one core the sampler may take. Reading smaps_rollup walks the process's page tables under its
+# memory-map lock: 278 ms for one read of a 10 GB process here, so sampling the default's three processes
+# (2.8 + 2 x 4.5 GB) every 0.25 s took more than a core of this 2-core machine away from the job it measured
+# (the same 5.6M/70M job: 275 s under it, 224-226 s alone).
+SAMPLER_SHARE = 0.05
+
+
 class TreeMemory:
     """The peak, over a process's life, of the memory it and its descendants hold together: their PSS
     (proportional set size, so pages a forked child shares with its parent count once) summed, sampled
-    every `interval` seconds from /proc. Where a job forks workers that run side by side, the largest
-    single process (ru_maxrss) understates what the machine must hold."""
+    from /proc every `interval` seconds or, where one sample takes longer than SAMPLER_SHARE of that, at
+    the interval that keeps the sampler to that share of one core (seconds apart for processes of several
+    GB: a peak shorter than that can be missed, the RSS column's peak cannot). Where a job forks workers
+    that run side by side, the largest single process (ru_maxrss) understates what the machine must hold."""
 
     def __init__(self, pid: int, interval: float = 0.25) -> None:
         self.pid, self.interval, self.peak = pid, interval, 0
+        self.samples = 0
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -142,8 +152,12 @@ class TreeMemory:
         return self.peak / 2**20
 
     def _sample(self) -> None:
-        while not self._done.wait(self.interval):
+        wait = self.interval
+        while not self._done.wait(wait):
+            start = time.perf_counter()
             self.peak = max(self.peak, sum(_pss_bytes(pid) for pid in _tree(self.pid)))
+            self.samples += 1
+            wait = max(self.interval, (time.perf_counter() - start) / SAMPLER_SHARE)
 
 
 def _tree(root: int) -> list[int]:

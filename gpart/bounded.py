@@ -47,6 +47,11 @@ SCRATCH_NODE_BYTES = 9  # each layout thread's halo mark and lookup (gpart.layou
 # Layout threads of the in-memory pass: the source gathers are cache-missing random reads that
 # numpy runs without the GIL, so two overlap (remainder, 1M/10M, 4 parts: topology 0.56 -> 0.41 s).
 MAX_LAYOUT_THREADS = 2
+# The in-memory pass's copy of the edge sources in RAM, where it fits (resident_sources): a partition's
+# sources are gathered in CSC order, random reads that cost 3.4 s per part from the mapped input (its 4 KiB
+# file pages, dropped after each part) against 0.6-0.8 s from a numpy array (huge pages) on R-MAT 5.6M/70M,
+# 4 parts. At most 8 bytes per edge (int64 ids; narrower inputs copy narrower).
+RESIDENT_SOURCE_BYTES_PER_EDGE = 8
 FIXED_BYTES = 256 << 20  # interpreter, numpy, chunk buffers
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
@@ -99,6 +104,14 @@ def layout_threads(num_nodes: int, num_edges: int, num_parts: int, limit: int) -
     if in_memory_bytes(num_nodes, num_edges, num_parts, MAX_LAYOUT_THREADS + 1) <= limit:
         return MAX_LAYOUT_THREADS
     return 1 if in_memory_bytes(num_nodes, num_edges, num_parts) <= limit else 0
+
+
+def resident_sources(num_nodes: int, num_edges: int, num_parts: int, threads: int, limit: int) -> bool:
+    """Whether the in-memory pass with `threads` layout threads (layout_threads) also holds a copy of the
+    edge sources in RAM within `limit`."""
+    alive = threads + 1 if threads > 1 else threads  # as layout_threads counts them
+    return threads > 0 and (in_memory_bytes(num_nodes, num_edges, num_parts, alive)
+                            + RESIDENT_SOURCE_BYTES_PER_EDGE * num_edges) <= limit
 
 
 def bucketed_bytes(num_nodes: int, num_edges: int, num_parts: int) -> int:

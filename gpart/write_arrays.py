@@ -12,7 +12,7 @@ import collections
 import functools
 import queue
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
@@ -25,9 +25,10 @@ from gpart.layout import Layout, NodeOrder, Scratch, layout_of
 
 
 def write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension=None,
-                       threads: int = 1) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
+                       threads: int = 1, sources: Optional[np.ndarray] = None) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
     """Every partition's topology and edge data, one partition at a time; returns parts and halos.
-    In memory, `threads` layouts are computed at once (gpart.bounded.layout_threads).
+    In memory, `threads` layouts are computed at once (gpart.bounded.layout_threads), each gathering its
+    edge sources from `sources` (graph.src or its copy in RAM, gpart.bounded.resident_sources).
 
     `extension.edges(writer, p, part, chunks, topology)` (typed graphs, gpart.hetero) runs after
     each partition: in memory `topology` is (node_ids, indices, num_owned) and `chunks()` yields
@@ -38,7 +39,8 @@ def write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension=
         num_parts = nodes.offsets.shape[0] - 1
         bounded = isinstance(edges, OwnerBucketOrder)
         scratch = Scratch(graph.num_nodes) if bounded else None
-        layouts = None if bounded else layouts_in_order(graph, nodes, edges, num_parts, threads)
+        layouts = None if bounded else layouts_in_order(graph, nodes, edges, num_parts, threads,
+                                                         graph.src if sources is None else sources)
         for p in range(num_parts):
             if bounded:
                 part, halo_ids = write_topology_blocks(writer, p, graph, nodes, edges, scratch, bar)
@@ -59,8 +61,10 @@ def write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension=
     return parts, halos
 
 
-def layouts_in_order(graph: Graph, nodes: NodeOrder, edges, num_parts: int, threads: int) -> Iterator[Layout]:
-    """Every partition's Layout, in order, `threads` computed at a time.
+def layouts_in_order(graph: Graph, nodes: NodeOrder, edges, num_parts: int, threads: int,
+                     sources: np.ndarray) -> Iterator[Layout]:
+    """Every partition's Layout, in order, `threads` computed at a time, its edge sources gathered from
+    `sources` (graph.src or a copy of it).
 
     The source gathers of a layout are cache-missing random reads that numpy
     runs without the GIL, so two threads overlap their memory latency. With
@@ -70,7 +74,7 @@ def layouts_in_order(graph: Graph, nodes: NodeOrder, edges, num_parts: int, thre
     if threads <= 1:
         scratch = Scratch(graph.num_nodes)
         for p in range(num_parts):
-            yield layout_of(p, graph.src, nodes, edges, scratch)
+            yield layout_of(p, sources, nodes, edges, scratch)
         return
     scratches: queue.SimpleQueue = queue.SimpleQueue()
     for _ in range(threads):
@@ -79,7 +83,7 @@ def layouts_in_order(graph: Graph, nodes: NodeOrder, edges, num_parts: int, thre
     def compute(part: int) -> Layout:
         scratch = scratches.get()
         try:
-            return layout_of(part, graph.src, nodes, edges, scratch)
+            return layout_of(part, sources, nodes, edges, scratch)
         finally:
             scratches.put(scratch)
 

@@ -21,7 +21,7 @@ from gpart.base.version import __version__
 from gpart.balance import share_balance, train_mask
 from gpart.formats.book import PartitionBook
 from gpart.bounded import (MAX_BLOCK_EDGES, block_edges_for, default_max_memory,
-                           layout_threads, parse_memory_size)
+                           layout_threads, parse_memory_size, resident_sources)
 from gpart.base.errors import InputError
 from gpart.formats.commit import staged_output
 from gpart.formats.scratch import ScratchDir
@@ -90,7 +90,8 @@ def write_within(limit: int, graph: Graph, book: PartitionBook, stage: Path, *ar
     on disk in a scratch directory next to the output."""
     threads = layout_threads(graph.num_nodes, graph.num_edges, book.num_parts, limit)
     if threads:
-        return _write_result(graph, book, stage, *args, layout_threads=threads, **kwargs)
+        resident = resident_sources(graph.num_nodes, graph.num_edges, book.num_parts, threads, limit)
+        return _write_result(graph, book, stage, *args, layout_threads=threads, resident_sources=resident, **kwargs)
     with ScratchDir(stage.parent, prefix=f"{stage.name}-scratch-") as scratch:
         return _write_result(graph, book, stage, *args, scratch=scratch, block_edges=block_edges_for(limit), **kwargs)
 
@@ -131,8 +132,10 @@ def _write_result(
     extension: Any = None,
     layout_threads: int = 1,
     reverse: Optional[ReverseEdges] = None,
+    resident_sources: bool = False,
 ) -> dict[str, Any]:
-    """Write every partition and the manifest; with `scratch`, edges are ordered through buckets on disk."""
+    """Write every partition and the manifest; with `scratch`, edges are ordered through buckets on disk;
+    `resident_sources`: the layouts gather edge sources from a copy in RAM (gpart.bounded.resident_sources)."""
     progress = or_null(progress)
     num_parts, num_edges = book.num_parts, graph.num_edges
     with timer("order nodes"):
@@ -144,7 +147,7 @@ def _write_result(
             book_json = writer.write_book(book)
             reverse_json = None if reverse is None else write_reverse(writer, reverse.meta, reverse.input_edge)
             parts, halos, node_entries = _write_partitions(writer, graph, nodes, halo, bar, timer, scratch, block_edges, extension,
-                                                           layout_threads)
+                                                           layout_threads, resident_sources)
             for part, entries in zip(parts, node_entries):
                 part["arrays"].update(entries)
         _count_train(graph, nodes, parts)
@@ -163,28 +166,33 @@ def _write_result(
 
 
 def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, halo: int, bar: Any, timer: StageTimer,
-                      scratch: Optional[ScratchDir], block_edges: int, extension: Any, threads: int) -> tuple[list, list, list]:
+                      scratch: Optional[ScratchDir], block_edges: int, extension: Any, threads: int,
+                      resident: bool) -> tuple[list, list, list]:
     """Every partition's topology and node data: (part entries, halo ids per part, node data entries per part)."""
     if halo:
         # Halo rows follow owned rows in each node data file: the halos come from the topology.
         edges, seconds = order_edges(graph, nodes, scratch, block_edges)
         timer.record("order edges", seconds)
-        parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension, threads)
+        sources = np.array(graph.src) if resident else graph.src
+        parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension, threads, sources)
         with timer("write node data"):
             node_entries = _node_entries(writer, graph, nodes, halos, bar, extension)
         return parts, halos, node_entries
     # Without halo rows, node data needs only the book: write it while another
     # thread orders the edges (numpy's sort releases the GIL), so the sort
     # overlaps the node data's I/O.
+    # The copy of the sources (resident) is read there too, after the sort.
     with ThreadPoolExecutor(1, thread_name_prefix="gpart-order") as pool:
         ordering = pool.submit(order_edges, graph, nodes, scratch, block_edges)
+        copying = pool.submit(np.array, graph.src) if resident else None
         try:
             with timer("write node data"):
                 node_entries = _node_entries(writer, graph, nodes, [np.empty(0, np.int64)] * (len(nodes.offsets) - 1), bar, extension)
         finally:
             edges, seconds = ordering.result()
+            sources = copying.result() if copying is not None else graph.src
     timer.record("order edges (overlapped)", seconds)
-    parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension, threads)
+    parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension, threads, sources)
     return parts, halos, node_entries
 
 

@@ -579,18 +579,46 @@ def test_every_data_file_is_fsynced_before_the_manifest(tmp_path, monkeypatch):
     assert bins and synced_names == bins
 
 
-@pytest.mark.parametrize("method,parts", [("random", 5), ("metis", 4)])
-def test_layouts_computed_in_threads_are_byte_identical(tmp_path, monkeypatch, method, parts):
-    """gpart.bounded.layout_threads picks 1, 2 or 0 (bucketed) layouts at once by memory; the bytes never change."""
+@pytest.mark.parametrize("method,parts,halo", [("random", 5, 1), ("metis", 4, 1), ("metis", 4, 0)])
+def test_layouts_computed_in_threads_are_byte_identical(tmp_path, monkeypatch, method, parts, halo):
+    """gpart.bounded.layout_threads picks 1, 2 or 0 (bucketed) layouts at once by memory, and
+    resident_sources whether the sources are gathered from a copy in RAM; the bytes never change."""
     import gpart.write_result as mod
 
     outputs = {}
-    for threads in (1, 2, 3):
+    for threads, resident in ((1, False), (2, False), (3, False), (1, True), (2, True)):
         monkeypatch.setattr(mod, "layout_threads", lambda *args, n=threads: n)
-        out = tmp_path / f"t{threads}"
-        partition_graph(need(ENRON), out, parts, method, halo=1)
-        outputs[threads] = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-    assert outputs[1] == outputs[2] == outputs[3]
+        monkeypatch.setattr(mod, "resident_sources", lambda *args, r=resident: r)
+        out = tmp_path / f"t{threads}{resident}"
+        partition_graph(need(ENRON), out, parts, method, halo=halo)
+        outputs[threads, resident] = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert all(files == outputs[1, False] for files in outputs.values())
+
+
+def test_sources_are_copied_to_memory_only_where_they_fit(tmp_path, monkeypatch):
+    import numpy as np
+
+    import gpart.write_result as mod
+    from gpart.bounded import MAX_LAYOUT_THREADS, RESIDENT_SOURCE_BYTES_PER_EDGE, in_memory_bytes, resident_sources
+
+    n, e, p = 1_000_000, 10_000_000, 4
+    roomy = in_memory_bytes(n, e, p, MAX_LAYOUT_THREADS + 1) + RESIDENT_SOURCE_BYTES_PER_EDGE * e
+    assert resident_sources(n, e, p, MAX_LAYOUT_THREADS, roomy)
+    assert not resident_sources(n, e, p, MAX_LAYOUT_THREADS, roomy - 1)
+    assert resident_sources(n, e, p, 1, in_memory_bytes(n, e, p) + RESIDENT_SOURCE_BYTES_PER_EDGE * e)
+    assert not resident_sources(n, e, p, 0, 10 * roomy)  # the bucketed pass holds no E-sized array
+    # the layouts see the copy (an ndarray, not the input's memmap) exactly when it fits
+    seen = []
+    real = mod.write_all_topology
+    monkeypatch.setattr(mod, "write_all_topology", lambda *args: seen.append(type(args[-1])) or real(*args))
+    rng = np.random.default_rng(0)
+    graph_path = tmp_path / "g.npz"  # an .npz's arrays are mapped, not read
+    np.savez(graph_path, src=rng.integers(0, 500, 5000), dst=rng.integers(0, 500, 5000), num_nodes=np.int64(500))
+    for limit in ("64GB", "1MB"):  # 1 MB: bucketed on disk (blocks from the mapped input), no copy
+        partition_graph(graph_path, tmp_path / limit, 4, "random", max_memory=limit)
+    monkeypatch.setattr(mod, "resident_sources", lambda *a: False)
+    partition_graph(graph_path, tmp_path / "mapped", 4, "random", max_memory="64GB")
+    assert seen == [np.ndarray, np.memmap, np.memmap]
 
 
 def test_layout_threads_follow_the_memory_limit():
