@@ -101,7 +101,7 @@ def layout_threads(num_nodes: int, num_edges: int, num_parts: int, limit: int) -
     MAX_LAYOUT_THREADS threads keep one more layout alive than they compute
     (the one being written), a single thread only its own.
     """
-    if in_memory_bytes(num_nodes, num_edges, num_parts, MAX_LAYOUT_THREADS + 1) <= limit:
+    if in_memory_bytes(num_nodes, num_edges, num_parts, _alive_layouts(MAX_LAYOUT_THREADS)) <= limit:
         return MAX_LAYOUT_THREADS
     return 1 if in_memory_bytes(num_nodes, num_edges, num_parts) <= limit else 0
 
@@ -109,9 +109,13 @@ def layout_threads(num_nodes: int, num_edges: int, num_parts: int, limit: int) -
 def resident_sources(num_nodes: int, num_edges: int, num_parts: int, threads: int, limit: int) -> bool:
     """Whether the in-memory pass with `threads` layout threads (layout_threads) also holds a copy of the
     edge sources in RAM within `limit`."""
-    alive = threads + 1 if threads > 1 else threads  # as layout_threads counts them
-    return threads > 0 and (in_memory_bytes(num_nodes, num_edges, num_parts, alive)
+    return threads > 0 and (in_memory_bytes(num_nodes, num_edges, num_parts, _alive_layouts(threads))
                             + RESIDENT_SOURCE_BYTES_PER_EDGE * num_edges) <= limit
+
+
+def _alive_layouts(threads: int) -> int:
+    """Layouts alive with `threads` layout threads: one more than they compute (the one being written)."""
+    return threads + 1 if threads > 1 else threads
 
 
 def bucketed_bytes(num_nodes: int, num_edges: int, num_parts: int) -> int:

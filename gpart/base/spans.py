@@ -9,12 +9,12 @@ output is the same for any thread count (tests hold them to that).
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Optional, Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 
-# Threads of the parent's array passes around KaMinPar (symmetrise, order, ParHiP write): the machines
-# gpart is measured on have two cores or more, and more threads gained little where memory is the limit.
+# Threads of the parent's array passes around KaMinPar (symmetrise, order, ParHiP write, in-degrees, edge cut):
+# the two cores of the machine these passes were measured on (docs/partitioning.md); not measured beyond two.
 ARRAY_THREADS = 2
 
 T = TypeVar("T")
@@ -32,15 +32,13 @@ def weighted_spans(ends: np.ndarray, parts: int) -> list[tuple[int, int]]:
     n = int(ends.shape[0])
     total = int(ends[-1]) if n else 0
     bounds = [0] + [int(np.searchsorted(ends, (total * p) // parts, side="right")) for p in range(1, parts)] + [n]
-    bounds = [min(max(b, 0), n) for b in bounds]
     return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-def run_spans(work: Callable[[int, int], T], spans: Sequence[tuple[int, int]],
-              threads: Optional[int] = None) -> list[T]:
-    """`work(start, stop)` for every span, up to `threads` (default: one per span) at once; results in span
-    order. A single span runs in the calling thread."""
+def run_spans(work: Callable[[int, int], T], spans: Sequence[tuple[int, int]]) -> list[T]:
+    """`work(start, stop)` for every span, one thread each, at once; results in span order. A single span
+    runs in the calling thread."""
     if len(spans) <= 1:
         return [work(a, b) for a, b in spans]
-    with ThreadPoolExecutor(threads or len(spans), thread_name_prefix="gpart-span") as pool:
+    with ThreadPoolExecutor(len(spans), thread_name_prefix="gpart-span") as pool:
         return list(pool.map(lambda span: work(*span), spans))
