@@ -41,7 +41,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from harness import TreeMemory, peak_rss_mib, run_child, script_child
+from harness import TreeMemory, machine_line, peak_rss_mib, run_child, script_child
 
 RMAT_PROBABILITIES = (0.45, 0.22, 0.22, 0.11)
 HERE = Path(__file__).resolve()
@@ -242,6 +242,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(*args.child[:1], int(args.child[1]), args.child[2])))
         return
+    print(machine_line())
     print("| graph | parts | method | wall s | process s | cpu s | peak MiB | cut | /random | /default | node | in-edge | train "
           "| tries |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")

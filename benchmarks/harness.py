@@ -212,6 +212,43 @@ def fastest(runs: list[dict], key: str = "wall") -> dict:
     return min(runs, key=lambda r: r[key])
 
 
+# --------------------------------------------------------------------------- the machine
+
+
+def machine_line() -> str:
+    """The machine a benchmark ran on, in one line: CPU model and family/model numbers, cores this process
+    may use, last-level cache, memory, whether the CPU has AVX-512 (numpy sorts int64 keys with it).
+    Walls depend on them: the same commit's 5.6M/70M job took 242.8 s on one machine of this project's
+    2-core kind and 87.9 s on another (docs/partitioning.md), so a figure says which one it came from."""
+    facts: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                facts.setdefault(key.strip(), value.strip())
+                if key.strip() == "flags":
+                    break
+    except OSError:  # not Linux
+        pass
+    cache = _last_level_cache()
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    avx512 = "AVX-512" if "avx512f" in facts.get("flags", "").split() else "no AVX-512"
+    return (f"machine: {facts.get('model name', 'unknown CPU')} (family {facts.get('cpu family', '?')} model "
+            f"{facts.get('model', '?')}), {cores} cores, last-level cache {cache}, {memory:.1f} GiB, {avx512}")
+
+
+def _last_level_cache() -> str:
+    """The size of cpu0's highest cache level, as sysfs writes it ('307200K'), or 'unknown'."""
+    levels = []
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            levels.append((int((index / "level").read_text()), (index / "size").read_text().strip()))
+        except (OSError, ValueError):
+            continue
+    return max(levels, key=lambda level: level[0])[1] if levels else "unknown"
+
+
 # --------------------------------------------------------------------------- files
 
 
