@@ -220,6 +220,17 @@ def machine_line() -> str:
     may use, last-level cache, memory, whether the CPU has AVX-512 (numpy sorts int64 keys with it).
     Walls depend on them: the same commit's 5.6M/70M job took 242.8 s on one machine of this project's
     2-core kind and 87.9 s on another (docs/partitioning.md), so a figure says which one it came from."""
+    facts = _first_cpu_facts()
+    cache = _last_level_cache()
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    avx512 = "AVX-512" if "avx512f" in facts.get("flags", "").split() else "no AVX-512"
+    return (f"machine: {facts.get('model name', 'unknown CPU')} (family {facts.get('cpu family', '?')} model "
+            f"{facts.get('model', '?')}), {cores} cores, last-level cache {cache}, {memory:.1f} GiB, {avx512}")
+
+
+def _first_cpu_facts() -> dict[str, str]:
+    """/proc/cpuinfo's fields of the first CPU, up to its flags ({} where there is no /proc/cpuinfo)."""
     facts: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as cpuinfo:
@@ -227,15 +238,10 @@ def machine_line() -> str:
                 key, _, value = line.partition(":")
                 facts.setdefault(key.strip(), value.strip())
                 if key.strip() == "flags":
-                    break
-    except OSError:  # not Linux
-        pass
-    cache = _last_level_cache()
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    avx512 = "AVX-512" if "avx512f" in facts.get("flags", "").split() else "no AVX-512"
-    return (f"machine: {facts.get('model name', 'unknown CPU')} (family {facts.get('cpu family', '?')} model "
-            f"{facts.get('model', '?')}), {cores} cores, last-level cache {cache}, {memory:.1f} GiB, {avx512}")
+                    return facts
+    except OSError:  # not Linux: the line says "unknown CPU"
+        return {}
+    return facts
 
 
 def _last_level_cache() -> str:
