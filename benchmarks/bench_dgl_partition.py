@@ -151,7 +151,7 @@ def main() -> None:
         make_rmat(args.make, args.graph)
     args.workdir.mkdir(parents=True, exist_ok=True)
     print(f"{args.graph}, {args.parts} parts; whole processes; cut = fraction of directed edges cut; balances max/mean")
-    print(machine_line())  # the same job's wall differed 2.6x between two machines of one kind
+    print(machine_line())  # walls depend on it (docs/partitioning.md: two machines of one kind, 2.3-2.8x apart)
     # RSS: the largest process's peak; tree: the peak of the whole process tree's memory together (PSS)
     print(f"  {'job':<30}{'wall s':>8}{'job s':>8}{'cpu s':>8}{'RSS MiB':>9}{'tree MiB':>9}{'GB out':>8}{QUALITY_HEADER}")
     results = run_sides(args.sides.split(","), lambda side: run_side(args, side), LABELS, 30,

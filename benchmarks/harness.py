@@ -247,7 +247,7 @@ def _first_cpu_facts() -> dict[str, str]:
 def _last_level_cache() -> str:
     """The size of cpu0's highest cache level, as sysfs writes it ('307200K'), or 'unknown'."""
     levels = []
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
             levels.append((int((index / "level").read_text()), (index / "size").read_text().strip()))
         except (OSError, ValueError):

@@ -15,8 +15,8 @@ from harness import machine_line  # noqa: E402 (benchmarks/ is put on sys.path a
 def test_the_machine_line_names_the_cpu_cores_cache_and_memory():
     line = machine_line()
     assert line.startswith("machine: ") and "\n" not in line
-    with open("/proc/cpuinfo") as cpuinfo:
-        model = next((l.split(":", 1)[1].strip() for l in cpuinfo if l.startswith("model name")), "unknown CPU")
+    cpuinfo = Path("/proc/cpuinfo").read_text()
+    model = next((l.split(":", 1)[1].strip() for l in cpuinfo.splitlines() if l.startswith("model name")), "unknown CPU")
     assert model in line
     assert f"{len(os.sched_getaffinity(0))} cores" in line
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
@@ -25,4 +25,4 @@ def test_the_machine_line_names_the_cpu_cores_cache_and_memory():
     if caches:  # the highest level's size, as sysfs writes it
         top = max(caches, key=lambda index: int((index / "level").read_text()))
         assert f"last-level cache {(top / 'size').read_text().strip()}" in line
-    assert ("no AVX-512" in line) == ("avx512f" not in open("/proc/cpuinfo").read().split())
+    assert ("no AVX-512" in line) == ("avx512f" not in cpuinfo.split())
