@@ -1,4 +1,4 @@
-"""Benchmark of gpart.assign on a 1M-node / 10M-edge power-law graph.
+"""Benchmark of gpart.pipeline.assign on a 1M-node / 10M-edge power-law graph.
 
 Prints, each measured in its own child process so peak RSS is per step:
 - symmetric_csr (symmetrise + drop loops/duplicates + CSR) wall and peak RSS,
@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from harness import child_result, peak_rss_mib, script_child  # first: puts the repository root on sys.path
+
 from tests.support.synthetic import powerlaw_graph
 
 WORK = Path("/tmp/gpart-bench-assign")
@@ -43,7 +43,7 @@ def load_graph():
 
 
 def child_symmetrise() -> dict:
-    from gpart.symmetric import symmetric_csr
+    from gpart.engines.symmetric import symmetric_csr
 
     graph = load_graph()
     start = time.perf_counter()
@@ -77,7 +77,7 @@ def child_unique_baseline() -> dict:
 def child_metis(parts: int, algorithm: str) -> dict:
     import pymetis
 
-    from gpart.metis import metis_options
+    from gpart.engines.metis import metis_options
 
     xadj = np.load(WORK / "xadj.npy")
     adjncy = np.load(WORK / "adjncy.npy")
@@ -118,7 +118,7 @@ class StageTimer:
 
 
 def child_assign(parts: int) -> dict:
-    from gpart.assign import assign
+    from gpart.pipeline.assign import assign
 
     graph = load_graph()
     timer = StageTimer()

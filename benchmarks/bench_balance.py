@@ -3,7 +3,7 @@
     python benchmarks/bench_balance.py                         # 1M/10M, 4M/50M, 5.6M/70M; 4 and 8 parts
     python benchmarks/bench_balance.py --sizes 1m --parts 4    # one graph, one part count
 
-Every measurement is one child process (`gpart.partition.partition_graph`,
+Every measurement is one child process (`gpart.pipeline.partition.partition_graph`,
 the whole pipeline: read, assign, write) run inside a cgroup v1 memory
 group capped at --cap (default 10 GiB; tests/support/memcap.py), so a method that
 needs more memory is killed by the OOM killer and reported as `OOM at cap`
@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from harness import child_result, dir_bytes, peak_rss_mib, run_child, script_child  # first: puts the repository root on sys.path
+
 from tests.support.memcap import available
 from tests.support.synthetic import write_powerlaw_npz
 
@@ -41,7 +42,7 @@ METIS_BYTES_PER_EDGE = 300
 
 
 def child(args) -> None:
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     extra = {"threads": args.threads} if args.method in ("balanced", "kaminpar") else {}
     if args.method == "kaminpar":
@@ -148,7 +149,7 @@ def main() -> None:
     if args.child:
         args.parts = int(args.parts)
         return child(args)
-    from gpart.bounded import parse_memory_size
+    from gpart.base.memory import parse_memory_size
 
     cap = parse_memory_size(args.cap, "--cap")
     reason = available()

@@ -72,9 +72,9 @@ print(json.dumps({"seconds": dt, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kib":
 
 def generate(run: Path, rows: int, dim: int, world: int) -> int:
     """A remainder-sharded Adam checkpoint written rank by rank, chunk by chunk."""
-    from gpart.formats import checkpoint as ck
-    from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
-    from gpart.formats.shard import RemainderPolicy
+    from gpart.formats.checkpoint import entries as ck
+    from gpart.formats.checkpoint.writer import write_checkpoint_manifest, write_shard
+    from gpart.formats.sharding.policies import RemainderPolicy
 
     run.mkdir(parents=True)
     policy = RemainderPolicy(rows, world)
@@ -144,7 +144,7 @@ def run_child(*args: str) -> dict:
 
 def same_rows(src: Path, out: Path, samples: int = 20000) -> bool:
     """Spot check: random rows of every tensor read the same from input and output."""
-    from gpart.formats.checkpoint_reader import read_checkpoint
+    from gpart.formats.checkpoint.reader import read_checkpoint
 
     a, b = read_checkpoint(src), read_checkpoint(out)
     for name, t in a.tensors.items():
@@ -159,7 +159,7 @@ def same_rows_wholegraph(src: Path, out: Path, samples: int = 20000) -> bool:
     """Spot check of an export: random rows of the table and moments read the same from the input and WholeGraph's
     range-split files, and their beta12t is WholeGraph's float32 (beta1^t, beta2^t) of the input's step counts."""
     from gpart.ckpt.beta_powers import BetaPowers
-    from gpart.formats.checkpoint_reader import read_checkpoint
+    from gpart.formats.checkpoint.reader import read_checkpoint
 
     a = read_checkpoint(src)
     world = json.loads((out / "manifest.json").read_text())["world_size"]

@@ -20,8 +20,8 @@ import time
 
 import torch
 import torch.distributed as dist
-
 from harness import REPO  # noqa: F401 (first: puts the repository root on sys.path)
+
 from gpart.collectives import check_same_across_ranks, exchange_counts
 from tests.support.gloo_processes import run_distributed
 

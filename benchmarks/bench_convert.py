@@ -67,7 +67,7 @@ def child(args) -> dict:
     # its time and peak RSS are that work's, import torch's included where the work needs it.
     start = time.perf_counter()
     if args.child == "partition":
-        from gpart.partition import partition_graph
+        from gpart.pipeline.partition import partition_graph
 
         partition_graph(args.input, args.out, args.parts, args.method, force=True)
     elif args.child == "convert":
@@ -120,9 +120,9 @@ def naive_torch_save(parts: Path, out: Path) -> None:
 
 def make_checkpoint(out: Path, rows: int, dim: int, optimizer: str) -> None:
     """A range-sharded checkpoint over 4 ranks written with the library's shard writer, in 64 MiB pieces."""
-    from gpart.formats import checkpoint as ck
-    from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
-    from gpart.formats.shard import RangePolicy
+    from gpart.formats.checkpoint import entries as ck
+    from gpart.formats.checkpoint.writer import write_checkpoint_manifest, write_shard
+    from gpart.formats.sharding.policies import RangePolicy
 
     world = 4
     policy = RangePolicy.wholegraph(rows, world)
@@ -157,7 +157,7 @@ def typed_results(edges: int, parts: int, method: str, targets: list[str]) -> No
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_hetero import CORA, generate, untyped_twin
 
-    from gpart.formats.hetero_input import read_hetero_graph
+    from gpart.formats.input.typed import read_hetero_graph
 
     inputs = [("typed Cora", CORA)]
     if edges:

@@ -55,9 +55,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     from gpart.base.graph import Graph
-    from gpart.kaminpar_backend import kaminpar_partition
-    from gpart.refine import edge_cut
-    from gpart.symmetric import symmetric_csr
+    from gpart.engines.kaminpar import kaminpar_partition
+    from gpart.engines.refine import edge_cut
+    from gpart.engines.symmetric import symmetric_csr
 
     rng = np.random.default_rng(args.seed)
     n, m = args.nodes, args.edges

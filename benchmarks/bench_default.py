@@ -12,7 +12,7 @@ permuted), road-NY, the Walshaw meshes 4elt and crack and a 2-D grid (1000 x
 1000, 4-neighbour, both directions).
 
 Every measurement is one child process (this script with --child) that
-reads the graph and runs gpart.assign.assign (the partition step only:
+reads the graph and runs gpart.pipeline.assign.assign (the partition step only:
 reading and writing the result are the same for every method). It reports
 the step's wall and CPU time (its forked children's included), the
 process's peak RSS (its own since exec, or its forked KaMinPar / METIS
@@ -34,13 +34,11 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
-
 from harness import TreeMemory, machine_line, peak_rss_mib, run_child, script_child
 
 RMAT_PROBABILITIES = (0.45, 0.22, 0.22, 0.11)
@@ -101,7 +99,7 @@ def write_npz(path: Path, num_nodes: int, src: np.ndarray, dst: np.ndarray, trai
 
 def permuted_copy(source: Path, seed: int = 0) -> Callable[[Path], None]:
     def make(path: Path) -> None:
-        from gpart.formats.readers import read_graph
+        from gpart.formats.input.readers import read_graph
 
         graph = read_graph(source)
         relabel = np.random.default_rng(seed).permutation(graph.num_nodes)
@@ -153,12 +151,12 @@ def graph_path(name: str, workdir: Path) -> Path:
 
 
 def child(path: str, parts: int, method: str) -> dict:
-    """Read the graph, time gpart.assign.assign, measure the result (runs in the child process)."""
+    """Read the graph, time gpart.pipeline.assign.assign, measure the result (runs in the child process)."""
     import resource
 
-    from gpart.assign import assign
-    from gpart.balance import balances, in_degrees, train_mask
-    from gpart.formats.readers import read_graph
+    from gpart.engines.balance import balances, in_degrees, train_mask
+    from gpart.formats.input.readers import read_graph
+    from gpart.pipeline.assign import assign
 
     graph = read_graph(path)
     memory = TreeMemory(os.getpid())  # the default's KaMinPar runs go side by side: their memory adds up

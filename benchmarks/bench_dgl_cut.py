@@ -8,7 +8,7 @@ what `dgl.distributed.partition_graph(..., part_method="metis")` computes
 before writing anything: `dgl.metis_partition_assignment` on the homogeneous
 graph, with DGL's default `balance_edges=False` and with `balance_edges=True`.
 gpart's side is the assignment of `gpart partition` (method `balanced`,
-gpart.assign.assign, and `--method stream`), also without writing. Each side is one child process,
+gpart.pipeline.assign.assign, and `--method stream`), also without writing. Each side is one child process,
 so peak RSS (ru_maxrss) is its own; with --cap each child runs in a cgroup
 v1 memory group of that size (tests/support/memcap.py; root only). Cut = fraction of
 directed input edges whose endpoints have different owners; balances are
@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from harness import peak_rss_mib, run_child, script_child
 
 HERE = Path(__file__).resolve()
@@ -62,8 +61,8 @@ def child(args) -> dict:
         train = np.asarray(z["train_mask"], dtype=bool) if "train_mask" in z.files else None
     start, cpu = time.perf_counter(), time.process_time()
     if args.side in GPART_METHODS:
-        from gpart.assign import assign
-        from gpart.formats.readers import read_graph
+        from gpart.formats.input.readers import read_graph
+        from gpart.pipeline.assign import assign
 
         method, options = GPART_METHODS[args.side]
         options = {**options, "threads": args.threads} if method == "balanced" else options
@@ -111,7 +110,7 @@ def main() -> None:
         print(json.dumps(child(args)))
         return
     if args.cap:
-        from gpart.bounded import parse_memory_size
+        from gpart.base.memory import parse_memory_size
 
         args.cap = parse_memory_size(args.cap)
     print(f"{args.graph}, {args.parts} parts; cut = fraction of directed edges cut; balances max/mean")

@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from bench_dgl_cut import GPART_METHODS, QUALITY_HEADER, cut_and_balances, print_ratios, run_sides
 from harness import TreeMemory, dir_bytes, machine_line, script_child
 
@@ -39,7 +38,7 @@ LABELS = {"gpart": "gpart partition (default)", "gpart-kdefault": "gpart partiti
 
 
 def gpart_child(args) -> dict:
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     method, options = GPART_METHODS[args.child]
     start = time.perf_counter()
@@ -74,7 +73,7 @@ def dgl_child(args) -> dict:
 def owner_of(side: str, out: Path, num_nodes: int) -> np.ndarray:
     if side == "dgl":
         return np.load(out.parent / "dgl-owner.npy")
-    from gpart.formats.partition_reader import PartitionReader  # the parent has gpart; DGL's child need not
+    from gpart.formats.partition.reader import PartitionReader  # the parent has gpart; DGL's child need not
 
     reader = PartitionReader(out, check_files=False)
     try:

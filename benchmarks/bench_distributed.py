@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from harness import same_files, torchrun_env, wait_peak_rss  # first: puts the repository root on sys.path
+
 from tests.support.gloo_processes import free_port
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from gpart.formats import checkpoint as ck
-from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
-from gpart.formats.shard import RemainderPolicy
 from harness import same_files, torchrun_env, wait_peak_rss  # first: puts the repository root on sys.path
+
+from gpart.formats.checkpoint import entries as ck
+from gpart.formats.checkpoint.writer import write_checkpoint_manifest, write_shard
+from gpart.formats.sharding.policies import RemainderPolicy
 from tests.support.gloo_processes import free_port
 
 

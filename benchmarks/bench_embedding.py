@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 
 import torch
-
 from harness import dir_bytes, peak_rss_mib  # first: puts the repository root on sys.path
+
 from tests.support.gloo_processes import run_distributed
 
 ROOT = Path("/tmp/gpart-bench-embedding")

@@ -8,7 +8,7 @@ streamed writer (never in RAM), then times:
 
 - copy: shutil.copyfile of the .npy followed by fsync of the copy (the export
   fsyncs its files too; the copy time without the fsync is printed as well);
-- export: gpart.export.export_feat in a fresh subprocess (pass-through, then
+- export: gpart.export.features.export_feat in a fresh subprocess (pass-through, then
   --dtype float16, then --dtype bfloat16), with that process's peak RSS
   (VmHWM, its own image's) and its RSS right after imports.
 
@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from harness import drop_cache, run_child
 
 BENCH_DIR = Path("/tmp/gpart-bench-export")
@@ -42,7 +41,7 @@ sys.path.insert(0, %r)
 from harness import peak_rss_mib, timed
 
 t0 = time.perf_counter()
-from gpart.export import export_feat
+from gpart.export.features import export_feat
 import_seconds, rss_after_import = time.perf_counter() - t0, peak_rss_mib(since_exec=True)
 src, out, dtype, files = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 summary, seconds, cpu_seconds = timed(lambda: export_feat(src, out, files=files, dtype=None if dtype == "none" else dtype))

@@ -43,7 +43,6 @@ from typing import Optional
 
 import numpy as np
 import torch
-
 from harness import child_result, peak_rss_mib, script_child  # first: puts the repository root on sys.path
 
 HERE = Path(__file__).resolve()
@@ -58,7 +57,7 @@ def _sync(device) -> None:
 
 def prepare(workdir: Path, nodes: int, edges: int) -> tuple[Path, Path]:
     """(the generated graph, its one-partition result), written when missing."""
-    from gpart.partition import partition_graph  # gpart's side only: the DGL child runs this module without gpart
+    from gpart.pipeline.partition import partition_graph  # gpart's side only: the DGL child runs this module without gpart
     from tests.support.synthetic import write_powerlaw_npz
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -200,7 +199,9 @@ def wholegraph_side(parts: Path, seeds: np.ndarray, batch: int, batches: int, re
             import librmm
 
             librmm.load_library()
-        from pylibwholegraph.torch import initialize as wg_init, tensor as wg_tensor, wholegraph_ops
+        from pylibwholegraph.torch import initialize as wg_init
+        from pylibwholegraph.torch import tensor as wg_tensor
+        from pylibwholegraph.torch import wholegraph_ops
     except ImportError as exc:
         return {"error": f"pylibwholegraph not importable ({exc})"}
     import gpart.runtime as gr  # gpart's side only: the DGL child runs this module without gpart

@@ -38,7 +38,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from harness import fastest, peak_rss_mib, run_child, script_child
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,7 +47,7 @@ WORKDIR = Path(f"/tmp/gpart-bench-hetero-{os.getpid()}")  # per run: two runs ne
 
 def child(args) -> dict:
     """One partition run (in its own process): wall, peak RSS, stats."""
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     start = time.perf_counter()
     m = partition_graph(args.input, args.out, args.parts, args.method, force=True, max_memory=args.max_memory)
@@ -78,7 +77,7 @@ def generate(num_edges: int, path: Path, seed: int = 0) -> None:
 
 def untyped_twin(typed: Path, path: Path, with_feat: bool) -> None:
     """The same graph as a homogeneous .npz over erased ids (SPEC.md 8.2), features concatenated in erased order."""
-    from gpart.formats.hetero_input import read_hetero_graph
+    from gpart.formats.input.typed import read_hetero_graph
 
     g = read_hetero_graph(typed)
     e = g.erased()
@@ -129,7 +128,7 @@ def compare(label: str, typed: Path, untyped: Path, methods: list[str], parts: i
 def bounded(typed: Path, untyped: Path, parts: int, max_memory: str, repeat: int = 1) -> None:
     """`remainder` in memory vs under `max_memory` (the bounded pass), alternating, the fastest of `repeat` each;
     and, for scale, the untyped twin under the same `max_memory` (the homogeneous bounded pass)."""
-    from gpart.formats.hetero_input import read_hetero_graph
+    from gpart.formats.input.typed import read_hetero_graph
 
     g = read_hetero_graph(typed)
     edge_bytes = sum(a.nbytes for e in g.edge_types for a in g.edges[e])
@@ -155,8 +154,8 @@ def sampling(parts: int = 1, epochs: int = 3, repeat: int = 5) -> None:
     import torch
 
     import gpart.runtime as gr
-    from gpart.formats.hetero_input import read_hetero_graph
-    from gpart.partition import partition_graph
+    from gpart.formats.input.typed import read_hetero_graph
+    from gpart.pipeline.partition import partition_graph
 
     torch.set_num_threads(1)
     g = read_hetero_graph(CORA)

@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from harness import child_result, script_child  # first: puts the repository root on sys.path
+
 from tests.support.gloo_processes import run_distributed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def sampling_rates(work: Path, epochs: int = 3, repeat: int = 5) -> dict:
 
     import gpart
     import gpart.runtime as gr
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     torch.set_num_threads(1)
     work.mkdir(parents=True, exist_ok=True)
@@ -145,7 +145,7 @@ def _fused_rank(rank: int, world_size: int, parts: str, seed_type: str, batches:
 
 
 def fused_vs_unfused(generated: int, batches: int) -> None:
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     WORKDIR.mkdir(parents=True)
     try:

@@ -21,16 +21,16 @@ import statistics
 from pathlib import Path
 
 import numpy as np
+from harness import timed
 
 from gpart import ckpt
-from gpart.export import export_feat
-from gpart.formats import checkpoint as ck
-from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
-from gpart.bytes.crc import OnTheWayCrc
 from gpart.base.graph import Graph
-from gpart.partition import partition_graph
-from gpart.formats.shard import RemainderPolicy
-from harness import timed
+from gpart.bytes.crc import OnTheWayCrc
+from gpart.export.features import export_feat
+from gpart.formats.checkpoint import entries as ck
+from gpart.formats.checkpoint.writer import write_checkpoint_manifest, write_shard
+from gpart.formats.sharding.policies import RemainderPolicy
+from gpart.pipeline.partition import partition_graph
 
 ROOT = Path("/tmp/gpart-bench-input-crc")
 

@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 
 import torch
-
 from harness import peak_rss_mib  # first: puts the repository root on sys.path
+
 from tests.support.gloo_processes import run_distributed
 from tests.support.synthetic import write_powerlaw_npz
 
@@ -143,7 +143,7 @@ def main() -> None:
                         "per rank and extrapolate (default 0: all of them)")
     parser.add_argument("--world-sizes", default="1,2")
     args = parser.parse_args()
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     nodes, edges = SIZES[args.size]
     nodes, edges = args.nodes or nodes, args.edges or edges

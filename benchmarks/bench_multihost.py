@@ -36,12 +36,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from harness import REPO  # first: puts the repository root on sys.path
 
 sys.path.insert(0, str(REPO / "tests" / "multihost"))
 from jobs import torchrun  # noqa: E402 (tests/multihost is not a package)
 from netns_hosts import Cluster, unavailable  # noqa: E402
+
 from tests.support.synthetic import write_powerlaw_npz  # noqa: E402
 
 TRAIN = REPO / "tests" / "multihost" / "train_ckpt.py"

@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from harness import child_result, dir_bytes, fastest, peak_rss_mib, script_child  # first: puts the repository root on sys.path
+
 from tests.support.synthetic import write_powerlaw_npz
 
 DEFAULT_INPUT = Path("/tmp/gpart-bench-inputs/powerlaw_1m_10m.npz")
@@ -43,7 +43,7 @@ CHUNK = 64 << 20
 
 
 def child_partition(args) -> dict:
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     stages = []
     start = time.perf_counter()
@@ -82,9 +82,9 @@ def child_floor(args) -> dict:
 
 
 def child_csr(args) -> dict:
-    """Build the symmetric CSR METIS gets (gpart.assign.symmetric_csr) and save it, untimed."""
-    from gpart.symmetric import symmetric_csr
-    from gpart.formats.readers import read_graph
+    """Build the symmetric CSR METIS gets (gpart.pipeline.assign.symmetric_csr) and save it, untimed."""
+    from gpart.engines.symmetric import symmetric_csr
+    from gpart.formats.input.readers import read_graph
 
     xadj, adjncy = symmetric_csr(read_graph(args.input))
     np.save(Path(args.out) / "xadj.npy", xadj)
@@ -96,7 +96,7 @@ def child_metis_raw(args) -> dict:
     """The raw pymetis call gpart makes, with the same options, on a CSR loaded ready from .npy."""
     import pymetis
 
-    from gpart.metis import metis_options, resolve_algorithm
+    from gpart.engines.metis import metis_options, resolve_algorithm
 
     xadj = np.load(Path(args.out) / "xadj.npy")
     adjncy = np.load(Path(args.out) / "adjncy.npy")

@@ -27,7 +27,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from harness import child_result, fastest, peak_rss_mib, timed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,7 +62,7 @@ def _npz_load_baseline(path: Path) -> int:
 
 
 def _gpart(path: Path) -> int:
-    from gpart.formats.readers import read_graph
+    from gpart.formats.input.readers import read_graph
 
     return read_graph(path).num_edges
 
@@ -76,7 +75,7 @@ def run_case(method: str, path: Path) -> dict:
         "loadtxt#%": _loadtxt_both_baseline,
         "np.load": _npz_load_baseline,
     }[method]
-    import gpart.formats.readers  # noqa: F401  (module import is not part of the measured read)
+    import gpart.formats.input.readers  # noqa: F401  (module import is not part of the measured read)
 
     edges, seconds, cpu_seconds = timed(lambda: fn(path))
     # this process image's own peak: the parent's survives exec in ru_maxrss
@@ -92,7 +91,7 @@ def _in_subprocess(method: str, path: Path, repeats: int) -> dict:
 
 
 def _write_text_edges(npz: Path, out: Path) -> None:
-    from gpart.formats.npz import read_npz_arrays
+    from gpart.formats.input.npz import read_npz_arrays
 
     arrays = read_npz_arrays(npz, only=["src", "dst"])
     src, dst = arrays["src"], arrays["dst"]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from harness import best_times, peak_rss_mib  # first: puts the repository root on sys.path
+
 from tests.support.gloo_processes import run_distributed
 
 ROOT = Path("/tmp/gpart-bench-runtime")
@@ -42,8 +42,8 @@ def make_graph(num_rows: int, dim: int, seed: int = 0):
 
 
 def write_partition(graph, directory: Path, num_parts: int, kind: str, storage: str = "binary") -> None:
-    from gpart.formats.book import ArrayBook, remainder_book
-    from gpart.write_result import partition_with_book
+    from gpart.formats.partition.book import ArrayBook, remainder_book
+    from gpart.pipeline.write_result import partition_with_book
 
     if kind == "remainder":
         book = remainder_book(graph.num_nodes, num_parts)
@@ -105,8 +105,8 @@ def bench_local_multi(directory: Path, num_parts: int, num_ids: int, device: tor
 
 
 def _dist_worker(rank: int, world_size: int, directory: str, batch: int, steps: int) -> dict:
-    import gpart.runtime as gr
     import gpart.collectives as gdist
+    import gpart.runtime as gr
 
     comm = {"s": 0.0}
     originals = {name: getattr(gdist, name) for name in ("all_to_all_rows", "exchange_counts")}
@@ -154,7 +154,7 @@ def bench_distributed(directory: Path, world_size: int, batch: int, steps: int) 
 
 def _read_bytes(directory: Path, rank: int = 0) -> int:
     """Read the bytes of every array partition `rank` loads (its arrays and the book) into memory."""
-    from gpart.formats.partition_reader import PartitionReader
+    from gpart.formats.partition.reader import PartitionReader
 
     with PartitionReader(directory) as reader:
         entries = [reader.entry(rank, key) for key in reader.keys(rank)] + list(reader.book_entries().values())

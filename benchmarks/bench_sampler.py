@@ -37,8 +37,8 @@ import time
 from pathlib import Path
 
 import torch
-
 from harness import child_result, peak_rss_mib, timed  # first: puts the repository root on sys.path
+
 from tests.support.gloo_processes import run_distributed
 
 FANOUTS = [15, 10]
@@ -69,7 +69,7 @@ def naive_sample(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
 
 
 def ensure_partitions(graph: Path, workdir: Path, world_sizes: list[int], methods: list[str], halos: list[int]) -> dict:
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     wanted = {("remainder", 1, 0): workdir / "remainder_1"}
     for method in methods:

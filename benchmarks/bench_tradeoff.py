@@ -17,11 +17,11 @@ sum p_i q_i: concentrating the edges in one part (what unconstrained METIS
 does: in-edge balance ~3) is the only way to a low cut here.
 
 Rows, all on one graph in one process (the symmetric CSR built once):
-KaMinPar with vertex weight = node count + in-degree (gpart.balance.
+KaMinPar with vertex weight = node count + in-degree (gpart.engines.balance.
 combined_weights) at growing imbalance, and with unit weights (node balance
 only, as METIS's default); each as KaMinPar returned it, then repaired to
-every share <= --bound (gpart.refine.repair_balance), then refined under
-that bound (gpart.refine.refine_cut). Cut = fraction of directed input
+every share <= --bound (gpart.engines.refine.repair_balance), then refined under
+that bound (gpart.engines.refine.refine_cut). Cut = fraction of directed input
 edges whose endpoints have different owners.
 """
 
@@ -35,8 +35,8 @@ import numpy as np
 
 
 def cut_model_and_balances(owner, src, dst, degree, out_degree, train, parts) -> dict:
-    from gpart.balance import balances
-    from gpart.refine import edge_cut
+    from gpart.engines.balance import balances
+    from gpart.engines.refine import edge_cut
 
     p = np.bincount(owner, weights=degree, minlength=parts) / degree.sum()
     q = np.bincount(owner, weights=out_degree, minlength=parts) / out_degree.sum()
@@ -58,11 +58,11 @@ def main() -> None:
     parser.add_argument("--imbalances", default="0.03,0.1,0.2,0.4,0.8,1.5,3")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    from gpart.symmetric import symmetric_csr
-    from gpart.balance import combined_weights, in_degrees, train_mask
-    from gpart.formats.readers import read_graph
-    from gpart.kaminpar_backend import kaminpar_partition
-    from gpart.refine import edge_cut, refine_cut, repair_balance
+    from gpart.engines.balance import combined_weights, in_degrees, train_mask
+    from gpart.engines.kaminpar import kaminpar_partition
+    from gpart.engines.refine import edge_cut, refine_cut, repair_balance
+    from gpart.engines.symmetric import symmetric_csr
+    from gpart.formats.input.readers import read_graph
 
     graph = read_graph(args.graph)
     src, dst = np.asarray(graph.src), np.asarray(graph.dst)

@@ -59,12 +59,12 @@ from interop_common import CORA_TYPED, DEFAULT_GRAPHS, graphs_and_typed_edges, p
 
 from gpart.ckpt import export_checkpoint  # noqa: E402
 from gpart.convert import convert_partitions  # noqa: E402
-from gpart.formats import checkpoint as ck  # noqa: E402
-from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard  # noqa: E402
-from gpart.formats.dgl import require_dgl  # noqa: E402
-from gpart.formats.readers import read_graph  # noqa: E402
-from gpart.formats.shard import RemainderPolicy  # noqa: E402
-from gpart.partition import partition_graph  # noqa: E402
+from gpart.formats.checkpoint import entries as ck  # noqa: E402
+from gpart.formats.checkpoint.writer import write_checkpoint_manifest, write_shard  # noqa: E402
+from gpart.formats.foreign.dgl import require_dgl  # noqa: E402
+from gpart.formats.input.readers import read_graph  # noqa: E402
+from gpart.formats.sharding.policies import RemainderPolicy  # noqa: E402
+from gpart.pipeline.partition import partition_graph  # noqa: E402
 
 # dgl (and torch with it) is imported inside the functions: it is optional, importable only in its own venv,
 # and tests/test_convert.py loads this module to ask available() wherever it runs.

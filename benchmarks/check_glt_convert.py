@@ -124,7 +124,7 @@ def check_glt_typed(root: Path, graph, parts: Path, num_parts: int) -> dict:
     import torch
     from graphlearn_torch.distributed import DistDataset
 
-    from gpart.formats.partition_reader import PartitionReader
+    from gpart.formats.partition.reader import PartitionReader
 
     ntypes, etypes = graph.node_types, graph.edge_types
     offsets = dict(zip(ntypes, graph.node_offsets()[:-1].tolist()))

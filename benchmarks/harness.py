@@ -18,10 +18,10 @@ from __future__ import annotations
 import filecmp
 import json
 import os
-import threading
 import resource
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path

@@ -13,9 +13,10 @@ for path in (ROOT, Path(__file__).resolve().parent):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 from bench_hetero import generate  # noqa: E402  (benchmarks/ on sys.path above: its typed graph generator)
-from gpart.formats.hetero_input import HeteroGraph, read_hetero_graph  # noqa: E402  (gpart from this checkout: ROOT on sys.path)
-from gpart.formats.readers import read_graph  # noqa: E402
-from gpart.partition import partition_graph  # noqa: E402
+
+from gpart.formats.input.readers import read_graph  # noqa: E402
+from gpart.formats.input.typed import HeteroGraph, read_hetero_graph  # noqa: E402  (gpart from this checkout: ROOT on sys.path)
+from gpart.pipeline.partition import partition_graph  # noqa: E402
 
 DEFAULT_GRAPHS = [ROOT / "sample_data" / "cora.npz", ROOT.parent / "shared" / "data" / "email-enron" / "email-Enron.txt.gz"]
 CORA_TYPED = ROOT / "sample_data" / "cora_hetero.npz"

@@ -8,7 +8,7 @@ alternating two configurations (so an old and a new result differ in their
 files). Every trial SIGKILLs the run:
 
   rename k/before, k/after   inside the child, os.rename / os.replace and the
-                             rename-exchange of gpart.formats.commit are wrapped
+                             rename-exchange of gpart.formats.files.commit are wrapped
                              so the process kills itself just before or just
                              after the k-th call (every k of a full run);
   random                     from outside, at a uniform random time between the
@@ -42,9 +42,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
-
 import harness
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 CORA = ROOT / "sample_data" / "cora.npz"
@@ -66,7 +65,7 @@ def wrap(fn):
         return out
     return counted
 os.rename, os.replace = wrap(os.rename), wrap(os.replace)
-import gpart.formats.commit as commit
+import gpart.formats.files.commit as commit
 if os.environ.get("GPART_KILL_TRIALS_NO_EXCHANGE"):  # the two-rename fallback of systems without it
     commit.exchange_names = lambda a, b: False
 commit.exchange_names = wrap(commit.exchange_names)
@@ -91,7 +90,7 @@ class Scenario:
 
     def intact(self) -> bool:
         from gpart.base.errors import GpartError
-        from gpart.inspect_result import verify
+        from gpart.inspection.result import verify
 
         if not self.looks_complete():
             return False
@@ -102,8 +101,8 @@ class Scenario:
 
     def recover(self) -> None:
         """What the next run does before anything else."""
-        from gpart.formats.commit import sweep_stale_work
-        from gpart.formats.filelist_commit import recover_exports
+        from gpart.formats.filelist.commit_record import recover_exports
+        from gpart.formats.files.commit import sweep_stale_work
 
         if self.export_dir:
             if self.out.is_dir():
@@ -135,9 +134,9 @@ def kill_at_random(command: list[str], window: tuple[float, float], sig: int, rn
 
 def make_checkpoint(directory: Path, n: int = 20000, w: int = 4, dim: int = 32) -> None:
     """A sharded Adam checkpoint written as W ranks would (write_shard per rank, manifest last)."""
-    from gpart.formats import checkpoint as ck
-    from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
-    from gpart.formats.shard import RemainderPolicy
+    from gpart.formats.checkpoint import entries as ck
+    from gpart.formats.checkpoint.writer import write_checkpoint_manifest, write_shard
+    from gpart.formats.sharding.policies import RemainderPolicy
 
     rng = np.random.default_rng(0)
     policy = RemainderPolicy(n, w)

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from harness import peak_rss_mib  # first: puts the repository root on sys.path
+
 from tests.support.synthetic import DEFAULT_EXPONENT, write_powerlaw_npz
 
 

@@ -18,21 +18,21 @@ import click
 
 from gpart.base.errors import GpartError, Interrupted, raise_interrupted
 from gpart.base.version import __version__
-from gpart.cli.exit_codes import REPORTED, exit_code
 from gpart.base.work_paths import abandoned_removed
+from gpart.cli.output.exit_codes import REPORTED, exit_code
 
 # command name -> "module:attribute" inside gpart.cli
 COMMANDS = {
-    "partition": "gpart.cli.partition_command:partition",
-    "chunk": "gpart.cli.chunk_command:chunk",
-    "info": "gpart.cli.inspect_commands:info",
-    "verify": "gpart.cli.inspect_commands:verify",
-    "export-feat": "gpart.cli.export_command:export_feat",
-    "gather-ckpt": "gpart.cli.ckpt_commands:gather_ckpt",
-    "scatter-ckpt": "gpart.cli.ckpt_commands:scatter_ckpt",
-    "import-ckpt": "gpart.cli.ckpt_commands:import_ckpt",
-    "export-ckpt": "gpart.cli.ckpt_commands:export_ckpt",
-    "convert": "gpart.cli.convert_command:convert",
+    "partition": "gpart.cli.commands.partition:partition",
+    "chunk": "gpart.cli.commands.chunk:chunk",
+    "info": "gpart.cli.commands.inspect:info",
+    "verify": "gpart.cli.commands.inspect:verify",
+    "export-feat": "gpart.cli.commands.export:export_feat",
+    "gather-ckpt": "gpart.cli.commands.ckpt:gather_ckpt",
+    "scatter-ckpt": "gpart.cli.commands.ckpt:scatter_ckpt",
+    "import-ckpt": "gpart.cli.commands.ckpt:import_ckpt",
+    "export-ckpt": "gpart.cli.commands.ckpt:export_ckpt",
+    "convert": "gpart.cli.commands.convert:convert",
 }
 
 

@@ -79,10 +79,10 @@ from torch import nn
 import gpart.runtime as gr
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
-from gpart.formats.commit import staged_output
-from gpart.formats.readers import read_graph
-from gpart.partition import partition_graph
-from gpart.runtime.device import resolve_device
+from gpart.formats.files.commit import staged_output
+from gpart.formats.input.readers import read_graph
+from gpart.pipeline.partition import partition_graph
+from gpart.runtime.partition.device import resolve_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_common / train_sage beside this file, also under torchrun
 from train_common import add_common_arguments, all_sum, pyg_layers, run, setup_distributed, sync_gradients  # noqa: E402

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import gpart.runtime as gr
-from gpart.runtime.device import resolve_device
+from gpart.runtime.partition.device import resolve_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_common beside this file, also under torchrun
 from train_common import LayerwiseAccuracy, add_common_arguments, all_max, fit, pyg_layers, run, setup_distributed  # noqa: E402
@@ -179,8 +179,8 @@ def prepare(graph_path: str, out: str, num_parts: int, force: bool) -> None:
     """Partition the typed graph's FORWARD relations with their reverses added (gpart's --add-reverse), by the
     default (balanced: every node type, in-edges, training papers). The graph's own reverse relations
     (cited_by, in) are left out: --add-reverse stores the reverses. An existing `out` is replaced only with `force`."""
-    from gpart.formats.hetero_input import HeteroGraph, read_hetero_graph
-    from gpart.hetero import partition_hetero
+    from gpart.formats.input.typed import HeteroGraph, read_hetero_graph
+    from gpart.pipeline.typed import partition_hetero
 
     hg = read_hetero_graph(graph_path)
     forward = HeteroGraph(hg.num_nodes, {e: hg.edges[e] for e in FORWARD}, hg.node_data, {e: hg.edge_data.get(e, {}) for e in FORWARD})

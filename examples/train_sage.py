@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import gpart.runtime as gr
-from gpart.runtime.device import resolve_device
+from gpart.runtime.partition.device import resolve_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_common beside this file, also under torchrun
 from train_common import LayerwiseAccuracy, add_common_arguments, all_max, fit, pyg_layers, run, setup_distributed  # noqa: E402
@@ -140,7 +140,7 @@ def train(args: argparse.Namespace) -> dict:
 def prepare(graph_path: str, out: str, num_parts: int, force: bool) -> None:
     """Partition `graph_path` into `out` with every edge in both directions (gpart's --add-reverse: a reverse
     copy of each edge whose reverse is missing, SPEC.md 4.7); an existing `out` is replaced only with `force`."""
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     m = partition_graph(graph_path, out, num_parts, "metis", add_reverse=True, force=force)
     print(f"wrote {out}: {num_parts} METIS partitions of {graph_path} with reverse edges ({m['graph']['num_edges']} edges)")

@@ -28,7 +28,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import make_cora  # noqa: E402
-from make_cora import DEFAULT_SOURCE, SPLIT_SEED, csr_to_dense, planetoid_style_split  # noqa: E402
+from make_cora import SPLIT_SEED, csr_to_dense, planetoid_style_split  # noqa: E402
 
 DEFAULT_OUT = HERE / "cora_hetero.npz"
 

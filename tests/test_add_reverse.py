@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpart.formats.hetero_input import read_hetero_graph
-from gpart.formats.partition_reader import PartitionReader
-from gpart.formats.readers import read_graph
-from gpart.formats.scratch import ScratchDir
 from support.cli_run import run
 
-from gpart.reverse_edges import reverse_copy_ids
+from gpart.formats.files.scratch import ScratchDir
+from gpart.formats.input.readers import read_graph
+from gpart.formats.input.typed import read_hetero_graph
+from gpart.formats.partition.reader import PartitionReader
+from gpart.pipeline.reverse_edges import reverse_copy_ids
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -141,7 +141,8 @@ def test_verify_reports_a_damaged_reverse_array(capsys, tmp_path):
 
 def test_distributed_runner_refuses_add_reverse(capsys, tmp_path):
     from click.testing import CliRunner
-    from gpart.cli.distributed_commands import cli
+
+    from gpart.cli.commands.distributed import cli
 
     result = CliRunner().invoke(cli, ["partition", str(tmp_path), "--parts", "2", "-o", str(tmp_path / "out"), "--add-reverse"])
     assert result.exit_code == 2 and "not supported by the distributed runner" in result.output

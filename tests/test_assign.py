@@ -1,4 +1,4 @@
-"""gpart.assign: book rules, assignment files, symmetric CSR, METIS options and quality."""
+"""gpart.pipeline.assign: book rules, assignment files, symmetric CSR, METIS options and quality."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpart.assign import assign
-from gpart.partition_methods.method import Assignment
-from gpart.symmetric import symmetric_csr
-from gpart.metis import resolve_algorithm, vertex_weights
-from gpart.formats.book import ArrayBook, RuleBook
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
+from gpart.engines.metis import resolve_algorithm, vertex_weights
+from gpart.engines.symmetric import symmetric_csr
+from gpart.formats.partition.book import ArrayBook, RuleBook
+from gpart.partition_methods.method import Assignment
+from gpart.pipeline.assign import assign
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -130,7 +130,7 @@ def test_bad_parameters_name_the_input(kwargs, message):
 
 
 def test_library_default_is_the_cli_default():
-    # gpart.assign.assign with no method runs what `gpart partition` runs with no --method
+    # gpart.pipeline.assign.assign with no method runs what `gpart partition` runs with no --method
     result = assign(small_graph(10), 2)
     assert result.method == "balanced"
     assert result.params["bound"] == 1.10
@@ -285,7 +285,7 @@ def test_symmetric_csr_random_multigraph_with_loops():
 def test_symmetric_csr_is_the_same_for_any_thread_count(monkeypatch, threads):
     # Spans of the key build, the repeat mask and compaction, the list starts and the decode; chunks small
     # enough that every span holds several, repeats straddling span bounds.
-    import gpart.symmetric as module
+    import gpart.engines.symmetric as module
 
     monkeypatch.setattr(module, "KEY_CHUNK", 5)
     rng = np.random.default_rng(threads)
@@ -297,7 +297,7 @@ def test_symmetric_csr_is_the_same_for_any_thread_count(monkeypatch, threads):
 
 def test_symmetric_csr_chunked_compaction(monkeypatch):
     # Small chunks exercise the chunked key build and in-place duplicate compaction.
-    import gpart.symmetric as module
+    import gpart.engines.symmetric as module
 
     monkeypatch.setattr(module, "KEY_CHUNK", 7)
     rng = np.random.default_rng(1)
@@ -403,7 +403,7 @@ def test_progress_reports_metis_stages():
 
 
 def read_metis_graph(path: Path) -> Graph:
-    from gpart.formats.readers import read_graph
+    from gpart.formats.input.readers import read_graph
 
     return read_graph(path)
 
@@ -480,7 +480,7 @@ def cora():
     path = REPO / "sample_data" / "cora.npz"
     if not path.is_file():
         pytest.skip("sample_data/cora.npz not available")
-    from gpart.formats.readers import read_graph
+    from gpart.formats.input.readers import read_graph
 
     return read_graph(path)
 
@@ -528,10 +528,11 @@ def test_a_narrow_miss_is_repaired_not_sent_to_metis(monkeypatch, tmp_path):
     manifest's params.tried carries its seconds, each repair under half its run's (so the default
     spends at most 1.5x its first try on a narrow miss); the lower repaired cut is the one kept."""
     pytest.importorskip("kaminpar")
-    import gpart.partition_methods.balanced_method as balanced_module
-    from gpart.balance import BALANCE_BOUND
-    from gpart.partition import partition_graph
     from support.synthetic import powerlaw_graph
+
+    import gpart.partition_methods.balanced_method as balanced_module
+    from gpart.engines.balance import BALANCE_BOUND
+    from gpart.pipeline.partition import partition_graph
 
     graph = powerlaw_graph(60_000, 600_000, feat_dim=0, seed=1)
     degree = np.bincount(np.asarray(graph.dst), minlength=graph.num_nodes)
@@ -578,9 +579,10 @@ def test_kaminpar_leaves_the_parent_free_to_draw_progress():
     import threading
     import time
 
-    from gpart.balance import combined_weights, in_degrees
-    from gpart.kaminpar_backend import kaminpar_partition
     from support.synthetic import powerlaw_graph
+
+    from gpart.engines.balance import combined_weights, in_degrees
+    from gpart.engines.kaminpar import kaminpar_partition
 
     graph = powerlaw_graph(60_000, 600_000, feat_dim=0, seed=1)
     xadj, adjncy = symmetric_csr(graph)
@@ -613,10 +615,11 @@ def test_parhip_files_of_several_weightings_share_their_bytes(monkeypatch, kerne
     """KaMinPar's input, one ParHiP file per weighting: the files after the first copy its header, offsets and
     neighbour ids (inside the kernel, or written again where it cannot copy) and each is byte for byte the file
     written from the arrays alone; a weightless file never copies from a weighted one."""
-    import gpart.kaminpar_backend as backend
-    from gpart.bytes.copy import KernelCopyUnsupported
-    from gpart.formats.scratch import ScratchDir
     from support.synthetic import powerlaw_graph
+
+    import gpart.engines.kaminpar as backend
+    from gpart.bytes.copy import KernelCopyUnsupported
+    from gpart.formats.files.scratch import ScratchDir
 
     if not kernel_copies:
         def unsupported(*args):

@@ -18,16 +18,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from gpart.balance import BALANCE_BOUND, balances, in_degrees, train_mask, within_bound
-from gpart.bounded import parse_memory_size
-from gpart.base.errors import InputError, OutputError
-from gpart.formats.readers import read_graph
-from gpart.formats.scratch import ScratchDir
-from gpart.inspect_result import info, verify
-from gpart.partition import partition_graph
 from support.memcap import available, run_capped
 from support.synthetic import write_powerlaw_npz
+
+from gpart.base.errors import InputError, OutputError
+from gpart.base.memory import parse_memory_size
+from gpart.engines.balance import BALANCE_BOUND, balances, in_degrees, train_mask, within_bound
+from gpart.formats.files.scratch import ScratchDir
+from gpart.formats.input.readers import read_graph
+from gpart.inspection.result import info, verify
+from gpart.pipeline.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -59,7 +59,7 @@ def kaminpar_missing() -> str | None:
 
 
 def owner_of(out: Path, num_nodes: int) -> np.ndarray:
-    from gpart.formats.partition_reader import PartitionReader
+    from gpart.formats.partition.reader import PartitionReader
 
     with PartitionReader(out) as reader:
         return np.asarray(reader.book().owner(np.arange(num_nodes)))
@@ -110,7 +110,7 @@ def test_balanced_default_records_backend_and_falls_back(tmp_path):
 
 def test_stream_is_deterministic_and_spills_nothing(tmp_path):
     path, graph = graph_of("facebook")  # deterministic is a property of the code, not of the graph: the smaller one
-    from gpart.assign import assign
+    from gpart.pipeline.assign import assign
 
     a = assign(graph, 8, "stream").book.owner_array
     b = assign(graph, 8, "stream").book.owner_array
@@ -132,7 +132,7 @@ def test_more_passes_never_cut_more_and_stay_within_the_bound(name):
     facebook 0.076 / 0.075 / 0.073 / 0.070 (clusters), email-Enron 0.435 / 0.435 / 0.400 / 0.359
     (Fennel), road-NY 0.079 / 0.067 / 0.054 / 0.045 (Fennel).
     """
-    from gpart.stream import PASSES
+    from gpart.engines.stream import PASSES
 
     _, graph = graph_of(name)
     cuts = stream_cuts(graph, 4, (1, 2, 4, PASSES), check_bound=True)
@@ -142,7 +142,7 @@ def test_more_passes_never_cut_more_and_stay_within_the_bound(name):
 
 def stream_cuts(graph, num_parts: int, passes_list, check_bound: bool = False, imbalance: float = 0.03) -> list[float]:
     """The stream's cut (fraction of input edges) for each number of passes."""
-    from gpart.assign import assign
+    from gpart.pipeline.assign import assign
 
     src, dst = np.asarray(graph.src), np.asarray(graph.dst)
     cuts = []
@@ -164,7 +164,7 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("method", ["remainder", "range", "random", "assignment", "stream"])
 @pytest.mark.parametrize("storage", ["binary", "hdf5"])
 def test_bounded_output_is_byte_identical(tmp_path, monkeypatch, method, storage):
-    from gpart import write_result as partition_module
+    from gpart.pipeline import write_result as partition_module
 
     graph_path, graph = graph_of("cora")
     extra = {}
@@ -189,7 +189,7 @@ def test_bounded_output_is_byte_identical(tmp_path, monkeypatch, method, storage
 
 
 def test_bounded_removes_scratch_on_failure(tmp_path, monkeypatch):
-    from gpart import write_arrays as partition_write
+    from gpart.pipeline import write_arrays as partition_write
 
     def broken(*args, **kwargs):
         raise OSError(errno.EIO, "simulated write failure")
@@ -263,7 +263,7 @@ def gpart_cli(*args: str, timeout: float = 300) -> tuple[int, str, str]:
     return res.returncode, res.stdout, res.stderr
 
 
-CAP_BYTES = 256 << 20  # gpart.bounded.FIXED_BYTES: the pipeline's own floor (interpreter, numpy, chunk buffers)
+CAP_BYTES = 256 << 20  # gpart.base.memory.FIXED_BYTES: the pipeline's own floor (interpreter, numpy, chunk buffers)
 CAPPED_EDGES = 17_000_000  # 272 MB of int64 src and dst, past the cap
 
 
@@ -309,7 +309,7 @@ def test_verify_catches_a_wrong_training_count(tmp_path):
 def test_balanced_repairs_a_share_kaminpar_left_past_the_bound():
     if kaminpar_missing():
         pytest.skip(kaminpar_missing())
-    from gpart.assign import assign
+    from gpart.pipeline.assign import assign
 
     _, graph = graph_of("cora")  # KaMinPar's node + in-degree weight leaves train balance ~1.26 at 4 parts
     result = assign(graph, 4, "balanced")
@@ -323,7 +323,7 @@ def test_balanced_repairs_a_share_kaminpar_left_past_the_bound():
 def test_balanced_keeps_the_closest_kaminpar_try_when_metis_cannot_fit(monkeypatch):
     if kaminpar_missing():
         pytest.skip(kaminpar_missing())
-    from gpart.assign import assign
+    from gpart.pipeline.assign import assign
 
     monkeypatch.setattr("gpart.partition_methods.balanced_method.repair_balance", lambda owner, *args, **kwargs: owner)  # a repair that cannot help
     _, graph = graph_of("cora")
@@ -339,7 +339,7 @@ def test_balanced_keeps_the_closest_kaminpar_try_when_metis_cannot_fit(monkeypat
 def test_default_is_reproducible_for_a_seed():
     if kaminpar_missing():
         pytest.skip(kaminpar_missing())
-    from gpart.assign import assign
+    from gpart.pipeline.assign import assign
 
     _, graph = graph_of("enron")
     runs = [assign(graph, 4, "balanced", seed=3).book.owner_array for _ in range(2)]
@@ -357,7 +357,7 @@ def test_default_keeps_the_lower_cut_of_its_two_weightings_side_by_side_or_not(m
     if kaminpar_missing():
         pytest.skip(kaminpar_missing())
     import gpart.partition_methods.balanced_method as balanced_module
-    from gpart.assign import assign
+    from gpart.pipeline.assign import assign
 
     _, graph = graph_of("facebook")
     real, workers = balanced_module.kaminpar_partitions, []
@@ -368,7 +368,7 @@ def test_default_keeps_the_lower_cut_of_its_two_weightings_side_by_side_or_not(m
 
     monkeypatch.setattr(balanced_module, "kaminpar_partitions", recording)
     results = []
-    from gpart.bounded import assign_bytes
+    from gpart.partition_methods.memory import assign_bytes
 
     one_run = assign_bytes(balanced_module.BalancedMethod, graph.num_edges)
     for cores, max_memory in [(1, None), (2, None), (2, 1 << 40), (2, one_run)]:
@@ -393,7 +393,7 @@ def test_in_edges_runs_at_its_own_tolerance_up_to_eight_parts():
     if kaminpar_missing():
         pytest.skip(kaminpar_missing())
     import gpart.partition_methods.balanced_method as balanced_module
-    from gpart.assign import assign
+    from gpart.pipeline.assign import assign
 
     _, graph = graph_of("enron")
     for parts, in_edges_tolerance in [(4, 0.01), (8, 0.01), (16, 0.03)]:
@@ -410,9 +410,9 @@ def test_kaminpar_runs_side_by_side_each_at_its_tolerance():
     that weighting and tolerance alone; a tolerance list of the wrong length is refused."""
     if kaminpar_missing():
         pytest.skip(kaminpar_missing())
-    from gpart.balance import combined_weights
-    from gpart.kaminpar_backend import kaminpar_partition, kaminpar_partitions
-    from gpart.symmetric import symmetric_csr
+    from gpart.engines.balance import combined_weights
+    from gpart.engines.kaminpar import kaminpar_partition, kaminpar_partitions
+    from gpart.engines.symmetric import symmetric_csr
 
     _, graph = graph_of("enron")
     xadj, adjncy = symmetric_csr(graph)
@@ -433,7 +433,7 @@ def test_kaminpar_preset_reproduces_a_seed_and_is_recorded():
     manifest says which ran, and an unknown name is refused."""
     if kaminpar_missing():
         pytest.skip(kaminpar_missing())
-    from gpart.assign import assign
+    from gpart.pipeline.assign import assign
 
     _, graph = graph_of("enron")
     stronger = [assign(graph, 4, "balanced", seed=3, preset="default") for _ in range(2)]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpart.formats.chunked import ChunkedGraph, chunk_bounds, read_chunked_graph
-from gpart.formats.readers import read_graph
 from support.cli_run import run
 
 from gpart.base.errors import InputError
+from gpart.formats.input.chunked import ChunkedGraph, chunk_bounds, read_chunked_graph
+from gpart.formats.input.readers import read_graph
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -51,9 +51,8 @@ def test_chunk_json_and_refuses_existing_output(tmp_path, capsys, cora_chunks):
 
 
 def test_edge_data_chunks_follow_the_edge_chunks(tmp_path):
-    from gpart.formats.chunked import write_chunked
-
     from gpart.base.graph import Graph
+    from gpart.formats.input.chunked import write_chunked
 
     g = Graph.from_arrays([0, 1, 2, 3, 4], [1, 2, 3, 4, 0], 5)
     g.edge_data["edge_w"] = np.arange(10, dtype=np.float32).reshape(5, 2)

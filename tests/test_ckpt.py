@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from gpart import ckpt
 from gpart.cli.main import main
-from gpart.formats import checkpoint as ck
-from gpart.formats.checkpoint_reader import read_checkpoint
-from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
-from gpart.formats.dtypes import storage_dtype
-from gpart.formats.shard import RangePolicy, RemainderPolicy, ShardPolicy
+from gpart.formats.checkpoint import entries as ck
+from gpart.formats.checkpoint.reader import read_checkpoint
+from gpart.formats.checkpoint.writer import write_checkpoint_manifest, write_shard
+from gpart.formats.files.dtypes import storage_dtype
+from gpart.formats.sharding.policies import RangePolicy, RemainderPolicy, ShardPolicy
 
 STATE_DTYPES = {"step": "int32", "beta_powers": "float32"}
 
@@ -205,8 +205,8 @@ def test_spec_layout_names_and_manifest(tmp_path):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64"])
 def test_gathered_flat_tensors_are_filelist_exports(tmp_path, dtype):
-    """export-feat's reader (gpart.formats.filelist) reads gather-ckpt's flat output as it is."""
-    from gpart.formats.filelist_reader import open_filelist
+    """export-feat's reader (gpart.formats.filelist.layout) reads gather-ckpt's flat output as it is."""
+    from gpart.formats.filelist.reader import open_filelist
 
     arrays = make_run(tmp_path / "run", 77, 5, (3,), dtype, "adagrad", moment_dtype="float16")
     ckpt.gather_checkpoint(tmp_path / "run", tmp_path / "full", chunk_rows=10)
@@ -257,7 +257,7 @@ def test_cli_gather_scatter_info_verify(tmp_path, capsys):
     assert info["embeddings"][0]["states"] == ["m", "v", "beta_powers"]
     assert info["embeddings"][0]["policy"]["boundaries"] == [0, 334, 668, 1000]
     assert info["total_bytes"] == sum(a.nbytes for a in arrays.values())
-    from gpart.cli.ckpt_commands import render_checkpoint_info
+    from gpart.cli.commands.ckpt import render_checkpoint_info
 
     render_checkpoint_info(info)
     render_checkpoint_info(ckpt.checkpoint_info(tmp_path / "full"))
@@ -277,7 +277,7 @@ def test_cli_gather_scatter_info_verify(tmp_path, capsys):
 
 
 def test_gpart_info_and_verify_on_checkpoints(tmp_path, capsys):
-    """`gpart info` / `gpart verify` (gpart.inspect_result) dispatch checkpoints to gpart.ckpt."""
+    """`gpart info` / `gpart verify` (gpart.inspection.result) dispatch checkpoints to gpart.ckpt."""
     make_run(tmp_path / "run", 300, 3, (4,), "float16", "adam", moment_dtype="float16")
     assert run("info", tmp_path / "run") == 0
     out = capsys.readouterr().out
@@ -563,7 +563,7 @@ def test_gather_from_range_is_a_kernel_copy_with_combined_crcs(tmp_path, monkeyp
     assert ckpt.verify_checkpoint(tmp_path / "full")["ok"]  # CRCs combined from the shards' match the data
     if not npy:
         for t in arrays:  # the flat outputs are valid file-list exports with their CRCs
-            from gpart.formats.filelist_reader import open_filelist
+            from gpart.formats.filelist.reader import open_filelist
 
             assert open_filelist(tmp_path / "full" / f"{t}.json", verify=True).verify() == []
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from gpart.formats.checkpoint_reader import read_checkpoint
-from gpart.formats.shard import RangePolicy, RemainderPolicy
 from test_ckpt import _distdgl_save, _expect_error, make_run, no_output, run, write_wholegraph
+
+from gpart.formats.checkpoint.reader import read_checkpoint
+from gpart.formats.sharding.policies import RangePolicy, RemainderPolicy
 
 
 def gathered(run_dir: Path, out: Path) -> dict[str, bytes]:

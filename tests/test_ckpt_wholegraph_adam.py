@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-import gpart.runtime as gr
-from gpart.formats.shard import RangePolicy
 from test_ckpt import _expect_error, no_output, run
 from test_ckpt_export import gathered
+
+import gpart.runtime as gr
+from gpart.formats.sharding.policies import RangePolicy
 
 N, D, STEPS, LR, BETAS, EPS = 103, 6, 5, 0.05, (0.9, 0.999), 1e-8
 # gpart's Adam and WholeGraph's LazyAdam round differently: WholeGraph keeps beta1, beta2 and their powers in float32

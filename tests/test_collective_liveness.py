@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
+from support.gloo_processes import free_port
 
 import gpart.runtime as gr
 from gpart.collectives import waiting
-from gpart.partition import partition_graph
-from support.gloo_processes import free_port
+from gpart.pipeline.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support.gloo_processes import error_text, run_distributed
 
 import gpart.runtime as gr
-from support.gloo_processes import error_text, run_distributed
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -40,7 +40,7 @@ def test_every_public_name_has_a_signature_and_a_docstring():
 
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory) -> dict:
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     if not CORA.exists():
         pytest.skip("sample_data/cora.npz missing")

@@ -14,12 +14,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpart.cli.main import main
 from gpart.base import work_paths
 from gpart.base.errors import Interrupted
-from gpart.formats import commit
-from gpart.formats.scratch import ScratchDir
-from gpart.inspect_result import verify
+from gpart.cli.main import main
+from gpart.formats.files import commit
+from gpart.formats.files.scratch import ScratchDir
+from gpart.inspection.result import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 CORA = ROOT / "sample_data" / "cora.npz"
@@ -131,7 +131,7 @@ def test_interruption_as_a_stage_is_handed_over_leaves_nothing(tmp_path, monkeyp
     """The window CI met: a signal (or Ctrl-C) lands after staged_output() made its folder and before the
     caller's ExitStack took charge of it. The suspended writer is kept alive here (as the
     interrupted run's exception chains keep it until exit); the command line still removes it."""
-    from gpart.formats import filelist_sets
+    from gpart.formats.filelist import sets as filelist_sets
 
     real, suspended = filelist_sets.staged_output, []
 
@@ -179,7 +179,7 @@ def test_sigterm_during_metis_is_an_interruption(tmp_path):
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + 120
     while not parent.children() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)  # METIS runs in a forked child (gpart.isolate): wait until it does
+        time.sleep(0.01)  # METIS runs in a forked child (gpart.engines.isolate): wait until it does
     assert parent.children(), "METIS never started"
     time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
@@ -225,7 +225,7 @@ def test_hdf5_result_reading_outside_itself_is_refused(tmp_path, capsys):
         h5.create_dataset("part_0/node_data/label", shape=(1354,), dtype="<i8", external=[(str(tmp_path / "secret.bin"), 0, 1354 * 8)])
         del h5["part_1/node_data/label"]
         h5["part_1/node_data/label"] = h5py.SoftLink("/part_0/node_data/label")
-    assert entry["format"] == "gpart.partition"
+    assert entry["format"] == "gpart.pipeline.partition"
     capsys.readouterr()
     assert run("verify", out) == 1
     report = capsys.readouterr().out

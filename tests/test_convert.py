@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from gpart.formats.readers import read_graph
 from test_ckpt import _expect_error, no_output, run
+
+from gpart.formats.input.readers import read_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 CORA = ROOT / "sample_data" / "cora.npz"
@@ -124,7 +124,7 @@ def read_pickled_pieces(path: Path) -> np.ndarray:
 
 
 def test_glt_layout_of_converted_cora(cora_parts, tmp_path, monkeypatch):
-    from gpart.formats import glt
+    from gpart.formats.foreign import glt
 
     monkeypatch.setattr(glt, "PIECE_BYTES", 1 << 20)  # several pieces per feature file
     import torch
@@ -230,7 +230,7 @@ def test_a_new_target_is_one_class_and_one_registration(cora_parts, tmp_path, mo
     from gpart.convert import registry
     from gpart.convert.partition_pass import each_partition, partition_edges
     from gpart.convert.target import ConvertPlan, ConvertTarget
-    from gpart.formats.torch_files import file_entry
+    from gpart.formats.foreign.torch_files import file_entry
 
     class OwnedIds(ConvertTarget):
         name = "owned-ids"

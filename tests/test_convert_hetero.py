@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from gpart.formats.partition_reader import PartitionReader
 from test_ckpt import _expect_error, no_output, run
+
+from gpart.formats.partition.reader import PartitionReader
 
 pytest.importorskip("torch_geometric")
 

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from gpart.base.errors import InputError
-from gpart.formats.hetero_input import read_hetero_graph
-from gpart.formats.hetero_partition import HeteroMeta
-from gpart.formats.partition_reader import PartitionReader
 from test_ckpt import _expect_error, no_output, run
 from test_convert import _load_check, read_pickled_pieces
+
+from gpart.base.errors import InputError
+from gpart.formats.input.typed import read_hetero_graph
+from gpart.formats.partition.reader import PartitionReader
+from gpart.formats.partition.typed import HeteroMeta
 
 CHECKS = {system: _load_check(f"check_{system}_convert") for system in ("dgl", "glt")}
 GENERATED_EDGES = 20_000

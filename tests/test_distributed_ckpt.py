@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.gloo_processes import free_port, run_distributed
+from test_ckpt import make_run
 
 from gpart.ckpt import gather_checkpoint, scatter_checkpoint
-from support.gloo_processes import free_port, run_distributed
-from gpart.formats.shard import RangePolicy
-from test_ckpt import make_run
+from gpart.formats.sharding.policies import RangePolicy
 
 
 def same_files(a: Path, b: Path) -> None:

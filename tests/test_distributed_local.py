@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-
-from gpart.formats.chunked import ChunkedGraph, write_chunked
-from gpart.formats.readers import read_graph
-from gpart.partition import partition_graph
 from support.gloo_processes import free_port, run_distributed
+
+from gpart.formats.input.chunked import ChunkedGraph, write_chunked
+from gpart.formats.input.readers import read_graph
+from gpart.pipeline.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -164,9 +164,10 @@ def _scatter(rank: int, world: int, base: str, target: int, policy: str) -> None
 
 @pytest.mark.parametrize("target, policy", [(5, "remainder"), (4, "range")])
 def test_scatter_ckpt_writes_each_machines_shards_there(tmp_path, target, policy):
-    from gpart.ckpt import gather_checkpoint, scatter_checkpoint
-    from gpart.formats.checkpoint_reader import read_checkpoint
     from test_ckpt import make_run
+
+    from gpart.ckpt import gather_checkpoint, scatter_checkpoint
+    from gpart.formats.checkpoint.reader import read_checkpoint
 
     make_run(tmp_path / "src", 777, 3, row_shape=(3, 2), optimizer="adagrad")
     gather_checkpoint(tmp_path / "src", tmp_path / "m0" / "full")
@@ -196,10 +197,11 @@ def _gather(rank: int, world: int, base: str, out: str, npy: bool, max_message: 
 
 @pytest.mark.parametrize("npy, shared, source", [(False, False, "remainder"), (True, True, "range"), (False, True, "remainder")])
 def test_gather_ckpt_from_per_machine_run_directories(tmp_path, monkeypatch, npy, shared, source):
-    from gpart.ckpt import gather_checkpoint
-    from gpart.formats.checkpoint_reader import read_checkpoint
-    from gpart.formats.shard import RangePolicy
     from test_ckpt import make_run
+
+    from gpart.ckpt import gather_checkpoint
+    from gpart.formats.checkpoint.reader import read_checkpoint
+    from gpart.formats.sharding.policies import RangePolicy
 
     policy = RangePolicy.wholegraph(1001, 4) if source == "range" else None
     make_run(tmp_path / "m0" / "run", 1001, 4, row_shape=(6,), optimizer="adam", policy=policy, dtype="bfloat16")
@@ -224,8 +226,9 @@ def test_gather_ckpt_from_per_machine_run_directories(tmp_path, monkeypatch, npy
 
 
 def test_gather_ckpt_names_a_missing_shard(tmp_path):
-    from gpart.formats.checkpoint_reader import read_checkpoint
     from test_ckpt import make_run
+
+    from gpart.formats.checkpoint.reader import read_checkpoint
 
     make_run(tmp_path / "m0" / "run", 301, 4, row_shape=(2,), optimizer="adagrad")
     run = read_checkpoint(tmp_path / "m0" / "run")

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from gpart.formats.chunked import write_chunked
-from gpart.formats.readers import read_graph
-from gpart.partition import partition_graph
 from support.gloo_processes import free_port, run_distributed
+
+from gpart.formats.input.chunked import write_chunked
+from gpart.formats.input.readers import read_graph
+from gpart.pipeline.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -129,7 +129,7 @@ def test_default_method_is_the_single_machine_default(tmp_path, chunks, preset):
     """No --method on either side: the distributed runner runs gpart partition's default (balanced, gathered on
     rank 0) and writes the same bytes, with the default's own KaMinPar preset (fast) or another one."""
     from gpart.cli.main import main
-    from gpart.kaminpar_backend import KaminparUnavailable, kaminpar_version
+    from gpart.engines.kaminpar import KaminparUnavailable, kaminpar_version
 
     try:
         kaminpar_version()

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_ckpt import make_run, write_wholegraph
 
+from gpart.base.errors import InputError
 from gpart.cli.main import main
 from gpart.convert.registry import get_target, target_names, typed_target_names
-from gpart.base.errors import InputError
-from test_ckpt import make_run, write_wholegraph
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_data"
 CORA = SAMPLES / "cora.npz"
@@ -99,7 +99,7 @@ def test_import_ckpt_on_a_full_disk(small_fs, capsys, tmp_path):
 def test_close_of_a_buffered_file_on_a_full_disk(small_fs):
     """errno 28 raised by close() itself (data still in the buffer) is a one-line OutputError too."""
     from gpart.base.errors import OutputError
-    from gpart.formats.arrays import ArrayWriter
+    from gpart.formats.files.arrays import ArrayWriter
 
     fs = small_fs(64)
     with open(fs / "filler", "wb") as fh:

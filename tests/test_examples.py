@@ -11,7 +11,6 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
 from support.example_scripts import load_example
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,14 +12,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpart.cli.main import main
 from gpart.base.errors import InputError, IntegrityError, OutputError
-from gpart.export import export_feat
-from gpart.export_csr import build_csr
-from gpart.formats.filelist import part_file_name
-from gpart.formats.filelist_reader import export_json_path, open_filelist
-from gpart.formats.filelist_sets import ExportSetWriter, write_filelist
 from gpart.base.graph import Graph
+from gpart.cli.main import main
+from gpart.export.csr import build_csr
+from gpart.export.features import export_feat
+from gpart.formats.filelist.layout import part_file_name
+from gpart.formats.filelist.reader import export_json_path, open_filelist
+from gpart.formats.filelist.sets import ExportSetWriter, write_filelist
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -108,7 +108,7 @@ def _file_rss_kb() -> int:
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
 def test_memmap_input_pages_are_released(tmp_path):
     """Exporting a 48 MiB memory-mapped .npy maps only a few chunks at a time (RSS stays bounded)."""
-    from gpart.formats.npz import open_array_input
+    from gpart.formats.input.npz import open_array_input
 
     rows = (48 << 20) // 256
     with open(tmp_path / "big.npy", "wb") as fh:  # written in pieces, never mapped by this process
@@ -315,7 +315,7 @@ def test_reader_validates_json_and_sizes(tmp_path):
         return path
 
     with pytest.raises(InputError, match="format"):
-        open_filelist(broken(format="gpart.partition"))
+        open_filelist(broken(format="gpart.pipeline.partition"))
     with pytest.raises(InputError, match="version"):
         open_filelist(broken(version=2))
     with pytest.raises(InputError, match="add up to"):
@@ -432,7 +432,7 @@ def test_csr_export_on_cora(tmp_path):
 
 @pytest.mark.skipif(not ENRON.exists(), reason="no email-Enron data")
 def test_csr_export_on_enron_with_reverse_and_dedup(tmp_path):
-    from gpart.formats.readers import read_graph
+    from gpart.formats.input.readers import read_graph
 
     g = read_graph(ENRON)
     src, dst, n, e = np.asarray(g.src), np.asarray(g.dst), g.num_nodes, g.num_edges
@@ -498,7 +498,7 @@ def _graph_npz(path: Path, src, dst, num_nodes: int) -> Path:
 
 @pytest.mark.parametrize("add_reverse,dedup", [(False, False), (True, False), (False, True), (True, True)])
 def test_streaming_csr_with_tiny_chunks_on_cora(tmp_path, monkeypatch, add_reverse, dedup):
-    import gpart.export_csr as export_module
+    import gpart.export.csr as export_module
 
     monkeypatch.setattr(export_module, "SCATTER_SLICE", 5)  # many page releases per chunk
     path, src, dst, n = _cora_coo(tmp_path)
@@ -566,7 +566,7 @@ def test_streaming_csr_failure_leaves_nothing(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("storage,halo", [("binary", 0), ("hdf5", 1)])
 def test_partition_directory_in_global_order(tmp_path, storage, halo):
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     path = REPO / "sample_data" / "cora.npz"
     if not path.exists():

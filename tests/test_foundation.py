@@ -7,14 +7,15 @@ import zlib
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gpart.formats.book import ArrayBook, range_book, remainder_book
 from gpart.base.errors import InputError, IntegrityError, OutputError
-from gpart.formats.arrays import ArrayEntry, open_array, write_array
-from gpart.formats.commit import staged_output
-from gpart.formats.manifest import read_manifest, write_manifest
-from gpart.formats.shard import RangePolicy, RemainderPolicy, even_boundaries, make_policy, policy_from_json, wholegraph_boundaries
+from gpart.formats.files.arrays import ArrayEntry, open_array, write_array
+from gpart.formats.files.commit import staged_output
+from gpart.formats.files.manifest import read_manifest, write_manifest
+from gpart.formats.partition.book import ArrayBook, range_book, remainder_book
+from gpart.formats.sharding.policies import RangePolicy, RemainderPolicy, even_boundaries, make_policy, policy_from_json, wholegraph_boundaries
 
 
 def test_write_array_is_raw_little_endian_with_crc(tmp_path):
@@ -67,12 +68,12 @@ def test_malformed_entries_are_input_errors(bad):
 
 
 def test_manifest_format_and_version_checked(tmp_path):
-    write_manifest(tmp_path, {"format": "gpart.partition", "version": 1})
-    assert read_manifest(tmp_path, "gpart.partition")["version"] == 1
+    write_manifest(tmp_path, {"format": "gpart.pipeline.partition", "version": 1})
+    assert read_manifest(tmp_path, "gpart.pipeline.partition")["version"] == 1
     assert not (tmp_path / "manifest.json.tmp").exists()
     with pytest.raises(InputError, match="expected 'gpart.checkpoint'"):
         read_manifest(tmp_path, "gpart.checkpoint")
-    (tmp_path / "manifest.json").write_text(json.dumps({"format": "gpart.partition", "version": 9}))
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "gpart.pipeline.partition", "version": 9}))
     with pytest.raises(InputError, match="version 9 is not supported"):
         read_manifest(tmp_path)
     (tmp_path / "manifest.json").write_text("{not json")
@@ -166,12 +167,22 @@ def test_books_agree_with_their_rules():
 
 def test_every_package_folder_is_installed():
     """A package folder missing from pyproject's list works from a checkout but not from `pip install .`."""
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     repo = Path(__file__).resolve().parents[1]
     setup = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]
-    folders = {setup["package-dir"][name]: name for name in setup["packages"]}
-    for init in [*repo.glob("gpart/**/__init__.py"), repo / "cli" / "__init__.py", repo / "formats" / "__init__.py"]:
+    roots = setup["package-dir"]  # a package's folder: its nearest mapped ancestor's folder + the rest of its name
+
+    def folder_of(name: str) -> str:
+        head, rest = name, []
+        while head not in roots:
+            head, _, leaf = head.rpartition(".")
+            rest.insert(0, leaf)
+        return "/".join([roots[head], *rest])
+
+    folders = {folder_of(name): name for name in setup["packages"]}
+    for init in [*repo.glob("gpart/**/__init__.py"), *repo.glob("cli/**/__init__.py"), *repo.glob("formats/**/__init__.py")]:
         folder = init.parent.relative_to(repo).as_posix()
         assert folder in folders, f"{folder}/ is a package but pyproject.toml does not install it"

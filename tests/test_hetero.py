@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpart.formats.hetero_input import is_typed_npz, read_hetero_graph
 from support.cli_run import run
+
+from gpart.formats.input.typed import is_typed_npz, read_hetero_graph
 
 REPO = Path(__file__).resolve().parents[1]
 HETERO = REPO / "sample_data" / "cora_hetero.npz"
@@ -64,7 +65,7 @@ def test_every_method_partitions_and_verifies(capsys, tmp_path, method):
 @pytest.mark.parametrize("storage", ["binary", "hdf5"])
 def test_stored_typed_edges_and_rows_reconstruct_input(capsys, tmp_path, storage):
     """Independently of verify: every stored edge, mapped back through the offsets, is its typed input edge, once."""
-    from gpart.formats.partition_reader import PartitionReader
+    from gpart.formats.partition.reader import PartitionReader
 
     out = tmp_path / "parts"
     assert run(capsys, "partition", HETERO, "--parts", 3, "-o", out, "--method", "metis", "--format", storage, "-q")[0] == 0
@@ -170,7 +171,7 @@ def test_small_typed_graph_roundtrip_and_key_without_type(capsys, tmp_path):
         assert run(capsys, "partition", src, "--parts", 2, "-o", out, "--method", "remainder", "--format", storage, "-q")[0] == 0
         rc, text, err = run(capsys, "verify", out, "--graph", src)
         assert rc == 0, text + err
-        from gpart.formats.partition_reader import PartitionReader
+        from gpart.formats.partition.reader import PartitionReader
 
         with PartitionReader(out) as r:  # typed edge data rows follow their type's stored edges in CSC order
             rows = []

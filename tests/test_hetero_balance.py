@@ -1,4 +1,4 @@
-"""The per-type balance repair run after the partitioners on typed graphs: gpart.refine.repair_balance with one
+"""The per-type balance repair run after the partitioners on typed graphs: gpart.engines.refine.repair_balance with one
 share column per node type (SPEC.md 8.3), on the cases typed graphs give it."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from gpart.base.graph import Graph
+from gpart.engines.refine import repair_balance
+from gpart.engines.symmetric import symmetric_csr
 from gpart.partition_methods.typed_runs import type_balance as column_balance
-from gpart.refine import repair_balance
-from gpart.symmetric import symmetric_csr
 
 
 def _csr(n: int, src: list[int], dst: list[int]) -> tuple[np.ndarray, np.ndarray]:

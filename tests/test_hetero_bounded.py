@@ -10,18 +10,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from gpart import hetero as hetero_module
-from gpart import write_result as partition_module
-from gpart.inspect_result import verify
-from gpart.partition import partition_graph
 from support.memcap import available, run_capped
+
+from gpart.inspection.result import verify
+from gpart.pipeline import typed as hetero_module
+from gpart.pipeline import write_result as partition_module
+from gpart.pipeline.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[1]
 CORA_HETERO = REPO / "sample_data" / "cora_hetero.npz"
 METHODS = ["remainder", "random", "range", "assignment", "stream"]
 # The capped run: 25M int64 edges (400 MB of src/dst over 3 edge types) under a 200 MB cap.
-CAP_BYTES = 256 << 20  # gpart.bounded.FIXED_BYTES: the pipeline's own floor (interpreter, numpy, chunk buffers)
+CAP_BYTES = 256 << 20  # gpart.base.memory.FIXED_BYTES: the pipeline's own floor (interpreter, numpy, chunk buffers)
 CAPPED_EDGES = 17_000_000  # 272 MB of int64 src and dst, past the cap
 
 
@@ -65,7 +65,7 @@ def graphs(tmp_path_factory) -> dict[str, Path]:
 def options(method: str, graph: Path, tmp_path: Path) -> dict:
     if method != "assignment":
         return {}
-    from gpart.formats.hetero_input import read_hetero_graph
+    from gpart.formats.input.typed import read_hetero_graph
 
     total = sum(read_hetero_graph(graph).num_nodes.values())
     owner = ((np.arange(total) * 5 + 1) % 3).astype(np.int32)
@@ -76,8 +76,9 @@ def options(method: str, graph: Path, tmp_path: Path) -> dict:
 def just_bounded(graph: Path, num_parts: int) -> int:
     """A memory limit just below the in-memory pass's estimate: the bounded pass runs, and the per-type
     repair after `stream` (which needs less) still fits, so both runs take the same book."""
-    from gpart.bounded import in_memory_bytes, layout_threads, symmetric_bytes
-    from gpart.formats.hetero_input import read_hetero_graph
+    from gpart.engines.symmetric import symmetric_bytes
+    from gpart.formats.input.typed import read_hetero_graph
+    from gpart.pipeline.memory_plan import in_memory_bytes, layout_threads
 
     hg = read_hetero_graph(graph)
     n, e = sum(hg.num_nodes.values()), sum(hg.num_edges(t) for t in hg.edge_types)
@@ -156,8 +157,8 @@ def test_typed_partition_under_a_memory_cap_smaller_than_the_edges(tmp_path_fact
 def test_type_repair_is_skipped_past_max_memory():
     """`stream` runs in bounded memory; the per-type repair after it holds the symmetric adjacency, so past
     --max-memory it keeps the book and says so (params.repair.skipped) instead of running out of memory."""
-    from gpart.formats.book import ArrayBook
     from gpart.base.graph import Graph
+    from gpart.formats.partition.book import ArrayBook
     from gpart.partition_methods.typed_runs import repair_types
 
     n = 40

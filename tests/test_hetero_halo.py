@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from gpart.cli.main import main
-from gpart.formats.hetero_input import read_hetero_graph
-from gpart.formats.partition_reader import PartitionReader
 from support.cli_run import run
 from support.gloo_processes import run_distributed
 
 import gpart.runtime as gr
 from gpart.base.errors import NotLocalError
+from gpart.cli.main import main
+from gpart.formats.input.typed import read_hetero_graph
+from gpart.formats.partition.reader import PartitionReader
 
 REPO = Path(__file__).resolve().parents[1]
 HETERO = REPO / "sample_data" / "cora_hetero.npz"
@@ -198,7 +198,7 @@ def test_load_partition_loads_typed_edge_data(capsys, tmp_path, halo):
 def test_split_by_type_counting_and_sorting_paths_agree(monkeypatch, tmp_path):
     """The counting sort (small batches) and the stable-sort fallback give the same typed batches, which hold
     only input edges, grouped by type with the batch order kept, per-hop counts adding up."""
-    from gpart.runtime import hetero_loader
+    from gpart.runtime.loaders import typed_batch as hetero_loader
 
     out = tmp_path / "parts"
     assert main(["partition", str(HETERO), "--parts", "1", "-o", str(out), "--method", "range", "-q"]) == 0

@@ -9,9 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from gpart.cli.main import main
 from support.cli_run import run
 from test_ckpt import make_run
+
+from gpart.cli.main import main
 
 CORA = Path(__file__).resolve().parents[1] / "sample_data" / "cora.npz"
 

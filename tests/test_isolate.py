@@ -1,4 +1,4 @@
-"""gpart.isolate: native calls in forked children, one or several side by side."""
+"""gpart.engines.isolate: native calls in forked children, one or several side by side."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from gpart.isolate import call_isolated, call_isolated_many
+from gpart.engines.isolate import call_isolated, call_isolated_many
 
 
 def filler(value: int, pause: float = 0.0):

@@ -3,7 +3,7 @@
 Each writer first writes an old result, then replaces it with `--force` by a
 different new one, while the run is SIGKILLed just before and just after its
 k-th rename, for every k (os.rename, os.replace and the rename-exchange of
-gpart.formats.commit, counted inside the process as benchmarks/kill_trials.py
+gpart.formats.files.commit, counted inside the process as benchmarks/kill_trials.py
 does). Right after each kill, the files under the result's name, read by name
 (every file, byte for byte, as WholeGraph or PyG open them), are exactly the
 old result or exactly the new one (both whole through their manifests); where
@@ -36,12 +36,12 @@ from typing import Callable, Optional
 
 import numpy as np
 import pytest
+from test_ckpt import make_run, write_wholegraph
 
 from gpart.base.errors import InputError
 from gpart.convert.registry import get_target, target_names, typed_target_names
-from gpart.formats import commit
-from gpart.inspect_result import verify
-from test_ckpt import make_run, write_wholegraph
+from gpart.formats.files import commit
+from gpart.inspection.result import verify
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_data"
 
@@ -52,7 +52,7 @@ SAMPLES = Path(__file__).resolve().parents[1] / "sample_data"
 SERVER = r"""
 import importlib, json, os, pkgutil, signal, sys
 import gpart, gpart.cli, gpart.formats
-import gpart.formats.commit as commit
+import gpart.formats.files.commit as commit
 from gpart.cli.main import main
 
 # every module loaded once here (commands import theirs when they run): the children fork with them
@@ -218,7 +218,7 @@ def whole_through_manifest(out: Path) -> None:
     chunked-graph reader for chunks, otherwise every file the manifest lists has its size and CRC-32."""
     manifest = json.loads((out / "manifest.json").read_text()) if (out / "manifest.json").exists() else {}
     if manifest.get("format") == "gpart.chunked":
-        from gpart.formats.chunked import read_chunked_graph
+        from gpart.formats.input.chunked import read_chunked_graph
 
         assert read_chunked_graph(out).num_edges == sum(map(sum, manifest["num_edges_per_chunk"]))
         return

@@ -1,8 +1,11 @@
-"""The floor plan holds: imports point down the layers and no two files import each other.
+"""The floor plan holds: imports point down the layers, every package has a rank among its siblings
+and imports only lower-ranked ones, and no two files import each other.
 
 Layers, bottom up (README, "Layout and packaging"): base -> bytes -> formats ->
-operations (gpart/*.py, ckpt, collectives, convert, distributed, ...) and
-runtime beside them -> cli. Imports inside functions count as much as
+operations (the packages of gpart/: engines, partition_methods, pipeline, ...) and
+runtime beside them -> cli. Inside every package, its sub-packages are ranked
+the same way (PACKAGE_RANKS), so a cycle between two packages fails a test even
+where no two files import each other. Imports inside functions count as much as
 module-level ones. Run as a script to print the layer graph drawn from the code:
 
     python tests/test_layers.py
@@ -14,12 +17,23 @@ import ast
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Optional
 
 REPO = Path(__file__).resolve().parents[1]
 # package folders of the repository and the dotted names they install as (pyproject's package-dir)
 ROOTS = {"gpart": "gpart", "cli": "gpart.cli", "formats": "gpart.formats"}
 RANK = {"base": 0, "bytes": 1, "formats": 2, "operations": 3, "runtime": 3, "cli": 4}
-ENTRY_POINTS = {"gpart.distributed.__main__"}  # `python -m gpart.distributed` starts the CLI, as a console script does
+ENTRY_POINTS = {"gpart.distributed.__main__"}
+# Each package's sub-packages, ranked: a module may import a sibling package only of a lower rank.
+PACKAGE_RANKS: dict[str, dict[str, int]] = {
+    "gpart": {"base": 0, "bytes": 1, "formats": 2, "collectives": 3, "engines": 3, "partition_methods": 4,
+              "runtime": 4, "pipeline": 5, "export": 5, "convert": 5, "distributed": 6, "ckpt": 7,
+              "inspection": 8, "cli": 9},
+    "gpart.formats": {"files": 0, "sharding": 0, "partition": 1, "filelist": 1, "foreign": 1, "input": 2,
+                      "checkpoint": 2},
+    "gpart.cli": {"output": 0, "options": 1, "commands": 2},
+    "gpart.runtime": {"partition": 0, "embedding": 0, "sampling": 1, "loaders": 2},
+}  # `python -m gpart.distributed` starts the CLI, as a console script does
 
 
 def modules() -> dict[str, Path]:
@@ -124,6 +138,58 @@ def test_runtime_and_operations_stay_apart_from_the_cli():
 
 def test_no_two_files_import_each_other():
     assert cycles(imports(modules())) == []
+
+
+def packages(mods: dict[str, Path]) -> set[str]:
+    return {m for m, path in mods.items() if path.name == "__init__.py"}
+
+
+def sibling_packages(a: str, b: str, pkgs: set[str]) -> Optional[tuple[str, str, str]]:
+    """(parent, a's package, b's package) where a and b lie in two different sub-packages of one parent."""
+    pa, pb = a.split("."), b.split(".")
+    common = 0
+    while common < min(len(pa), len(pb)) and pa[common] == pb[common]:
+        common += 1
+    if common >= len(pa) or common >= len(pb):
+        return None
+    parent = ".".join(pa[:common])
+    first, second = f"{parent}.{pa[common]}", f"{parent}.{pb[common]}"
+    if first in pkgs and second in pkgs:
+        return parent, pa[common], pb[common]
+    return None
+
+
+def test_every_package_is_ranked():
+    pkgs = packages(modules())
+    unranked = sorted(p for p in pkgs if "." in p
+                      and p.rpartition(".")[2] not in PACKAGE_RANKS.get(p.rpartition(".")[0], {}))
+    assert unranked == []
+
+
+def test_no_import_runs_up_a_package_rank():
+    mods = modules()
+    pkgs = packages(mods)
+    upward = []
+    for a, targets in sorted(imports(mods).items()):
+        for b in sorted(targets):
+            pair = sibling_packages(a, b, pkgs)
+            if pair is None or a in ENTRY_POINTS:
+                continue
+            parent, pa, pb = pair
+            ranks = PACKAGE_RANKS[parent]
+            if ranks[pb] >= ranks[pa]:
+                upward.append(f"{a} -> {b} ({pa} rank {ranks[pa]}, {pb} rank {ranks[pb]})")
+    assert upward == []
+
+
+def test_a_package_cycle_fails_the_rank_test():
+    """Two sibling packages that import each other: one of the two imports runs up a rank."""
+    pkgs = {"gpart", "gpart.engines", "gpart.pipeline"}
+    forward = sibling_packages("gpart.pipeline.partition", "gpart.engines.metis", pkgs)
+    back = sibling_packages("gpart.engines.metis", "gpart.pipeline.partition", pkgs)
+    ranks = PACKAGE_RANKS["gpart"]
+    assert forward == ("gpart", "pipeline", "engines") and back == ("gpart", "engines", "pipeline")
+    assert [ranks[b] >= ranks[a] for _, a, b in (forward, back)] == [False, True]
 
 
 def test_no_lazy_module_exports():

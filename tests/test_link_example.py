@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support.example_scripts import load_example
+from support.gloo_processes import run_distributed
 
 import gpart.runtime as gr
 from gpart.base.errors import InputError
-from gpart.formats.readers import read_graph
-from support.example_scripts import load_example
-from support.gloo_processes import run_distributed
+from gpart.formats.input.readers import read_graph
 
 CORA = Path(__file__).resolve().parents[1] / "sample_data" / "cora.npz"
 SHORT_RUN = ["--epochs", "4", "--batch-size", "1024", "--lr", "0.01", "--seed", "0", "--eval-every", "2", "--quiet"]

@@ -1,5 +1,5 @@
-"""gpart.locality_order: a permutation that puts neighbours at nearby ids, used only where the ids look random,
-and KaMinPar's input written through it and its owners mapped back (gpart.kaminpar_backend)."""
+"""gpart.engines.locality_order: a permutation that puts neighbours at nearby ids, used only where the ids look random,
+and KaMinPar's input written through it and its owners mapped back (gpart.engines.kaminpar)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import gpart.engines.locality_order as locality
 from gpart.base.graph import Graph
-from gpart.formats.readers import read_graph
-import gpart.locality_order as locality
-from gpart.locality_order import (RANDOM_GAP, bfs_order, locality_order, neighbour_gap, neighbour_lists, runs_by_entries,
-                                  worth_renumbering)
-from gpart.symmetric import symmetric_csr
+from gpart.engines.locality_order import RANDOM_GAP, bfs_order, locality_order, neighbour_gap, neighbour_lists, runs_by_entries, worth_renumbering
+from gpart.formats.input.readers import read_graph
 
 
 def csr(n: int, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -113,7 +111,7 @@ def test_kaminpar_owners_are_mapped_back_to_the_input_ids(monkeypatch):
     the input ids."""
     pytest.importorskip("kaminpar")
     monkeypatch.setattr(locality, "CACHED_ENTRIES", 0)
-    from gpart.kaminpar_backend import kaminpar_partition
+    from gpart.engines.kaminpar import kaminpar_partition
 
     ids = np.random.default_rng(3).permutation(200)
     cliques = [ids[:100], ids[100:]]
@@ -177,8 +175,8 @@ def test_the_default_renumbers_real_graphs_only_when_their_ids_look_random(monke
     pytest.importorskip("kaminpar")
     if floor is not None:
         monkeypatch.setattr(locality, "CACHED_ENTRIES", floor)
-    from gpart.assign import assign
-    from gpart.balance import balances, in_degrees, train_mask, within_bound
+    from gpart.engines.balance import balances, in_degrees, train_mask, within_bound
+    from gpart.pipeline.assign import assign
 
     path = Path(__file__).resolve().parents[2] / "shared" / "data" / name
     if not path.exists():
@@ -195,8 +193,8 @@ def test_the_default_renumbers_real_graphs_only_when_their_ids_look_random(monke
 def test_the_renumbered_parhip_file_is_the_renumbered_graph():
     """KaMinPar's input written with an order is byte for byte the file of the graph whose node i is node
     order[i] (its neighbour lists in their input order, each neighbour by its new id, its weight)."""
-    import gpart.kaminpar_backend as backend
-    from gpart.formats.scratch import ScratchDir
+    import gpart.engines.kaminpar as backend
+    from gpart.formats.files.scratch import ScratchDir
 
     xadj, adjncy = permuted(*grid(20), 2)
     n = xadj.shape[0] - 1

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_ckpt import make_run
 
 from gpart.cli.main import main
-from test_ckpt import make_run
 
 CORA = Path(__file__).resolve().parents[1] / "sample_data" / "cora.npz"
 

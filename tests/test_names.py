@@ -1,6 +1,6 @@
 """Issue 15, finding 1: no name that reaches a path can leave the output directory.
 
-Every name is checked by gpart.formats.names before anything is written;
+Every name is checked by gpart.formats.files.names before anything is written;
 the exploit of the issue (an `.npz` key `../../.../victim/x`) is a one-line
 error with exit 2 and writes nothing anywhere.
 """
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from gpart.cli.main import main
-from gpart.base.errors import InputError
-from gpart.formats.checkpoint_writer import write_shard
-from gpart.formats.names import safe_name, safe_relpath
-from gpart.base.graph import Graph
-from gpart.partition import partition_graph
 from test_ckpt import make_run
+
+from gpart.base.errors import InputError
+from gpart.base.graph import Graph
+from gpart.cli.main import main
+from gpart.formats.checkpoint.writer import write_shard
+from gpart.formats.files.names import safe_name, safe_relpath
+from gpart.pipeline.partition import partition_graph
 
 CORA = Path(__file__).resolve().parents[1] / "sample_data" / "cora.npz"
 

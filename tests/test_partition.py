@@ -18,13 +18,13 @@ import h5py
 import numpy as np
 import pytest
 
-from gpart.formats.book import ArrayBook, range_book, remainder_book
 from gpart.base.errors import InputError, IntegrityError, OutputError
-from gpart.formats.partition_reader import PartitionReader
 from gpart.base.graph import Graph
-from gpart.inspect_result import info, verify
-from gpart.partition import partition_graph
-from gpart.write_result import partition_with_book
+from gpart.formats.partition.book import ArrayBook, range_book, remainder_book
+from gpart.formats.partition.reader import PartitionReader
+from gpart.inspection.result import info, verify
+from gpart.pipeline.partition import partition_graph
+from gpart.pipeline.write_result import partition_with_book
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -42,7 +42,7 @@ def need(path: Path) -> Path:
 
 
 def read(path: Path) -> Graph:
-    from gpart.formats.readers import read_graph
+    from gpart.formats.input.readers import read_graph
 
     return read_graph(path)
 
@@ -112,13 +112,13 @@ def raw_array(out: Path, manifest: dict, entry: dict) -> np.ndarray:
 
 def check_against_spec(out: Path, graph: Graph) -> dict:
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["format"] == "gpart.partition" and manifest["version"] == 1
+    assert manifest["format"] == "gpart.pipeline.partition" and manifest["version"] == 1
     n, parts = graph.num_nodes, manifest["num_parts"]
     owner = owner_of(manifest, out, n)
     assert owner.shape == (n,) and owner.min() >= 0 and owner.max() < parts
     if manifest["storage"] == "hdf5":
         with h5py.File(out / "partitions.h5", "r") as f:
-            assert f.attrs["format"] == "gpart.partition" and int(f.attrs["version"]) == 1
+            assert f.attrs["format"] == "gpart.pipeline.partition" and int(f.attrs["version"]) == 1
             assert json.loads(f.attrs["manifest"]) == manifest
     cut = 0
     for p in range(parts):
@@ -311,7 +311,7 @@ def test_verbose_log_reports_each_stage(tmp_path):
 
 
 def test_failure_mid_write_leaves_nothing(tmp_path, monkeypatch):
-    import gpart.write_arrays as mod
+    import gpart.pipeline.write_arrays as mod
 
     real = mod.write_topology
     calls = []
@@ -331,7 +331,7 @@ def test_failure_mid_write_leaves_nothing(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("storage", ["binary", "hdf5"])
 def test_force_replaces_only_after_the_new_result_is_complete(tmp_path, monkeypatch, storage):
-    import gpart.write_result as mod
+    import gpart.pipeline.write_result as mod
 
     g = small_graph()
     out = tmp_path / "out"
@@ -474,7 +474,7 @@ def test_verify_reports_a_different_input(result):
 def test_binary_reader_does_not_import_h5py(result):
     _, out = result
     code = (
-        "import sys; from gpart.formats.partition_reader import PartitionReader; "
+        "import sys; from gpart.formats.partition.reader import PartitionReader; "
         f"r = PartitionReader({str(out)!r}); r.array(0, 'indices', verify=True); r.book(); "
         "assert not r.verify_checksums(); assert 'h5py' not in sys.modules, 'h5py imported'"
     )
@@ -482,7 +482,7 @@ def test_binary_reader_does_not_import_h5py(result):
 
 
 def test_failure_in_the_node_data_pass_leaves_nothing(tmp_path, monkeypatch):
-    import gpart.write_result as mod
+    import gpart.pipeline.write_result as mod
 
     def failing(writer, graph, nodes, halos, bar):
         raise MemoryError("out of memory halfway")
@@ -495,7 +495,7 @@ def test_failure_in_the_node_data_pass_leaves_nothing(tmp_path, monkeypatch):
 
 def test_background_write_error_surfaces_as_one_line_and_leaves_nothing(tmp_path, monkeypatch):
     """A write failing in the background writer thread (disk full) reaches the caller."""
-    from gpart.formats import arrays
+    from gpart.formats.files import arrays
 
     real = arrays.ArrayWriter.write
     calls = []
@@ -513,7 +513,7 @@ def test_background_write_error_surfaces_as_one_line_and_leaves_nothing(tmp_path
 
 
 def test_synchronous_binary_writer_matches_the_background_one(tmp_path):
-    from gpart.formats.partition_writer import PartitionWriter
+    from gpart.formats.partition.writer import PartitionWriter
 
     arr = np.arange(1000, dtype=np.int64).reshape(250, 4)
     entries = {}
@@ -563,7 +563,7 @@ def test_every_data_file_is_fsynced_before_the_manifest(tmp_path, monkeypatch):
         synced.append(os.readlink(f"/proc/self/fd/{fd}"))
         real_fsync(fd)
 
-    import gpart.write_result as mod
+    import gpart.pipeline.write_result as mod
 
     def manifest_after(stage, manifest):
         at_manifest.extend(synced)
@@ -581,9 +581,9 @@ def test_every_data_file_is_fsynced_before_the_manifest(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("method,parts,halo", [("random", 5, 1), ("metis", 4, 1), ("metis", 4, 0)])
 def test_layouts_computed_in_threads_are_byte_identical(tmp_path, monkeypatch, method, parts, halo):
-    """gpart.bounded.layout_threads picks 1, 2 or 0 (bucketed) layouts at once by memory, and
+    """gpart.pipeline.memory_plan.layout_threads picks 1, 2 or 0 (bucketed) layouts at once by memory, and
     resident_sources whether the sources are gathered from a copy in RAM; the bytes never change."""
-    import gpart.write_result as mod
+    import gpart.pipeline.write_result as mod
 
     outputs = {}
     for threads, resident in ((1, False), (2, False), (3, False), (1, True), (2, True)):
@@ -598,8 +598,8 @@ def test_layouts_computed_in_threads_are_byte_identical(tmp_path, monkeypatch, m
 def test_sources_are_copied_to_memory_only_where_they_fit(tmp_path, monkeypatch):
     import numpy as np
 
-    import gpart.write_result as mod
-    from gpart.bounded import MAX_LAYOUT_THREADS, RESIDENT_SOURCE_BYTES_PER_EDGE, in_memory_bytes, resident_sources
+    import gpart.pipeline.write_result as mod
+    from gpart.pipeline.memory_plan import MAX_LAYOUT_THREADS, RESIDENT_SOURCE_BYTES_PER_EDGE, in_memory_bytes, resident_sources
 
     n, e, p = 1_000_000, 10_000_000, 4
     roomy = in_memory_bytes(n, e, p, MAX_LAYOUT_THREADS + 1) + RESIDENT_SOURCE_BYTES_PER_EDGE * e
@@ -622,7 +622,7 @@ def test_sources_are_copied_to_memory_only_where_they_fit(tmp_path, monkeypatch)
 
 
 def test_layout_threads_follow_the_memory_limit():
-    from gpart.bounded import MAX_LAYOUT_THREADS, in_memory_bytes, layout_threads
+    from gpart.pipeline.memory_plan import MAX_LAYOUT_THREADS, in_memory_bytes, layout_threads
 
     n, e, p = 1_000_000, 10_000_000, 4
     roomy = in_memory_bytes(n, e, p, MAX_LAYOUT_THREADS + 1)
@@ -640,7 +640,7 @@ def test_files_awaiting_fsync_are_bounded(tmp_path, monkeypatch):
     import time
 
     from gpart.bytes import sink
-    from gpart.formats import partition_store
+    from gpart.formats.partition import store as partition_store
 
     monkeypatch.setattr(partition_store, "FILES_AWAITING_FSYNC", 3)
     waiting, most = [0], [0]

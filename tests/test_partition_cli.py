@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from gpart.cli.distributed_commands import cli as distributed_cli
-from gpart.cli.main import cli
-from gpart.formats.book import ArrayBook
 from support.cli_run import run
 
-from gpart.partition import partition_graph
+from gpart.cli.commands.distributed import cli as distributed_cli
+from gpart.cli.main import cli
+from gpart.formats.partition.book import ArrayBook
 from gpart.partition_methods.method import PartitionMethod
 from gpart.partition_methods.options import MethodOptions, OptionError
 from gpart.partition_methods.registry import METHODS, method_names, register
+from gpart.pipeline.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -380,8 +380,9 @@ def test_a_stage_of_unknown_length_shows_its_name_and_elapsed_time_not_a_count()
     import io
     import time
 
-    from gpart.cli.ui import RichProgress
     from rich.console import Console
+
+    from gpart.cli.output.ui import RichProgress
 
     shown = Console(file=io.StringIO(), force_terminal=True, width=160, color_system=None)
     progress = RichProgress()

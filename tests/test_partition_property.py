@@ -1,7 +1,7 @@
 """Property: for any small graph and every method, the partitions reconstruct the input exactly.
 
 Graphs are drawn with isolated nodes, self-loops, duplicate edges and more
-parts than connected components; the check is independent of gpart.inspect_result:
+parts than connected components; the check is independent of gpart.inspection.result:
 the stored edges, mapped back through node_ids, must be exactly the input's
 (src, dst) pairs with their edge ids, and data rows must match.
 """
@@ -15,10 +15,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpart.formats.partition_reader import PartitionReader
 from gpart.base.graph import Graph
-from gpart.inspect_result import verify
-from gpart.partition import partition_graph
+from gpart.formats.partition.reader import PartitionReader
+from gpart.inspection.result import verify
+from gpart.pipeline.partition import partition_graph
 
 METHODS = ["metis", "remainder", "range", "random", "assignment"]
 

@@ -13,17 +13,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import gpart.formats.readers as readers
-import gpart.formats.text_graphs as text_graphs
-from gpart.base.errors import InputError
-from gpart.cli.params import parse_name_paths
-from gpart.formats.input_checks import scan_range
-from gpart.formats.npz import read_npz_arrays
-from gpart.formats.npz import open_array_input
-from gpart.formats.readers import read_graph
 from support import synthetic
 from support.synthetic import powerlaw_graph
+
+import gpart.formats.input.readers as readers
+import gpart.formats.input.text_graphs as text_graphs
+from gpart.base.errors import InputError
+from gpart.cli.options.params import parse_name_paths
+from gpart.formats.input.checks import scan_range
+from gpart.formats.input.npz import open_array_input, read_npz_arrays
+from gpart.formats.input.readers import read_graph
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

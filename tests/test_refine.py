@@ -1,4 +1,4 @@
-"""gpart.refine: balance repair and cut refinement with every share its own constraint, on real graphs."""
+"""gpart.engines.refine: balance repair and cut refinement with every share its own constraint, on real graphs."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpart.symmetric import symmetric_csr
-from gpart.balance import balances, in_degrees, train_mask
-from gpart.formats.readers import read_graph
-from gpart.refine import balance_shares, edge_cut, refine_cut, repair_balance
+from gpart.engines.balance import balances, in_degrees, train_mask
+from gpart.engines.refine import balance_shares, edge_cut, refine_cut, repair_balance
+from gpart.engines.symmetric import symmetric_csr
+from gpart.formats.input.readers import read_graph
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"

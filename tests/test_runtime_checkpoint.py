@@ -15,13 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
-
-import gpart.runtime as gr
-from gpart.base.errors import InputError, OutputError
-from gpart.formats.checkpoint_reader import read_checkpoint
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.gloo_processes import DistributedTestError, run_distributed
-from gpart.formats.shard import RangePolicy, make_policy
 from test_runtime_embedding import (
     SPECS,
     assemble,
@@ -31,6 +27,11 @@ from test_runtime_embedding import (
     reference_train,
     train_steps,
 )
+
+import gpart.runtime as gr
+from gpart.base.errors import InputError, OutputError
+from gpart.formats.checkpoint.reader import read_checkpoint
+from gpart.formats.sharding.policies import RangePolicy, make_policy
 
 K, M = 2, 2  # steps before the save, steps after it
 # (checkpoint name, optimizer, duplicates, policy when saved by 4 ranks, policy when loaded by 3)
@@ -148,7 +149,7 @@ def _tables(embs) -> dict[str, np.ndarray]:
 
 
 def test_a_writer_failing_midway_leaves_the_old_checkpoint(tmp_path, monkeypatch):
-    import gpart.ckpt.runtime_save as ck
+    import gpart.runtime.embedding.checkpoint_save as ck
 
     run = tmp_path / "run"
     embs, opt = build("remainder", "adam", "mean")
@@ -181,7 +182,7 @@ def test_a_writer_failing_midway_leaves_the_old_checkpoint(tmp_path, monkeypatch
 
 
 def _killed_during_save(rank: int, world: int, run: str) -> None:
-    import gpart.ckpt.runtime_save as ck
+    import gpart.runtime.embedding.checkpoint_save as ck
 
     embs, opt = build("remainder", "adagrad", "mean")
     train_steps(embs, opt, range(1), rank, world)
@@ -291,7 +292,7 @@ def test_float16_tables_round_trip_and_convert(tmp_path):
 )
 def test_read_plan_covers_exactly_the_owned_rows(rows, saved_world, my_world, saved_kind, my_kind):
     """Every rank's rows, under any policy pair, as few arithmetic progressions of saved shard rows."""
-    from gpart.ckpt.runtime_load import _global_ids_of, _read_plan
+    from gpart.runtime.embedding.checkpoint_load import _global_ids_of, _read_plan
 
     def policy(kind, world):
         return RangePolicy.even(rows, world) if kind == "even" else make_policy(kind, rows, world)
@@ -315,7 +316,7 @@ def test_read_plan_covers_exactly_the_owned_rows(rows, saved_world, my_world, sa
 @pytest.mark.parametrize("world, policy", [(4, "remainder"), (3, "range")])
 def test_load_re_sharded_checkpoints_by_span_reads_and_by_gathers(world, policy, tmp_path, monkeypatch):
     """A 1-rank save scattered offline to `world` ranks loads back bit for bit, whichever read path runs."""
-    import gpart.ckpt.runtime_load as ck
+    import gpart.runtime.embedding.checkpoint_load as ck
     from gpart.ckpt import gather_checkpoint, scatter_checkpoint
 
     embs, opt = build("remainder", "adam", "mean")

@@ -1,7 +1,7 @@
 """The loader's device path: hops as [columns, fanout] tables with one host synchronisation each.
 
 With one partition on a GPU the loader samples every hop as a static-shape
-table (gpart.runtime.sampling.sample_table) and relabels it through the
+table (gpart.runtime.sampling.kernels.sample_table) and relabels it through the
 device-resident map in one step (Relabeller.add_masked), whose only host
 synchronisation is the hop's sizes. The same code runs on the CPU when
 `loader.table_hops` is set, which is how it is checked here: every batch exact
@@ -19,17 +19,17 @@ from itertools import combinations
 import numpy as np
 import pytest
 import torch
+from test_runtime_sampler import CORA, _chi2, _chi2_critical, _cora, check_batch
 
 import gpart.runtime as gr
-from gpart.runtime.sampling import Relabeller, sample_table
-from test_runtime_sampler import CORA, _chi2, _chi2_critical, _cora, check_batch
+from gpart.runtime.sampling.kernels import Relabeller, sample_table
 
 FANOUTS = [4, 3]
 
 
 @pytest.fixture(scope="module")
 def cora_one(tmp_path_factory):
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     if not CORA.exists():
         pytest.skip("sample_data/cora.npz missing")

@@ -19,14 +19,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-import gpart.runtime as gr
-from gpart.runtime.sampling import KeyRelabeller, Relabeller
 from support.gloo_processes import error_text, run_distributed
 from support.npz_arrays import npz_arrays
-from test_runtime_hetero import FANOUTS as TYPED_FANOUTS, check_batch as check_typed_batch
+from test_runtime_hetero import FANOUTS as TYPED_FANOUTS
+from test_runtime_hetero import check_batch as check_typed_batch
 from test_runtime_link import _pair_set, _within
 from test_runtime_sampler import _chi2, _chi2_critical
+
+import gpart.runtime as gr
+from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -36,7 +37,7 @@ FANOUTS = [4, 3]
 
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory) -> dict:
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     if not CORA.exists() or not HETERO.exists():
         pytest.skip("sample_data missing")

@@ -10,10 +10,9 @@ import time
 
 import pytest
 import torch
-
-from gpart import collectives as gdist
 from support.gloo_processes import DistributedTestError, run_distributed
 
+from gpart import collectives as gdist
 
 # ---------------------------------------------------------------- single process
 

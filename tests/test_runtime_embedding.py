@@ -1,6 +1,6 @@
 """ShardedEmbedding lookups and SparseAdam/SparseAdagrad steps against a dense float64 reference.
 
-The reference below is written independently of gpart.runtime.optim: numpy,
+The reference below is written independently of gpart.runtime.embedding.optim: numpy,
 whole-table arrays, the row-wise math of DGL's sparse optimizers (mean of the
 gradients of an id per step, or their sum; per-row Adam step counts). The
 multi-process tests run the same global batches split over 1, 2 and 4 gloo
@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from support.gloo_processes import run_distributed
 
 import gpart.runtime as gr
-from support.gloo_processes import run_distributed
 from gpart.base.errors import RankMismatchError
-from gpart.formats.shard import RangePolicy
-from gpart.runtime.initializers import INIT_CHUNK_ROWS, iter_init_chunks
+from gpart.formats.sharding.policies import RangePolicy
+from gpart.runtime.embedding.initializers import INIT_CHUNK_ROWS, iter_init_chunks
 
 LR, BETAS, ADAM_EPS, ADAGRAD_EPS = 0.05, (0.9, 0.99), 1e-8, 1e-10
 # (name, rows, dim): "c" has fewer rows than ranks, so some ranks own nothing

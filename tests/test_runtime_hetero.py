@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support.example_scripts import load_example
+from support.gloo_processes import error_text, run_distributed
 
 import gpart.runtime as gr
 from gpart.cli.main import main
-from support.example_scripts import load_example
-from support.gloo_processes import error_text, run_distributed
 
 REPO = Path(__file__).resolve().parents[1]
 HETERO = REPO / "sample_data" / "cora_hetero.npz"

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.gloo_processes import run_distributed
 from torch import nn
 
 import gpart.runtime as gr
 from gpart.base.errors import InputError
 from gpart.cli.main import main
-from support.gloo_processes import run_distributed
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -65,7 +65,7 @@ def _full_graph(parts_one: Path) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory) -> dict:
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     if not CORA.exists():
         pytest.skip("sample_data/cora.npz missing")

@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support.gloo_processes import run_distributed
+from support.npz_arrays import npz_arrays
 
 import gpart.runtime as gr
 from gpart.base.errors import InputError
-from support.gloo_processes import run_distributed
-from support.npz_arrays import npz_arrays
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -32,7 +32,7 @@ TYPED_FANOUTS = {("paper", "cites", "paper"): [4, 2], ("word", "in", "paper"): [
 
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory) -> dict:
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     if not CORA.exists() or not HETERO.exists():
         pytest.skip("sample_data missing")
@@ -217,7 +217,7 @@ def _typed_pairs(batch, etype) -> set:
 def test_typed_exclusion_removes_reverse_copies(tmp_path):
     """A typed result made with --add-reverse: excluding seed edges of (word, in, paper) also drops their copies in
     (paper, rev_in, word); of (paper, cites, paper) both directions within the relation."""
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     if not HETERO.exists():
         pytest.skip("sample_data/cora_hetero.npz missing")

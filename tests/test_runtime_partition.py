@@ -3,7 +3,7 @@ gloo ranks, load_rows slices, and the errors of bad inputs and mismatched ranks.
 
 Partitions are written from real data (the repository's Cora sample, derived from
 ../shared/data/cora, and SNAP ego-Facebook from ../shared/data) with
-gpart.partition.partition_graph. Multi-process checks reuse one group per world
+gpart.pipeline.partition.partition_graph. Multi-process checks reuse one group per world
 size for many checks, since starting processes is the slow part.
 """
 
@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support.gloo_processes import run_distributed
 
 import gpart.runtime as gr
 from gpart.base.errors import InputError, IntegrityError, NotLocalError, RankMismatchError
-from gpart.formats.partition_reader import PartitionReader
-from support.gloo_processes import run_distributed
+from gpart.formats.partition.reader import PartitionReader
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -47,7 +47,7 @@ def _cora_arrays() -> dict[str, np.ndarray]:
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory) -> dict:
     """name -> partition directory: cora_<method>_<parts>, plus facebook_4 (metis, hdf5, halo)."""
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     if not CORA.exists():
         pytest.skip("sample_data/cora.npz missing")
@@ -59,7 +59,7 @@ def parts(tmp_path_factory) -> dict:
             partition_graph(CORA, d, num_parts, method, storage=storage, halo=halo)
             out[f"cora_{method}_{num_parts}"] = d
     if FACEBOOK.exists():
-        from gpart.formats.readers import read_graph
+        from gpart.formats.input.readers import read_graph
 
         graph = read_graph(FACEBOOK)
         n = graph.num_nodes
@@ -147,7 +147,7 @@ def test_single_process_errors(parts):
 
 
 def test_single_process_with_one_partition(tmp_path):
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     partition_graph(CORA, tmp_path / "one", 1, "remainder")
     part = gr.load_partition(tmp_path / "one", device="cpu")
@@ -171,7 +171,7 @@ def test_bad_manifests_give_clear_errors(parts, tmp_path):
     src = parts["cora_metis_2"]
     d = _copy(src, tmp_path / "version")
     _edit_manifest(d, lambda m: m.update(version=2))
-    with pytest.raises(InputError, match="manifest.json: gpart.partition version 2 is not supported"):
+    with pytest.raises(InputError, match="manifest.json: gpart.pipeline.partition version 2 is not supported"):
         gr.load_partition(d, 0, device="cpu")
 
     d = _copy(src, tmp_path / "missing")
@@ -246,7 +246,7 @@ print("ok")
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory) -> dict:
-    from gpart.formats.filelist_sets import write_filelist
+    from gpart.formats.filelist.sets import write_filelist
 
     feat = _cora_arrays()["feat"][:, :40]  # real rows, narrow to keep the test fast
     root = tmp_path_factory.mktemp("runtime_rows")

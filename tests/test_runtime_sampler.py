@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support.example_scripts import load_example
+from support.gloo_processes import error_text, run_distributed
 
 import gpart.runtime as gr
 from gpart.base.errors import InputError
-from support.example_scripts import load_example
-from support.gloo_processes import error_text, run_distributed
-from gpart.runtime.sampling import Relabeller, floyd_offsets, sample_columns
+from gpart.runtime.sampling.kernels import Relabeller, floyd_offsets, sample_columns
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -82,7 +82,7 @@ def test_slot_table_and_run_paths_give_the_same_picks(monkeypatch):
     cols = torch.tensor([0, 1, 2, 3, 4, 1, 4, 5, 6, 6])
     for fanout in (2, 10, 40):
         table = sample_columns(indptr, cols, fanout, False, torch.Generator().manual_seed(fanout))
-        monkeypatch.setattr("gpart.runtime.sampling.SLOT_TABLE_FANOUT", 0)
+        monkeypatch.setattr("gpart.runtime.sampling.kernels.SLOT_TABLE_FANOUT", 0)
         runs = sample_columns(indptr, cols, fanout, False, torch.Generator().manual_seed(fanout))
         monkeypatch.undo()
         assert torch.equal(table.counts, runs.counts) and torch.equal(table.positions, runs.positions)
@@ -123,7 +123,7 @@ def test_floyd_paths_agree_and_degrees_just_above_fanout_are_uniform():
 
 
 def test_rowpack_round_trip():
-    from gpart.runtime.packed_rows import RowLayout
+    from gpart.runtime.sampling.packed_rows import RowLayout
 
     arrays = [torch.arange(5), torch.randn(5, 3), torch.tensor([True, False, True, True, False]), torch.randn(5, 2).bfloat16()]
     layout = RowLayout.of(arrays)
@@ -183,7 +183,7 @@ def _signature(batches) -> list:
 
 @pytest.fixture(scope="module")
 def cora_parts(tmp_path_factory) -> dict:
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     if not CORA.exists():
         pytest.skip("sample_data/cora.npz missing")

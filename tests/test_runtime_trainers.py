@@ -1,4 +1,4 @@
-"""Several trainers per partition (gpart.runtime.trainers) and the composed loader's pieces.
+"""Several trainers per partition (gpart.runtime.partition.trainers) and the composed loader's pieces.
 
 Real data: the repository's Cora sample. 2 partitions x 2 trainers on 4 gloo
 ranks: each rank loads its machine's partition (rank // 2) through the
@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support.gloo_processes import run_distributed
 
 import gpart.runtime as gr
 from gpart.base.errors import InputError
-from gpart.runtime.trainers import layout_problem
-from support.gloo_processes import run_distributed
+from gpart.runtime.partition.trainers import layout_problem
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
@@ -39,7 +39,7 @@ def _cora() -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def two_parts(tmp_path_factory) -> Path:
-    from gpart.partition import partition_graph
+    from gpart.pipeline.partition import partition_graph
 
     if not CORA.exists() or not HETERO.exists():
         pytest.skip("sample_data/cora.npz or cora_hetero.npz missing")

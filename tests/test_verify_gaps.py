@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from test_ckpt import make_run
 
 from gpart.cli.main import main
-from test_ckpt import make_run
 
 CORA = Path(__file__).resolve().parents[1] / "sample_data" / "cora.npz"
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpart.cli.main import main
 from support.cli_run import run
 
 from gpart.base.errors import InputMismatchError
-from gpart.inspect_result import verify
+from gpart.cli.main import main
+from gpart.inspection.result import verify
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
 CORA, HETERO = SAMPLE / "cora.npz", SAMPLE / "cora_hetero.npz"

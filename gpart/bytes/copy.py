@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
+from gpart.base.errors import InputError, OutputError
 from gpart.bytes.crc import crc32_combine, crc_pool
 from gpart.bytes.reader import close_map, map_read_only, open_sequential, release_pages
-from gpart.base.errors import InputError, OutputError
 
 # Bytes per copy_file_range call on the checksummed path: the CRC-32 of one piece
 # runs in a helper thread (reading the pages the copy just brought into the page

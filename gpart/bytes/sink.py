@@ -3,7 +3,7 @@
 Every writer of gpart (array files, part files of an export, checkpoint shards,
 .npy outputs) appends its bytes through `ByteSink`; the format layer decides
 names, dtypes and manifests, the commit (rename into place, manifest last) is
-gpart.formats.commit's. Also: `preallocate` for files written through a memory
+gpart.formats.files.commit's. Also: `preallocate` for files written through a memory
 map (`map_new_file`: reserved and mapped in one call; every writable map of a new
 file in gpart goes through these two) and `close_quietly` for files being abandoned.
 """
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from gpart.base.errors import OutputError
 from gpart.bytes.crc import crc_pool
 from gpart.bytes.reader import bytes_view
-from gpart.base.errors import OutputError
 
 # Chunks at least this large are checksummed in the CRC thread while being written.
 THREAD_CRC_BYTES = 1 << 20

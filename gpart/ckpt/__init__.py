@@ -25,8 +25,8 @@ buffers, so memory stays flat (about 130 MB peak RSS) whatever the table size:
   between the files, both stream instead.
 
 Results are built in a staging directory and committed with the manifest
-last (gpart.formats.commit). The flat global files of gather-ckpt are written
-by export-feat's file-list writer (gpart.formats.filelist).
+last (gpart.formats.files.commit). The flat global files of gather-ckpt are written
+by export-feat's file-list writer (gpart.formats.filelist.layout).
 
 The package's rooms: `streaming` (rows in global order from any layout, and
 back into shards), `reshard` (gather / scatter), `wholegraph_import` and
@@ -36,10 +36,10 @@ back into shards), `reshard` (gather / scatter), `wholegraph_import` and
 with `per_machine_run` (run directories spread over machines); for a
 training script, `runtime_save` / `runtime_load` (ShardedEmbedding tables and
 sparse optimizer states, `gpart.runtime.save_checkpoint` / `load_checkpoint`).
-Shards written in row order go through gpart.formats.checkpoint_writer's
+Shards written in row order go through gpart.formats.checkpoint.writer's
 ShardWriter (write_shard too), contiguous copies through gpart.bytes.copy,
 the torch importer's rows placed by id through a memory map; every shard's
-manifest entry comes from gpart.formats.checkpoint.shard_entry.
+manifest entry comes from gpart.formats.checkpoint.entries.shard_entry.
 
 This module is the public API of the command-line operations above: import
 them from `gpart.ckpt`. The distributed and runtime modules need torch and are

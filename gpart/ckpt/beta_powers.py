@@ -19,9 +19,9 @@ import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.ckpt.streaming import iter_global_chunks
-from gpart.formats.checkpoint_reader import Checkpoint
-from gpart.formats.checkpoint_writer import ShardWriter
-from gpart.formats.shard import RangePolicy
+from gpart.formats.checkpoint.reader import Checkpoint
+from gpart.formats.checkpoint.writer import ShardWriter
+from gpart.formats.sharding.policies import RangePolicy
 
 # the most entries a table may hold (256 MiB of float32); longer only for betas very close to 1
 MAX_TABLE = 1 << 26

@@ -25,11 +25,11 @@ from gpart.ckpt.per_machine_run import fetch_shards, read_run
 from gpart.ckpt.reshard import gather_tensor, scatter_manifest, shard_tensor, target_policies
 from gpart.collectives.comm import Comm
 from gpart.distributed.placement import commit_output, stage_output
-from gpart.formats import checkpoint as ck
-from gpart.formats.checkpoint_reader import Checkpoint, read_checkpoint
-from gpart.formats.checkpoint_writer import write_checkpoint_manifest
-from gpart.formats.manifest import fsync_dir
-from gpart.formats.scratch import ScratchDir
+from gpart.formats.checkpoint import entries as ck
+from gpart.formats.checkpoint.reader import Checkpoint, read_checkpoint
+from gpart.formats.checkpoint.writer import write_checkpoint_manifest
+from gpart.formats.files.manifest import fsync_dir
+from gpart.formats.files.scratch import ScratchDir
 
 PathLike = Union[str, "os.PathLike[str]"]
 

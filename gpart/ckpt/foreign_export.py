@@ -25,19 +25,19 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from gpart.base.errors import InputError
+from gpart.base.progress import or_null
 from gpart.base.version import __version__
 from gpart.ckpt.beta_powers import adam_betas, write_beta12t
 from gpart.ckpt.reshard import shard_tensor, target_policy
-from gpart.base.errors import InputError
-from gpart.formats import checkpoint as ck
-from gpart.formats.checkpoint_reader import Checkpoint, read_checkpoint
-from gpart.formats import foreign_ckpt as fc
-from gpart.formats.commit import staged_output
-from gpart.formats.dtypes import storage_dtype
-from gpart.formats.filelist import check_export_name
-from gpart.formats.torch_files import as_torch, save_torch_file
-from gpart.formats.manifest import write_manifest
-from gpart.base.progress import or_null
+from gpart.formats.checkpoint import entries as ck
+from gpart.formats.checkpoint import foreign as fc
+from gpart.formats.checkpoint.reader import Checkpoint, read_checkpoint
+from gpart.formats.filelist.layout import check_export_name
+from gpart.formats.files.commit import staged_output
+from gpart.formats.files.dtypes import storage_dtype
+from gpart.formats.files.manifest import write_manifest
+from gpart.formats.foreign.torch_files import as_torch, save_torch_file
 
 PathLike = Union[str, "os.PathLike[str]"]
 

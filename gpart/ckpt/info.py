@@ -6,11 +6,11 @@ import os
 from pathlib import Path
 from typing import Any, Union
 
-from gpart.ckpt.streaming import tensor_bytes
 from gpart.base.errors import InputError, IntegrityError
-from gpart.formats import checkpoint as ck
-from gpart.formats.checkpoint_reader import parse_checkpoint, read_checkpoint
-from gpart.formats.manifest import read_manifest
+from gpart.ckpt.streaming import tensor_bytes
+from gpart.formats.checkpoint import entries as ck
+from gpart.formats.checkpoint.reader import parse_checkpoint, read_checkpoint
+from gpart.formats.files.manifest import read_manifest
 
 PathLike = Union[str, "os.PathLike[str]"]
 

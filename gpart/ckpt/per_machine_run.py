@@ -20,12 +20,12 @@ from typing import Callable, Iterator, Union
 
 import numpy as np
 
+from gpart.base.errors import GpartError, InputError, OutputError
 from gpart.collectives.comm import Comm
 from gpart.distributed.shuffle import column, pack, rows_per_round, shuffle
-from gpart.base.errors import GpartError, InputError, OutputError
-from gpart.formats import checkpoint as ck
-from gpart.formats.checkpoint_reader import Checkpoint, parse_checkpoint, read_checkpoint
-from gpart.formats.manifest import MANIFEST_NAME, read_manifest
+from gpart.formats.checkpoint import entries as ck
+from gpart.formats.checkpoint.reader import Checkpoint, parse_checkpoint, read_checkpoint
+from gpart.formats.files.manifest import MANIFEST_NAME, read_manifest
 
 PathLike = Union[str, "os.PathLike[str]"]
 PIECE = 1 << 16  # shard bytes per record

@@ -3,7 +3,7 @@
 Contiguous to contiguous (range or global to range or global) is a kernel copy
 (gpart.bytes.copy); everything else streams global-order pieces
 (gpart.ckpt.streaming). Results are built in a staging directory and
-committed with the manifest last (gpart.formats.commit).
+committed with the manifest last (gpart.formats.files.commit).
 """
 
 from __future__ import annotations
@@ -12,21 +12,31 @@ import os
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
+from gpart.base.errors import InputError, IntegrityError
+from gpart.base.progress import or_null
 from gpart.bytes.copy import ByteSpan, KernelCopyUnsupported, copy_spans_to_new_file
 from gpart.bytes.crc import crc32_combine
 from gpart.bytes.sink import ByteSink
-from gpart.formats.npz import npy_header
-from gpart.ckpt.streaming import PIECE_BYTES, GlobalRows, ShardSink, contiguous_bounds, contiguous_spans, is_contiguous, iter_global_chunks, rows_per_piece, tensor_bytes
-from gpart.base.errors import InputError, IntegrityError
-from gpart.formats import checkpoint as ck
-from gpart.formats.checkpoint_reader import Checkpoint, TensorInfo, read_checkpoint
-from gpart.formats.checkpoint_writer import write_checkpoint_manifest
-from gpart.formats.commit import staged_output
-from gpart.formats.filelist import BFLOAT16_NOTE
-from gpart.formats.filelist_writer import FileListWriter
-from gpart.formats.manifest import write_json_atomic
-from gpart.base.progress import or_null
-from gpart.formats.shard import POLICIES, RangePolicy, ShardPolicy, make_policy
+from gpart.ckpt.streaming import (
+    PIECE_BYTES,
+    GlobalRows,
+    ShardSink,
+    contiguous_bounds,
+    contiguous_spans,
+    is_contiguous,
+    iter_global_chunks,
+    rows_per_piece,
+    tensor_bytes,
+)
+from gpart.formats.checkpoint import entries as ck
+from gpart.formats.checkpoint.reader import Checkpoint, TensorInfo, read_checkpoint
+from gpart.formats.checkpoint.writer import write_checkpoint_manifest
+from gpart.formats.filelist.layout import BFLOAT16_NOTE
+from gpart.formats.filelist.writer import FileListWriter
+from gpart.formats.files.commit import staged_output
+from gpart.formats.files.manifest import write_json_atomic
+from gpart.formats.input.npz import npy_header
+from gpart.formats.sharding.policies import POLICIES, RangePolicy, ShardPolicy, make_policy
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -47,7 +57,7 @@ def gather_checkpoint(
     """Write every tensor of the checkpoint `run_dir` in global row order to `out_dir`; return its manifest.
 
     Flat output goes through the file-list writer of export-feat
-    (gpart.formats.filelist: `<tensor>_part_0_of_1` + `<tensor>.json`);
+    (gpart.formats.filelist.layout: `<tensor>_part_0_of_1` + `<tensor>.json`);
     `npy` writes `<tensor>.npy` instead.
     """
     src = read_checkpoint(run_dir, verify=verify)
@@ -70,7 +80,7 @@ def gather_tensor(src: Checkpoint, name: str, stage: Path, *, npy: bool = False,
 
 
 def _gather_flat(src: Checkpoint, name: str, t: TensorInfo, stage: Path, chunk_rows, progress) -> dict[str, Any]:
-    """One tensor as a one-file export of gpart.formats.filelist (SPEC.md section 5)."""
+    """One tensor as a one-file export of gpart.formats.filelist.layout (SPEC.md section 5)."""
     chunk_bytes = PIECE_BYTES if chunk_rows is None else max(1, chunk_rows * t.row_bytes)
     with GlobalRows(src, name) as rows, FileListWriter(stage, chunk_bytes=chunk_bytes, progress=progress) as writer:
         writer.add(name, rows, 1, None, source=os.fspath(src.directory))

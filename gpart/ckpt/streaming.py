@@ -18,9 +18,9 @@ from gpart.bytes.buffers import BufferRing, in_background
 from gpart.bytes.copy import ByteSpan
 from gpart.bytes.crc import CHUNK_BYTES, OnTheWayCrc
 from gpart.bytes.reader import SEQUENTIAL, WILLNEED, advise_pages, bytes_view, close_map, map_read_only, open_sequential, pread_into, release_pages
-from gpart.formats.checkpoint_reader import Checkpoint, TensorInfo
-from gpart.formats.checkpoint_writer import ShardWriter
-from gpart.formats.shard import RangePolicy, ShardPolicy
+from gpart.formats.checkpoint.reader import Checkpoint, TensorInfo
+from gpart.formats.checkpoint.writer import ShardWriter
+from gpart.formats.sharding.policies import RangePolicy, ShardPolicy
 
 # Rows move in pieces of about 32 MiB; BUFFERS such buffers are in flight at once
 # (one being written, one queued, one being read: see _in_background), so memory
@@ -142,7 +142,7 @@ class GlobalRows:
     """Rows of one tensor in global order, read on demand from any layout (a file-list RowSource).
 
     `read(start, stop)` returns rows [start, stop) in a reused buffer that stays
-    intact for the next BUFFERS - 1 calls (at least what gpart.formats.filelist's
+    intact for the next BUFFERS - 1 calls (at least what gpart.formats.filelist.layout's
     RowSource contract asks, and what the one-ahead reader thread of
     iter_global_chunks needs). Remainder shards are interleaved through memory maps,
     `out[r::W] = shard_r[lo:hi]`, one strided copy per shard, with the pages
@@ -252,7 +252,7 @@ def iter_global_chunks(
 
 class ShardSink:
     """Distributes global-order chunks of one tensor to the shard files of `ranks` (default: all) under a
-    target policy, each written by gpart.formats.checkpoint_writer's ShardWriter. A context manager:
+    target policy, each written by gpart.formats.checkpoint.writer's ShardWriter. A context manager:
     leaving it by an exception abandons the files (the caller removes its staging directory)."""
 
     def __init__(self, directory: Path, name: str, t: TensorInfo, policy: ShardPolicy, step: int,

@@ -8,18 +8,18 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from gpart.base.errors import InputError
+from gpart.base.progress import or_null
 from gpart.bytes.sink import preallocate
 from gpart.bytes.torch_bridge import tensor_dtype_name, tensor_to_numpy
 from gpart.ckpt.reshard import target_policy
-from gpart.base.errors import InputError
-from gpart.formats import checkpoint as ck
-from gpart.formats.checkpoint_writer import write_checkpoint_manifest, write_shard
-from gpart.formats.commit import staged_output
-from gpart.formats.dtypes import STORAGE_DTYPES, storage_dtype
-from gpart.formats.foreign_ckpt import DISTDGL_PARAMS, DISTDGL_STATES
-from gpart.formats.input_checks import check_input_file
-from gpart.base.progress import or_null
-from gpart.formats.shard import POLICIES, ShardPolicy, make_policy
+from gpart.formats.checkpoint import entries as ck
+from gpart.formats.checkpoint.foreign import DISTDGL_PARAMS, DISTDGL_STATES
+from gpart.formats.checkpoint.writer import write_checkpoint_manifest, write_shard
+from gpart.formats.files.commit import staged_output
+from gpart.formats.files.dtypes import STORAGE_DTYPES, storage_dtype
+from gpart.formats.input.checks import check_input_file
+from gpart.formats.sharding.policies import POLICIES, ShardPolicy, make_policy
 
 PathLike = Union[str, "os.PathLike[str]"]
 

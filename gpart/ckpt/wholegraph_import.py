@@ -12,17 +12,17 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
+from gpart.base.errors import InputError
+from gpart.base.progress import or_null
 from gpart.bytes.crc import CHUNK_BYTES
 from gpart.bytes.reader import bytes_view, pread_into
 from gpart.ckpt.beta_powers import BetaPowers
 from gpart.ckpt.reshard import target_policy
-from gpart.base.errors import InputError
-from gpart.formats import checkpoint as ck
-from gpart.formats.checkpoint_writer import ShardWriter, write_checkpoint_manifest
-from gpart.formats.commit import staged_output
-from gpart.formats.dtypes import storage_dtype
-from gpart.formats.foreign_ckpt import WHOLEGRAPH_CONVERTED, WHOLEGRAPH_STATE_FILES
-from gpart.base.progress import or_null
+from gpart.formats.checkpoint import entries as ck
+from gpart.formats.checkpoint.foreign import WHOLEGRAPH_CONVERTED, WHOLEGRAPH_STATE_FILES
+from gpart.formats.checkpoint.writer import ShardWriter, write_checkpoint_manifest
+from gpart.formats.files.commit import staged_output
+from gpart.formats.files.dtypes import storage_dtype
 
 PathLike = Union[str, "os.PathLike[str]"]
 # WholeGraph's LazyAdam defaults (its beta1, beta2), what a beta12t file was most likely written with

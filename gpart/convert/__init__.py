@@ -21,9 +21,9 @@ from gpart.base.version import __version__
 from gpart.convert.partition_pass import refuse_halo_rows, remove_scratch
 from gpart.convert.registry import get_target, typed_target_names
 from gpart.convert.target import ConvertOptions, ConvertPlan, FileEntry, PathLike
-from gpart.formats.commit import staged_output
-from gpart.formats.manifest import write_manifest
-from gpart.formats.partition_reader import PartitionReader
+from gpart.formats.files.commit import staged_output
+from gpart.formats.files.manifest import write_manifest
+from gpart.formats.partition.reader import PartitionReader
 
 CONVERT_FORMAT = "gpart.convert"
 

@@ -6,7 +6,7 @@ from typing import Mapping
 
 from gpart.base.errors import InputError
 from gpart.convert.target import ConvertPlan, PathLike
-from gpart.formats.hetero_partition import HeteroMeta, etype_key
+from gpart.formats.partition.typed import HeteroMeta, etype_key
 
 
 def check_rename(rename: Mapping[str, str], names: set[str], where: PathLike) -> None:

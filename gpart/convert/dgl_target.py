@@ -31,11 +31,11 @@ from gpart.convert.array_keys import keys_plan, typed_keys_plan
 from gpart.convert.partition_pass import Rows, data_rows, each_partition, scratch_array
 from gpart.convert.target import ConvertOptions, ConvertPlan, ConvertTarget, FileEntry, PathLike
 from gpart.convert.typed_partition import edge_type_order, type_starts, typed_data_rows
-from gpart.formats import dgl
-from gpart.formats.book import PartitionBook
-from gpart.formats.filelist import check_export_name
-from gpart.formats.hetero_partition import HeteroMeta, etype_key
-from gpart.formats.partition_reader import PartitionReader
+from gpart.formats.filelist.layout import check_export_name
+from gpart.formats.foreign import dgl
+from gpart.formats.partition.book import PartitionBook
+from gpart.formats.partition.reader import PartitionReader
+from gpart.formats.partition.typed import HeteroMeta, etype_key
 
 
 class DglTarget(ConvertTarget):

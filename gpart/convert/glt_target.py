@@ -21,10 +21,10 @@ from gpart.base.progress import Progress
 from gpart.convert.partition_pass import PartitionEdges, data_rows, pass_in_global_ids, scratch_array
 from gpart.convert.target import ConvertOptions, ConvertPlan, ConvertTarget, FileEntry, PathLike
 from gpart.convert.typed_partition import per_type, type_starts, typed_partition
-from gpart.formats import glt
-from gpart.formats.hetero_partition import HeteroMeta, etype_key, node_data_key
-from gpart.formats.partition_reader import PartitionReader
-from gpart.formats.pyg_hetero import check_edge_types
+from gpart.formats.foreign import glt
+from gpart.formats.foreign.pyg_typed import check_edge_types
+from gpart.formats.partition.reader import PartitionReader
+from gpart.formats.partition.typed import HeteroMeta, etype_key, node_data_key
 
 
 class GltTarget(ConvertTarget):

@@ -19,7 +19,7 @@ from gpart.base.errors import InputError
 from gpart.base.progress import Progress
 from gpart.bytes.sink import map_new_file
 from gpart.convert.target import ConvertPlan, FileEntry, PathLike
-from gpart.formats.partition_reader import PartitionReader
+from gpart.formats.partition.reader import PartitionReader
 
 Rows = dict[str, tuple[np.ndarray, str]]  # the target's key -> (rows, dtype name), as the format writers take them
 

@@ -16,9 +16,10 @@ from gpart.convert.array_keys import keys_plan, typed_keys_plan
 from gpart.convert.partition_pass import PartitionEdges, pass_in_global_ids, write_in_global_ids
 from gpart.convert.target import ConvertOptions, ConvertPlan, ConvertTarget, FileEntry, PathLike
 from gpart.convert.typed_partition import per_type, typed_partition
-from gpart.formats import pyg, pyg_hetero
-from gpart.formats.hetero_partition import HeteroMeta
-from gpart.formats.partition_reader import PartitionReader
+from gpart.formats.foreign import pyg
+from gpart.formats.foreign import pyg_typed as pyg_hetero
+from gpart.formats.partition.reader import PartitionReader
+from gpart.formats.partition.typed import HeteroMeta
 
 # gpart data array -> the key PyG's loaders look up (x: node features, y: labels, edge_attr: edge features)
 PYG_DEFAULT_KEYS = {"feat": "x", "label": "y", "edge_feat": "edge_attr"}

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
 from gpart.base.progress import Progress
-from gpart.formats.hetero_partition import HeteroMeta
-from gpart.formats.partition_reader import PartitionReader
-from gpart.formats.torch_files import FileEntry
+from gpart.formats.foreign.torch_files import FileEntry
+from gpart.formats.partition.reader import PartitionReader
+from gpart.formats.partition.typed import HeteroMeta
 
 PathLike = Union[str, "os.PathLike[str]"]
 

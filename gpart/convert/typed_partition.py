@@ -18,8 +18,8 @@ import numpy as np
 from gpart.base.errors import InputError
 from gpart.convert.partition_pass import PartitionEdges, Rows
 from gpart.convert.target import ConvertPlan
-from gpart.formats.hetero_partition import EdgeType, HeteroMeta, edge_data_key, etype_key, node_data_key, part_counts
-from gpart.formats.partition_reader import PartitionReader
+from gpart.formats.partition.reader import PartitionReader
+from gpart.formats.partition.typed import EdgeType, HeteroMeta, edge_data_key, etype_key, node_data_key, part_counts
 
 TypedNodes = dict[str, tuple[np.ndarray, Rows]]  # ntype -> (typed ids of the owned nodes, rows)
 # edge type -> (typed edge ids, typed sources, typed destinations, (N_s, N_d), rows)

@@ -1,7 +1,7 @@
-"""`python -m gpart.distributed ...` (what torchrun launches): the commands of gpart.cli.distributed_commands."""
+"""`python -m gpart.distributed ...` (what torchrun launches): the commands of gpart.cli.commands.distributed."""
 
 import sys
 
-from gpart.cli.distributed_commands import main
+from gpart.cli.commands.distributed import main
 
 sys.exit(main())

@@ -19,10 +19,11 @@ import numpy as np
 
 from gpart.base.errors import GpartError
 from gpart.base.graph import Graph
-from gpart.bounded import check_assign_memory, default_max_memory
+from gpart.base.memory import default_max_memory
 from gpart.distributed.partition_job import PartitionJob, edge_blocks, node_blocks
 from gpart.distributed.shuffle import column, shuffle
-from gpart.formats.book import ArrayBook, PartitionBook
+from gpart.formats.partition.book import ArrayBook, PartitionBook
+from gpart.partition_methods.memory import check_assign_memory
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import MethodOptions
 from gpart.partition_methods.registry import bounded_method_names

@@ -3,7 +3,7 @@
     read my chunks -> book (every rank from N, or on rank 0 from gathered edges)
     -> shuffle edges to the rank writing their destination's partition, node
        rows to the rank writing their owner's partition (bounded rounds)
-    -> each rank writes its partitions with gpart.partition's writer pieces
+    -> each rank writes its partitions with gpart.pipeline.partition's writer pieces
     -> every rank reports; rank 0 writes the manifest last, only if all succeeded
 
 Partition p is written by rank p % W. Because the arrays are computed by the
@@ -27,23 +27,24 @@ import numpy as np
 
 from gpart.base.errors import GpartError, InputError
 from gpart.base.graph import Graph
+from gpart.base.memory import parse_memory_size
 from gpart.base.version import __version__
-from gpart.bounded import key_shift, parse_memory_size
 from gpart.collectives.comm import Comm
 from gpart.distributed.gather import gathered_book
 from gpart.distributed.halo import fetch_halo_rows
 from gpart.distributed.partition_job import ID_BYTES, Log, PartitionJob, edge_blocks, node_blocks
 from gpart.distributed.placement import Output, check_my_files, commit_output, layouts_from_json, layouts_json, stage_output
 from gpart.distributed.shuffle import PartFiles, column, shuffle, take_rows
-from gpart.formats.book import PartitionBook
-from gpart.formats.chunked import ChunkedGraph, check_same_layout
-from gpart.formats.partition_writer import PartitionWriter, build_manifest, data_key, part_entry
-from gpart.formats.scratch import ScratchDir
-from gpart.layout import NodeOrder, Scratch, node_order, part_layout
+from gpart.formats.files.scratch import ScratchDir
+from gpart.formats.input.chunked import ChunkedGraph, check_same_layout
+from gpart.formats.partition.book import PartitionBook
+from gpart.formats.partition.writer import PartitionWriter, build_manifest, data_key, part_entry
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import MethodOptions
 from gpart.partition_methods.registry import method_options, resolve_method
-from gpart.write_result import partition_stats
+from gpart.pipeline.csc_order import key_shift
+from gpart.pipeline.layout import NodeOrder, Scratch, node_order, part_layout
+from gpart.pipeline.write_result import partition_stats
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -77,7 +78,7 @@ def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method
     """Partition the chunked graph `chunks` into `num_parts` partitions under `out_dir` on every rank of the job.
 
     Call on every rank (torch.distributed initialised, or a world of one).
-    `method` (a registered method; None: gpart.partition.partition_graph's default, so the
+    `method` (a registered method; None: gpart.pipeline.partition.partition_graph's default, so the
     result is byte-identical to it) and `method_params` are those of partition_graph (seed,
     assignment, imbalance, balance, ..., max_memory and scratch_dir for the methods that
     gather the graph on rank 0).
@@ -215,7 +216,7 @@ def _run(job: PartitionJob, out: Output, run: MethodRun) -> tuple[list[dict], di
 
 
 def _manifest(job: PartitionJob, chunks: PathLike, book_json: dict, method: str, params: dict, reports: list[dict]) -> dict:
-    """The manifest gpart.partition writes for the same input (its graph entry and stats, built alike)."""
+    """The manifest gpart.pipeline.partition writes for the same input (its graph entry and stats, built alike)."""
     parts = sorted((p for r in reports for p in r["parts"]), key=lambda p: p["part"])
     assert [p["part"] for p in parts] == list(range(job.num_parts))
     cg = job.cg
@@ -283,13 +284,13 @@ def _shuffle_nodes(job: PartitionJob, book: PartitionBook, directory: Path) -> P
 
 def _write_topology(job: PartitionJob, writer: PartitionWriter, part: int, nodes: NodeOrder,
                     edge_files: PartFiles) -> tuple[dict[str, Any], np.ndarray]:
-    """Partition `part`'s topology and edge data from the edges it received, through gpart.partition's
+    """Partition `part`'s topology and edge data from the edges it received, through gpart.pipeline.partition's
     writer pieces; returns its manifest entry and its halo nodes (ascending)."""
     rows = edge_files.read(part)
     src, dst, eid = (column(rows, k * ID_BYTES, np.int64) for k in range(3))
     shift, packed = key_shift(nodes.position.shape[0], job.cg.num_edges)
     position = nodes.position[dst]
-    # CSC order: destination position, then edge id (as gpart.partition's one sort of packed keys)
+    # CSC order: destination position, then edge id (as gpart.pipeline.partition's one sort of packed keys)
     order = np.argsort((position << shift) | eid) if packed else np.lexsort((eid, position))
     src, eid, local_dst = src[order], eid[order], position[order] - nodes.offsets[part]
     rows = take_rows(rows[:, 3 * ID_BYTES:], order) if job.edge_layout else rows[:0, 3 * ID_BYTES:]
@@ -324,7 +325,7 @@ def _write_node_data(job: PartitionJob, writer: PartitionWriter, entry: dict[str
     node_rows, at = take_rows(node_rows, np.argsort(key, kind="stable")), ID_BYTES
     for name, (dtype, shape) in job.node_layout.items():
         values = column(node_rows, at, dtype, shape)
-        if name == "train_mask":  # owned rows only, as gpart.partition counts
+        if name == "train_mask":  # owned rows only, as gpart.pipeline.partition counts
             entry["num_train"] = int(np.count_nonzero(values[:owned.shape[0]].astype(bool)))
         entry["arrays"][data_key("node", name)] = writer.write_data(part, "node", name, values, values.shape[0], [values])
         at += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize

@@ -17,7 +17,7 @@ import numpy as np
 from gpart.bytes.reader import release_rows
 from gpart.collectives.comm import Comm
 from gpart.distributed.shuffle import pack, rows_per_round
-from gpart.formats.chunked import ChunkedGraph
+from gpart.formats.input.chunked import ChunkedGraph
 
 Log = Optional[Callable[[str], None]]
 

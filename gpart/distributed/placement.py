@@ -30,8 +30,8 @@ import numpy as np
 
 from gpart.base.errors import GpartError, InputError, OutputError
 from gpart.collectives.comm import Comm
-from gpart.formats.commit import staged_output
-from gpart.formats.manifest import write_manifest
+from gpart.formats.files.commit import staged_output
+from gpart.formats.files.manifest import write_manifest
 
 
 @dataclass

@@ -21,8 +21,8 @@ from typing import Callable, Iterable, Iterator, Optional
 
 import numpy as np
 
-from gpart.collectives.comm import Comm, ShuffleAborted
 from gpart.base.errors import OutputError
+from gpart.collectives.comm import Comm, ShuffleAborted
 
 Block = tuple[np.ndarray, np.ndarray]  # (rows uint8 [n, row_bytes], destination rank of each row)
 

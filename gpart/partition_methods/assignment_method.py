@@ -15,8 +15,8 @@ import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
-from gpart.formats.assignment import read_assignment_file
-from gpart.formats.book import ArrayBook, PartitionBook
+from gpart.formats.input.assignment import read_assignment_file
+from gpart.formats.partition.book import ArrayBook, PartitionBook
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import MethodOptions, OptionError
 

@@ -1,5 +1,5 @@
 """`--method balanced`, the default: node, in-edge and training-node balance within
-gpart.balance.BALANCE_BOUND, the minimum cut under that (see `_balanced_book`).
+gpart.engines.balance.BALANCE_BOUND, the minimum cut under that (see `_balanced_book`).
 
 Typed graphs add one share per node type (`_typed_balanced`, as the homogeneous
 default, SPEC.md 4.5), then gpart.partition_methods.typed_runs.repair_types.
@@ -14,22 +14,22 @@ from typing import Any, ClassVar, Optional
 
 import numpy as np
 
-from gpart.balance import BALANCE_BOUND, TRAIN_MASK, balances, combined_weights, in_degrees, share_balance, train_mask, within_bound
 from gpart.base.errors import GpartError
 from gpart.base.graph import Graph
 from gpart.base.progress import Progress
-from gpart.bounded import assign_bytes
-from gpart.formats.book import ArrayBook, PartitionBook
-from gpart.kaminpar_backend import KaminparUnavailable, kaminpar_partitions, kaminpar_version
-from gpart.metis import balance_column, metis_book
+from gpart.engines.balance import BALANCE_BOUND, TRAIN_MASK, balances, combined_weights, in_degrees, share_balance, train_mask, within_bound
+from gpart.engines.kaminpar import KaminparUnavailable, kaminpar_partitions, kaminpar_version
+from gpart.engines.metis import balance_column, metis_book
+from gpart.engines.refine import balance_shares, edge_cut, repair_balance
+from gpart.engines.symmetric import symmetric_csr
+from gpart.formats.partition.book import ArrayBook, PartitionBook
 from gpart.partition_methods.kaminpar_method import KaminparMethod, KaminparOptions, kaminpar_order, kaminpar_params
+from gpart.partition_methods.memory import assign_bytes
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.metis_method import MetisMethod, MetisOptions
 from gpart.partition_methods.options import KaminparRunOptions
 from gpart.partition_methods.typed_input import TypedInput
 from gpart.partition_methods.typed_runs import repair_types
-from gpart.refine import balance_shares, edge_cut, repair_balance
-from gpart.symmetric import symmetric_csr
 
 METIS, KAMINPAR = MetisMethod(), KaminparMethod()  # the backends the default tries
 
@@ -75,7 +75,7 @@ class BalancedMethod(PartitionMethod):
 # 0.734); on facebook at 8 and 16 parts and road-NY at 16 `even` cuts less.
 # Balancing in-edges alone leaves the node balance high, and nodes with few
 # in-edges (on R-MAT 11% have none) bring it back at almost no cut. If a
-# balance exceeds BALANCE_BOUND, gpart.refine.repair_balance moves nodes
+# balance exceeds BALANCE_BOUND, gpart.engines.refine.repair_balance moves nodes
 # between parts, every share its own constraint, until each is within the
 # bound (2-6% of KaMinPar's time); of the results within the bound the
 # lower cut is kept, `even` on a tie. Only if neither is within it does
@@ -182,7 +182,7 @@ def _kaminpar_tries(graph: Graph, csr: tuple[np.ndarray, np.ndarray, Optional[np
                for w in weightings]
 
     def measured_and_repaired(index: int, owner: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-        # runs in the KaMinPar child (gpart.kaminpar_backend.kaminpar_partitions' `then`): side by side too
+        # runs in the KaMinPar child (gpart.engines.kaminpar.kaminpar_partitions' `then`): side by side too
         facts: dict[str, Any] = {"measured": balances(owner, num_parts, degree, train)}
         if not within_bound(facts["measured"]):  # a share past the bound: move nodes, every share its own constraint
             with _Timer() as timer:
@@ -208,7 +208,7 @@ def _kaminpar_tries(graph: Graph, csr: tuple[np.ndarray, np.ndarray, Optional[np
         measured = facts["measured"]
         if "repaired" in facts:
             measured = facts["repaired"]
-            entry = {"backend": "kaminpar", "repaired": "gpart.refine.repair_balance", "weighting": w.name, **measured,
+            entry = {"backend": "kaminpar", "repaired": "gpart.engines.refine.repair_balance", "weighting": w.name, **measured,
                      "seconds": facts["repair_seconds"]}
             tried.append(entry)
             run["repaired"] = True
@@ -282,7 +282,7 @@ def _typed_balanced(g: Graph, num_parts: int, masks: list[str], options: Balance
             with context.progress.stage("repair balance"), _Timer() as timer:
                 owner = _repair_shares(g, owner, num_parts, type_masks, degree, train)
             measured = typed_balances(owner, num_parts, type_masks, degree, train)
-            tried.append({"backend": "kaminpar", "repaired": "gpart.refine.repair_balance", **measured,
+            tried.append({"backend": "kaminpar", "repaired": "gpart.engines.refine.repair_balance", **measured,
                           "seconds": timer.seconds})
             backend = dict(backend, repaired=True)
         if within_bound(measured):
@@ -301,7 +301,7 @@ def _typed_balanced(g: Graph, num_parts: int, masks: list[str], options: Balance
 
 def _repair_shares(g: Graph, owner: np.ndarray, num_parts: int, type_masks: dict[str, np.ndarray], degree: np.ndarray,
                    train: Optional[np.ndarray]) -> np.ndarray:
-    """gpart.refine.repair_balance over one share per node type, in-edges and (when given) training nodes."""
+    """gpart.engines.refine.repair_balance over one share per node type, in-edges and (when given) training nodes."""
     columns = [np.asarray(m, dtype=np.float64) for m in type_masks.values()] + [np.asarray(degree, dtype=np.float64)]
     if train is not None:
         columns.append(np.asarray(train, dtype=np.float64))

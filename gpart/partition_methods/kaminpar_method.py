@@ -7,19 +7,19 @@ from typing import Any, Optional
 
 import numpy as np
 
-from gpart.balance import combined_weights, in_degrees
 from gpart.base.errors import GpartError
 from gpart.base.graph import Graph
 from gpart.base.progress import Progress
-from gpart.formats.book import ArrayBook, PartitionBook
-from gpart.kaminpar_backend import KaminparUnavailable, kaminpar_partition, kaminpar_version
-from gpart.locality_order import locality_order
-from gpart.metis import balance_column
+from gpart.engines.balance import combined_weights, in_degrees
+from gpart.engines.kaminpar import KaminparUnavailable, kaminpar_partition, kaminpar_version
+from gpart.engines.locality_order import locality_order
+from gpart.engines.metis import balance_column
+from gpart.engines.symmetric import symmetric_csr
+from gpart.formats.partition.book import ArrayBook, PartitionBook
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import BalanceOptions, KaminparRunOptions
 from gpart.partition_methods.typed_input import TypedInput
 from gpart.partition_methods.typed_runs import constrained_book
-from gpart.symmetric import symmetric_csr
 
 
 @dataclass
@@ -32,7 +32,7 @@ class KaminparMethod(PartitionMethod):
     summary = "KaMinPar (--balance/--balance-edges fold into one vertex weight)."
     options_type = KaminparOptions
     needs_adjacency = True
-    bytes_per_edge = 100  # 0.90 GB on the 1M/10M power-law graph, the symmetric CSR included (gpart.bounded)
+    bytes_per_edge = 100  # 0.90 GB on the 1M/10M power-law graph, the symmetric CSR included (gpart.pipeline.memory_plan)
 
     def run(self, graph: Graph, num_parts: int, options: KaminparOptions,
             context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
@@ -68,7 +68,7 @@ def kaminpar_book(graph: Graph, num_parts: int, options: KaminparOptions, progre
 
 
 def kaminpar_order(xadj: np.ndarray, adjncy: np.ndarray, progress: Progress) -> Optional[np.ndarray]:
-    """The vertex order KaMinPar gets the symmetric graph in (gpart.locality_order; None: the input ids)."""
+    """The vertex order KaMinPar gets the symmetric graph in (gpart.engines.locality_order; None: the input ids)."""
     with progress.stage("kaminpar: vertex order"):
         return locality_order(xadj, adjncy)
 

@@ -7,7 +7,7 @@ read; `run` assigns every node of a graph and returns the book with the
 parameters as run (recorded in the manifest); `assign` adds the common
 parameters (num_parts first, empty_parts last). The class attributes say what
 the pipeline must know before it runs the method: its memory (the
-bounded-memory planner, gpart.bounded), whether it reads the edges at all (a
+bounded-memory planner, gpart.pipeline.memory_plan), whether it reads the edges at all (a
 distributed run computes an edge-free book on every rank and gathers the graph
 on rank 0 for the others, gpart.distributed.gather), and how typed graphs run
 it (`run_typed`).
@@ -25,7 +25,7 @@ import numpy as np
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
 from gpart.base.progress import NullProgress, Progress
-from gpart.formats.book import PartitionBook
+from gpart.formats.partition.book import PartitionBook
 from gpart.partition_methods.options import MethodOptions, is_int
 from gpart.partition_methods.typed_input import TypedInput
 
@@ -67,7 +67,7 @@ class PartitionMethod(ABC):
     selected_by: tuple[str, ...] = ()
     replaces: tuple[str, ...] = ()
     # Memory: a method that holds the whole symmetric adjacency cannot run in bounded memory; it needs
-    # about gpart.bounded.FIXED_BYTES + bytes_per_edge * E (peak RSS per input edge, measured).
+    # about gpart.base.memory.FIXED_BYTES + bytes_per_edge * E (peak RSS per input edge, measured).
     needs_adjacency: bool = False
     bytes_per_edge: int = 0
     # False: the book follows from the node count and the options alone (every rank of a distributed run

@@ -1,4 +1,4 @@
-"""`--method metis`: METIS min-cut on the symmetrised graph (gpart.metis), optionally multi-constraint.
+"""`--method metis`: METIS min-cut on the symmetrised graph (gpart.engines.metis), optionally multi-constraint.
 
 Given without a method, a METIS-only option (objective, algorithm, trials,
 iterations, balance arrays, balance_edges) chooses metis.
@@ -11,10 +11,10 @@ from typing import Any, Optional
 
 import numpy as np
 
-from gpart.balance import BALANCE_BOUND, share_balance
 from gpart.base.graph import Graph
-from gpart.formats.book import ArrayBook, PartitionBook
-from gpart.metis import metis_book
+from gpart.engines.balance import BALANCE_BOUND, share_balance
+from gpart.engines.metis import metis_book
+from gpart.formats.partition.book import ArrayBook, PartitionBook
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import BalanceOptions, OptionError, check_count, replaced
 from gpart.partition_methods.typed_input import TypedInput
@@ -52,7 +52,7 @@ class MetisMethod(PartitionMethod):
     options_type = MetisOptions
     selected_by = ("objective", "algorithm", "trials", "iterations", "balance", "balance_edges")
     needs_adjacency = True
-    bytes_per_edge = 300  # multi-constraint METIS 2.78 GB, pymetis 2.7 GB on the 1M/10M power-law graph (gpart.bounded)
+    bytes_per_edge = 300  # multi-constraint METIS 2.78 GB, pymetis 2.7 GB on the 1M/10M power-law graph (gpart.pipeline.memory_plan)
 
     def run(self, graph: Graph, num_parts: int, options: MetisOptions, context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
         return metis_book(graph, num_parts, seed=options.seed, imbalance=options.imbalance, objective=options.objective,

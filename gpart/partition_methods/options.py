@@ -14,9 +14,9 @@ from typing import Any, ClassVar, Optional, TypeVar
 
 import numpy as np
 
-from gpart.balance import TRAIN_MASK
 from gpart.base.errors import InputError
-from gpart.kaminpar_backend import PRESETS as KAMINPAR_PRESETS
+from gpart.engines.balance import TRAIN_MASK
+from gpart.engines.kaminpar import PRESETS as KAMINPAR_PRESETS
 
 DEFAULT_TOLERANCE = 0.03  # parts may be 3% above the average
 Options = TypeVar("Options", bound="MethodOptions")

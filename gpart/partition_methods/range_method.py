@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from gpart.base.graph import Graph
-from gpart.formats.book import PartitionBook, range_book
-from gpart.formats.shard import RangePolicy
+from gpart.formats.partition.book import PartitionBook, range_book
+from gpart.formats.sharding.policies import RangePolicy
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import MethodOptions
 from gpart.partition_methods.typed_input import TypedInput

@@ -2,8 +2,8 @@
 
 Adding a method: one module with a PartitionMethod subclass (and its options
 dataclass, gpart.partition_methods.options) and one `register(...)` line
-below. The library (gpart.assign.assign, gpart.partition.partition_graph,
-gpart.hetero, gpart.distributed), the CLI's --method choices and the
+below. The library (gpart.pipeline.assign.assign, gpart.pipeline.partition.partition_graph,
+gpart.pipeline.typed, gpart.distributed), the CLI's --method choices and the
 bounded-memory checks all read this registry.
 """
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from gpart.base.graph import Graph
-from gpart.formats.book import PartitionBook, remainder_book
+from gpart.formats.partition.book import PartitionBook, remainder_book
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import MethodOptions
 from gpart.partition_methods.typed_input import TypedInput

@@ -1,4 +1,4 @@
-"""`--method stream`: clusters and Fennel, restreamed and refined (gpart.stream, gpart.stream_refine), memory
+"""`--method stream`: clusters and Fennel, restreamed and refined (gpart.engines.stream, gpart.engines.stream_refine), memory
 O(nodes x parts), edges spilled to scratch files."""
 
 from __future__ import annotations
@@ -7,18 +7,18 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
 from gpart.base.graph import Graph
-from gpart.formats.book import PartitionBook
+from gpart.engines.stream import DEFAULT_IMBALANCE, stream_book
+from gpart.formats.partition.book import PartitionBook
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import BalanceOptions, check_count
 from gpart.partition_methods.typed_input import TypedInput
 from gpart.partition_methods.typed_runs import constrained_book
-from gpart.stream import DEFAULT_IMBALANCE, stream_book
 
 
 @dataclass
 class StreamOptions(BalanceOptions):
     """The balance options and the number of streaming passes of a run, restreaming and refinement (None:
-    gpart.stream.PASSES). The tolerance is the default method's bound (gpart.stream.DEFAULT_IMBALANCE)."""
+    gpart.engines.stream.PASSES). The tolerance is the default method's bound (gpart.engines.stream.DEFAULT_IMBALANCE)."""
 
     DEFAULT_IMBALANCE: ClassVar[float] = DEFAULT_IMBALANCE
     passes: Optional[int] = None

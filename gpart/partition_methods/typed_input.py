@@ -1,6 +1,6 @@
 """A typed graph as a partition method sees it (SPEC.md section 8): erased ids and one mask per node type.
 
-gpart.hetero erases a typed graph into one homogeneous graph (node ids offset
+gpart.pipeline.typed erases a typed graph into one homogeneous graph (node ids offset
 per type, edges concatenated per type); a method's run_typed gets this view of
 it, with the node types' masks and the typed node arrays over erased ids.
 """
@@ -12,10 +12,10 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from gpart.balance import TRAIN_MASK
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
-from gpart.formats.hetero_input import HeteroGraph
+from gpart.engines.balance import TRAIN_MASK
+from gpart.formats.input.typed import HeteroGraph
 
 
 class TypedInput:

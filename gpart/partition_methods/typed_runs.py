@@ -3,7 +3,7 @@
 Rules (remainder, range, random) assign each node type on its own, types in
 order, from one generator. Partitioners (metis, kaminpar, stream) run on the
 erased graph with every node type's mask as one more balance array; when a
-type's balance still exceeds gpart.balance.BALANCE_BOUND, `repair_types`
+type's balance still exceeds gpart.engines.balance.BALANCE_BOUND, `repair_types`
 moves the cheapest nodes of over-full types.
 """
 
@@ -13,15 +13,14 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from gpart.balance import BALANCE_BOUND, share_balance
 from gpart.base.graph import Graph
-from gpart.bounded import symmetric_bytes
-from gpart.formats.book import ArrayBook, PartitionBook
+from gpart.engines.balance import BALANCE_BOUND, share_balance
+from gpart.engines.refine import part_loads, repair_balance
+from gpart.engines.symmetric import symmetric_bytes, symmetric_csr
+from gpart.formats.partition.book import ArrayBook, PartitionBook
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import BalanceOptions, replaced
 from gpart.partition_methods.typed_input import TypedInput
-from gpart.refine import part_loads, repair_balance
-from gpart.symmetric import symmetric_csr
 
 TypeOwner = Callable[[int, int, np.random.Generator], np.ndarray]  # (nodes of the type, parts, generator) -> owner
 
@@ -47,7 +46,7 @@ def constrained_book(method: PartitionMethod, typed: TypedInput, num_parts: int,
 def repair_types(g: Graph, book: ArrayBook, params: dict[str, Any], masks: dict[str, np.ndarray],
                  max_memory: Optional[int] = None) -> tuple[ArrayBook, dict[str, Any]]:
     """The partitioner's book, or, when a node type's balance exceeds the bound, the book after moving the
-    cheapest nodes of over-full types to parts with room (gpart.refine.repair_balance with one share column
+    cheapest nodes of over-full types to parts with room (gpart.engines.refine.repair_balance with one share column
     per node type, as the homogeneous default repairs its shares; recorded in params.repair). The repair
     holds the symmetric adjacency: past `max_memory` it is skipped (params.repair.skipped) and the book kept."""
     shares = np.column_stack([masks[m] for m in masks]).astype(np.float64)

@@ -10,20 +10,20 @@ below needs torch), but neither click, rich nor h5py (h5py only when an HDF5
 artifact is opened).
 """
 
-from gpart.runtime import initializers as init
 from gpart.collectives.agreement import named_barrier as barrier
-from gpart.ckpt.runtime_save import save_checkpoint
-from gpart.ckpt.runtime_load import load_checkpoint
-from gpart.runtime.embedding import ShardedEmbedding
-from gpart.runtime.filelist_slice import load_rows
-from gpart.runtime.hetero import HeteroPartition
-from gpart.runtime.hetero_loader import HeteroBatch
-from gpart.runtime.loaded_partition import LoadedPartition, load_partition
-from gpart.runtime.layerwise import layerwise_inference
-from gpart.runtime.link_loader import DistLinkNeighborLoader, HeteroLinkBatch, LinkBatch
-from gpart.runtime.loader import Batch, DistNeighborLoader
-from gpart.runtime.optim import SparseAdagrad, SparseAdam
-from gpart.runtime.split import edge_split, node_split
+from gpart.runtime.embedding import initializers as init
+from gpart.runtime.embedding.checkpoint_load import load_checkpoint
+from gpart.runtime.embedding.checkpoint_save import save_checkpoint
+from gpart.runtime.embedding.optim import SparseAdagrad, SparseAdam
+from gpart.runtime.embedding.table import ShardedEmbedding
+from gpart.runtime.loaders.layerwise import layerwise_inference
+from gpart.runtime.loaders.link import DistLinkNeighborLoader, HeteroLinkBatch, LinkBatch
+from gpart.runtime.loaders.node import Batch, DistNeighborLoader
+from gpart.runtime.loaders.typed_batch import HeteroBatch
+from gpart.runtime.partition.filelist_slice import load_rows
+from gpart.runtime.partition.loaded import LoadedPartition, load_partition
+from gpart.runtime.partition.split import edge_split, node_split
+from gpart.runtime.partition.typed import HeteroPartition
 
 __all__ = [
     # loading partitions and exports

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from jobs import undirected_cora
 from netns_hosts import Cluster, unavailable
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-
 from netns_hosts import Cluster, Host
 
 RDZV_PORT = 29500

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from gpart.formats.names import process_alive
+from gpart.formats.files.names import process_alive
 
 PREFIX = "gpmh"  # namespaces gpmh<pid>-sw, gpmh<pid>-h<i>
 BASE = Path("/tmp/gpart-multihost")  # BASE/<pid>-<n>/: local (mount point), disks/<host>/, etc-hosts

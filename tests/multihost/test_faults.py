@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from jobs import ENV, HERE, one_machine_partition, rank_env, rank_pids, same_tree, torchrun
 from netns_hosts import Cluster
 

@@ -21,8 +21,8 @@ import argparse
 import datetime
 import json
 import os
-import time
 import sys
+import time
 from pathlib import Path
 
 import torch

@@ -1,0 +1,1 @@
+"""One module per `gpart` command: parse options, call one library function, render."""

@@ -1,0 +1,1 @@
+"""Command-line values shared by several commands: parsers and the `--method` option."""

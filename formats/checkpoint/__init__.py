@@ -1,0 +1,1 @@
+"""Embedding checkpoints (SPEC.md section 6), and other systems' checkpoint files."""

@@ -1,0 +1,1 @@
+"""Other systems' partition layouts (SPEC.md section 7): PyG, GraphLearn-for-PyTorch, DGL."""

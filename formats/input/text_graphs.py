@@ -1,0 +1,398 @@
+"""Text input graphs (SPEC.md 3.3-3.5): SNAP edge lists, METIS .graph, DIMACS / PACE .gr.
+
+Text is decompressed and tokenised in large blocks with numpy (`tokenize`),
+never parsed line by line in Python.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Iterator, Optional, Union
+
+import numpy as np
+
+from gpart.base.errors import InputError
+from gpart.base.graph import Graph
+from gpart.formats.input.checks import split_compression
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+# Bytes per text block.
+TEXT_BLOCK_BYTES = 16 << 20
+
+
+def open_text(path: Path) -> BinaryIO:
+    _, compression = split_compression(path.name.lower())
+    if compression == "gzip":
+        return gzip.open(path, "rb")
+    if compression == "xz":
+        return lzma.open(path, "rb")
+    if compression == "bzip2":
+        return bz2.open(path, "rb")
+    return open(path, "rb")
+
+
+def text_blocks(path: Path) -> Iterator[bytes]:
+    """Decompressed text in blocks of whole lines, each ending with a newline."""
+    block_bytes = TEXT_BLOCK_BYTES
+    carry = b""
+    try:
+        with open_text(path) as fh:
+            while True:
+                data = fh.read(block_bytes)
+                if not data:
+                    break
+                data = carry + data
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    carry = data
+                    continue
+                carry = data[cut:]
+                yield data[:cut]
+    except (EOFError, gzip.BadGzipFile, lzma.LZMAError, zlib.error, OSError, ValueError) as exc:
+        if isinstance(exc, OSError) and not isinstance(exc, gzip.BadGzipFile) and exc.errno is not None:
+            raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+        raise InputError(path, f"corrupt or truncated compressed text: {exc}") from None
+    if carry:
+        yield carry + b"\n"
+
+
+@dataclass
+class Tokens:
+    """Whitespace-separated tokens of a block of whole lines, grouped by line.
+
+    `line[t]` is the 0-based line (within the block) of token `t`; lines
+    without tokens (blank lines) have no entry. `first[g]` is the token index
+    of line group `g`'s first token, `count[g]` its number of tokens.
+    """
+
+    buf: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    line: np.ndarray
+    group: np.ndarray
+    first: np.ndarray
+    count: np.ndarray
+    num_lines: int
+
+    @property
+    def rank(self) -> np.ndarray:
+        """Position of each token within its line."""
+        return np.arange(self.starts.shape[0]) - self.first[self.group]
+
+    def group_first_byte(self) -> np.ndarray:
+        return self.buf[self.starts[self.first]] if self.first.size else np.zeros(0, np.uint8)
+
+    def text(self, t: int) -> str:
+        return bytes(self.buf[self.starts[t] : self.ends[t]]).decode("utf-8", "replace")[:40]
+
+
+def tokenize(block: bytes) -> Tokens:
+    """Split a block of whole lines at whitespace (any byte <= 32: space, tab, CR, LF, ...)."""
+    buf = np.frombuffer(block, dtype=np.uint8)
+    in_token = buf > 32
+    # token boundaries are where in_token flips; the block ends with a newline, so they pair up
+    flips = np.flatnonzero(in_token[1:] != in_token[:-1]) + 1
+    if in_token.shape[0] and in_token[0]:
+        flips = np.concatenate(([0], flips))
+    del in_token
+    starts, ends = flips[0::2], flips[1::2]
+    newlines = np.flatnonzero(buf == 10)
+    line = np.searchsorted(newlines, starts)
+    is_first = np.ones(line.shape[0], dtype=bool)
+    is_first[1:] = line[1:] != line[:-1]
+    first = np.flatnonzero(is_first)
+    group = np.cumsum(is_first) - 1
+    count = np.diff(np.append(first, line.shape[0]))
+    return Tokens(buf, starts, ends, line, group, first, count, int(newlines.shape[0]))
+
+
+def parse_ints(tokens: Tokens, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Parse tokens `which` as decimal integers (optional sign); return (values, bad mask).
+
+    Vectorised over tokens: one pass per digit position (at most 18 digits).
+    """
+    starts = tokens.starts[which]
+    lengths = tokens.ends[which] - starts
+    buf = tokens.buf
+    values = np.zeros(starts.shape[0], dtype=np.int64)
+    if not starts.size:
+        return values, np.zeros(0, dtype=bool)
+    first = buf[starts]
+    signed = (first == ord("-")) | (first == ord("+"))
+    negative = first == ord("-")
+    digits_start = starts + signed
+    ndigits = lengths - signed
+    bad = (ndigits < 1) | (ndigits > 18)
+    last = buf.shape[0] - 1
+    for k in range(int(ndigits.max(initial=0)) if not bad.all() else 0):
+        inside = ndigits > k
+        digit = buf[np.minimum(digits_start + k, last)].astype(np.int64) - 48
+        bad |= inside & ((digit < 0) | (digit > 9))
+        values = np.where(inside, values * 10 + digit, values)
+    values = np.where(negative, -values, values)
+    return values, bad
+
+
+def parse_or_fail(path: Path, tokens: Tokens, which: np.ndarray, line0: int, what: str) -> np.ndarray:
+    values, bad = parse_ints(tokens, which)
+    if bad.any():
+        t = int(which[int(np.argmax(bad))])
+        raise InputError(path, f"line {line0 + int(tokens.line[t]) + 1}: {what} {tokens.text(t)!r} is not an integer")
+    return values
+
+
+def fail_negative(path: Path, tokens: Tokens, which: np.ndarray, values: np.ndarray, line0: int, lowest: int = 0) -> None:
+    below = values < lowest
+    if below.any():
+        i = int(np.argmax(below))
+        t = int(which[i])
+        kind = "negative id" if lowest == 0 else f"id below {lowest}"
+        raise InputError(path, f"line {line0 + int(tokens.line[t]) + 1}: {kind} {int(values[i])}")
+
+
+# ---------------------------------------------------------------------------
+# SNAP edge lists (SPEC 3.3)
+# ---------------------------------------------------------------------------
+
+
+def read_snap(path: Path) -> Graph:
+    srcs, dsts = [], []
+    line0 = 0
+    for block in text_blocks(path):
+        tok = tokenize(block)
+        comment = np.isin(tok.group_first_byte(), (ord("#"), ord("%")))
+        short = ~comment & (tok.count < 2)
+        if short.any():
+            g = int(np.argmax(short))
+            t = int(tok.first[g])
+            raise InputError(path, f"line {line0 + int(tok.line[t]) + 1}: expected 'src dst', found a single token {tok.text(t)!r}")
+        keep = ~comment[tok.group]
+        rank = tok.rank
+        col0 = np.flatnonzero(keep & (rank == 0))
+        col1 = np.flatnonzero(keep & (rank == 1))
+        src = parse_or_fail(path, tok, col0, line0, "source id")
+        dst = parse_or_fail(path, tok, col1, line0, "target id")
+        fail_negative(path, tok, col0, src, line0)
+        fail_negative(path, tok, col1, dst, line0)
+        srcs.append(src)
+        dsts.append(dst)
+        line0 += tok.num_lines
+    src = np.concatenate(srcs) if srcs else np.zeros(0, np.int64)
+    dst = np.concatenate(dsts) if dsts else np.zeros(0, np.int64)
+    num_nodes = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+    return Graph(num_nodes, src, dst)
+
+
+# ---------------------------------------------------------------------------
+# METIS .graph (SPEC 3.4)
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class MetisHeader:
+    n: int
+    m: int
+    has_size: bool
+    has_vwgt: bool
+    has_ewgt: bool
+    ncon: int
+    line: int  # global 0-based line index of the header
+
+    @property
+    def prefix(self) -> int:
+        """Tokens before the neighbour list on each vertex line."""
+        return int(self.has_size) + (self.ncon if self.has_vwgt else 0)
+
+
+def metis_header(path: Path, tok: Tokens, g: int, line0: int) -> MetisHeader:
+    t0, cnt = int(tok.first[g]), int(tok.count[g])
+    lineno = line0 + int(tok.line[t0])
+    if cnt < 2 or cnt > 4:
+        raise InputError(path, f"line {lineno + 1}: METIS header must be 'n m [fmt [ncon]]', found {cnt} fields")
+    fmt = tok.text(t0 + 2) if cnt >= 3 else "0"
+    if len(fmt) > 3 or any(c not in "01" for c in fmt):
+        raise InputError(path, f"line {lineno + 1}: METIS fmt {fmt!r} must be up to three 0/1 digits")
+    fmt = fmt.rjust(3, "0")
+    which = np.array([t0, t0 + 1] + ([t0 + 3] if cnt == 4 else []))
+    vals = parse_or_fail(path, tok, which, line0, "header field")
+    n, m = int(vals[0]), int(vals[1])
+    if n < 0 or m < 0:
+        raise InputError(path, f"line {lineno + 1}: negative vertex or edge count in header")
+    has_vwgt = fmt[1] == "1"
+    ncon = int(vals[2]) if cnt == 4 else 1
+    if cnt == 4 and (ncon < 1 or not has_vwgt):
+        raise InputError(path, f"line {lineno + 1}: ncon {ncon} needs vertex weights (fmt x1x) and ncon >= 1")
+    return MetisHeader(n, m, fmt[0] == "1", has_vwgt, fmt[2] == "1", ncon, lineno)
+
+
+def read_metis(path: Path) -> Graph:
+    header: Optional[MetisHeader] = None
+    srcs, dsts, ewgts, prefixes = [], [], [], []
+    line0 = 0  # global index of the block's first line
+    vertices_seen = 0  # vertex lines in earlier blocks
+    for block in text_blocks(path):
+        tok = tokenize(block)
+        comment_group = tok.group_first_byte() == ord("%")
+        if header is None:
+            data_groups = np.flatnonzero(~comment_group)
+            if not data_groups.size:
+                line0 += tok.num_lines
+                continue
+            header = metis_header(path, tok, int(data_groups[0]), line0)
+        # Vertex lines are all non-comment lines after the header, blank ones included
+        # (a blank line is a vertex without neighbours).
+        first = max(header.line - line0 + 1, 0)
+        comment_lines = tok.line[tok.first[comment_group]]
+        comment_lines = comment_lines[comment_lines >= first]
+        idx = np.flatnonzero((tok.line >= first) & ~comment_group[tok.group])
+        lines = tok.line[idx]
+        vertex = vertices_seen + (lines - first) - np.searchsorted(comment_lines, lines)
+        if vertex.size and int(vertex[-1]) >= header.n:
+            t = int(idx[int(np.argmax(vertex >= header.n))])
+            raise InputError(path, f"line {line0 + int(tok.line[t]) + 1}: more vertex lines than n = {header.n} in the header")
+        values = parse_or_fail(path, tok, idx, line0, "entry")
+        rank = tok.rank[idx] - header.prefix  # position in the neighbour list, negative for size/weights
+        if header.prefix:
+            pre = rank < 0
+            prefixes.append((vertex[pre], rank[pre] + header.prefix, values[pre]))
+        if header.has_ewgt:
+            metis_check_pairs(path, tok, idx, rank, line0)
+            nbr = (rank >= 0) & (rank % 2 == 0)
+            ewgts.append(values[(rank >= 0) & (rank % 2 == 1)])
+        else:
+            nbr = rank >= 0
+        neighbours = values[nbr]
+        bad = (neighbours < 1) | (neighbours > header.n)
+        if bad.any():
+            t = int(idx[np.flatnonzero(nbr)[int(np.argmax(bad))]])
+            raise InputError(path, f"line {line0 + int(tok.line[t]) + 1}: neighbour {tok.text(t)} outside 1..{header.n}")
+        srcs.append(vertex[nbr])
+        dsts.append(neighbours - 1)
+        vertices_seen += max(0, tok.num_lines - first) - int(comment_lines.shape[0])
+        line0 += tok.num_lines
+    if header is None:
+        raise InputError(path, "no METIS header line 'n m [fmt [ncon]]' (empty file?)")
+    if vertices_seen < header.n:
+        raise InputError(path, f"header says n = {header.n} vertices but the file has {vertices_seen} vertex lines (truncated?)")
+    vertex_fields = metis_vertex_fields(path, header, prefixes) if header.prefix else {}
+    src = np.concatenate(srcs) if srcs else np.zeros(0, np.int64)
+    dst = np.concatenate(dsts) if dsts else np.zeros(0, np.int64)
+    if src.shape[0] != 2 * header.m:
+        raise InputError(path, f"header says m = {header.m} edges (2m = {2 * header.m} adjacency entries) but the file lists {src.shape[0]}")
+    graph = Graph(header.n, src, dst, node_data=vertex_fields)
+    if header.has_ewgt:
+        graph.edge_data["edge_weight"] = np.concatenate(ewgts)
+    return graph
+
+
+def metis_check_pairs(path: Path, tok: Tokens, idx: np.ndarray, rank: np.ndarray, line0: int) -> None:
+    """With edge weights (fmt xx1) every neighbour is followed by its weight."""
+    adj = rank >= 0
+    counts = np.bincount(tok.group[idx[adj]], minlength=tok.first.shape[0])
+    odd = np.flatnonzero(counts % 2 == 1)
+    if odd.size:
+        t = int(tok.first[int(odd[0])])
+        raise InputError(path, f"line {line0 + int(tok.line[t]) + 1}: with edge weights (fmt xx1) each neighbour needs a weight")
+
+
+def metis_vertex_fields(path: Path, header: MetisHeader, prefixes: list) -> dict[str, np.ndarray]:
+    """Vertex sizes (node array `vsize`) and weights (`vwgt`, shape [N, ncon]) from line prefixes."""
+    table = np.zeros((header.n, header.prefix), dtype=np.int64)
+    counts = np.zeros(header.n, dtype=np.int64)
+    for vertex, col, values in prefixes:
+        table[vertex, col] = values
+        counts += np.bincount(vertex, minlength=header.n)
+    short = np.flatnonzero(counts < header.prefix)
+    if short.size:
+        raise InputError(path, f"vertex {int(short[0]) + 1}: its line lacks the {header.prefix} size/weight fields the header's fmt announces")
+    fields = {}
+    col = 0
+    if header.has_size:
+        fields["vsize"] = table[:, 0].copy()
+        col = 1
+    if header.has_vwgt:
+        fields["vwgt"] = np.ascontiguousarray(table[:, col : col + header.ncon])
+    return fields
+
+
+# ---------------------------------------------------------------------------
+# DIMACS / PACE .gr
+# ---------------------------------------------------------------------------
+
+
+def _dimacs_problem(path: Path, tok: Tokens, lead: np.ndarray, g: int, line0: int) -> tuple[str, int, int]:
+    """(kind, n, m) of the problem line `p sp|tw n m`, which line group `g` must be."""
+    t0 = int(tok.first[g])
+    if lead[g] != ord("p") or tok.text(t0) != "p" or tok.count[g] != 4:
+        raise InputError(path, f"line {line0 + int(tok.line[t0]) + 1}: expected the problem line 'p sp|tw n m' first")
+    vals = parse_or_fail(path, tok, np.arange(t0 + 2, t0 + 4), line0, "header field")
+    n, m = int(vals[0]), int(vals[1])
+    if n < 0 or m < 0:
+        raise InputError(path, f"line {line0 + int(tok.line[t0]) + 1}: negative counts in the problem line")
+    return tok.text(t0 + 1), n, m
+
+
+def read_dimacs(path: Path) -> Graph:
+    """DIMACS-9 shortest-path `p sp n m` + `a u v w` arcs, or PACE `p tw n m` + `u v` lines."""
+    kind: Optional[str] = None
+    n = m = 0
+    srcs, dsts, wgts = [], [], []
+    line0 = 0
+    for block in text_blocks(path):
+        tok = tokenize(block)
+        lead = tok.group_first_byte()
+        data = lead != ord("c")
+        groups = np.flatnonzero(data)
+        if kind is None and groups.size:
+            kind, n, m = _dimacs_problem(path, tok, lead, int(groups[0]), line0)
+            data[int(groups[0])] = False
+        extra = data & (lead == ord("p"))
+        if kind is not None and extra.any():
+            t = int(tok.first[int(np.argmax(extra))])
+            raise InputError(path, f"line {line0 + int(tok.line[t]) + 1}: second problem line")
+        if kind is None:
+            line0 += tok.num_lines
+            continue
+        arc = kind == "sp"
+        width = 4 if arc else 2
+        wrong = data & ((tok.count != width) | ((lead == ord("a")) != arc))
+        if wrong.any():
+            t = int(tok.first[int(np.argmax(wrong))])
+            want = "'a u v w'" if arc else "'u v'"
+            raise InputError(path, f"line {line0 + int(tok.line[t]) + 1}: expected {want} for problem '{kind}'")
+        keep = data[tok.group]
+        rank = tok.rank
+        off = 1 if arc else 0
+        cu = np.flatnonzero(keep & (rank == off))
+        cv = np.flatnonzero(keep & (rank == off + 1))
+        u = parse_or_fail(path, tok, cu, line0, "node id")
+        v = parse_or_fail(path, tok, cv, line0, "node id")
+        for which, vals in ((cu, u), (cv, v)):
+            fail_negative(path, tok, which, vals, line0, lowest=1)
+            over = vals > n
+            if over.any():
+                t = int(which[int(np.argmax(over))])
+                raise InputError(path, f"line {line0 + int(tok.line[t]) + 1}: node id {tok.text(t)} > n = {n}")
+        srcs.append(u - 1)
+        dsts.append(v - 1)
+        if arc:
+            cw = np.flatnonzero(keep & (rank == 3))
+            wgts.append(parse_or_fail(path, tok, cw, line0, "arc weight"))
+        line0 += tok.num_lines
+    if kind is None:
+        raise InputError(path, "no problem line 'p sp|tw n m' (empty file?)")
+    src = np.concatenate(srcs) if srcs else np.zeros(0, np.int64)
+    dst = np.concatenate(dsts) if dsts else np.zeros(0, np.int64)
+    if src.shape[0] != m:
+        raise InputError(path, f"problem line says {m} {'arcs' if kind == 'sp' else 'edges'} but the file lists {src.shape[0]}")
+    graph = Graph(n, src, dst)
+    if kind == "sp":
+        graph.edge_data["edge_weight"] = np.concatenate(wgts) if wgts else np.zeros(0, np.int64)
+    return graph

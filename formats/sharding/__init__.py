@@ -1,0 +1,1 @@
+"""Row-sharding policies shared by partition books, exports and checkpoints (SPEC.md, "Sharding policies")."""

@@ -1,0 +1,246 @@
+"""KaMinPar (shared-memory multilevel partitioner, PyPI `kaminpar`) as an assignment backend.
+
+The Python binding builds its graph only from a file, so the symmetric CSR
+(gpart.pipeline.assign.symmetric_csr) is written as a ParHiP binary graph into a
+preallocated scratch file that is removed afterwards. ParHiP layout, as
+KaMinPar's reader parses it: three uint64 header words (version flags,
+n, m = adjacency entries), n+1 uint64 byte offsets of each neighbour list
+from the start of the file, m neighbour ids, then n vertex weights. Version
+flag bits, set meaning "absent" or "32-bit": 1 edge weights, 2 vertex
+weights, 4 32-bit edge offsets, 8 32-bit vertex ids, 16 32-bit vertex
+weights, 32 32-bit edge weights. We write 64-bit offsets, 32-bit vertex ids
+(4 bytes per adjacency entry instead of 8) and 64-bit vertex weights.
+
+Given a vertex order (gpart.engines.locality_order: breadth-first where a graph
+past the cache has ids that look random), KaMinPar gets the graph renumbered
+by it and its owners are mapped back to the input ids in its child:
+KaMinPar's accesses to its neighbours' entries then hit the cache.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Union
+
+import numpy as np
+
+from gpart.base.spans import ARRAY_THREADS, run_spans, weighted_spans
+from gpart.bytes.copy import KernelCopyUnsupported, kernel_copy
+from gpart.bytes.sink import pwrite_all
+from gpart.engines.isolate import call_isolated_many
+from gpart.engines.locality_order import neighbour_lists, runs_by_entries
+from gpart.formats.files.scratch import ScratchDir
+
+HEADER_BYTES = 24
+FLAG_NO_EDGE_WEIGHTS, FLAG_NO_VERTEX_WEIGHTS, FLAG_32BIT_VERTEX_IDS, FLAG_32BIT_EDGE_WEIGHTS = 1, 2, 8, 32
+WRITE_CHUNK = 1 << 22
+PRESETS = ("default", "fast", "strong", "terapart")
+
+
+class KaminparUnavailable(RuntimeError):
+    """The `kaminpar` package cannot be imported on this platform."""
+
+
+def kaminpar_version() -> str:
+    try:
+        import kaminpar  # optional: wheels exist for Linux x86_64 only (pyproject)
+    except ImportError as exc:
+        raise KaminparUnavailable(f"the kaminpar package is not installed or has no wheel for this platform ({exc})") from None
+    return str(getattr(kaminpar, "__version__", "unknown"))
+
+
+def kaminpar_partition(
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    weights: Optional[np.ndarray],
+    num_parts: int,
+    *,
+    seed: int,
+    imbalance: float,
+    threads: int,
+    preset: str = "default",
+    order: Optional[np.ndarray] = None,
+) -> np.ndarray:
+    """Owner (int32 [n]) of each vertex of the symmetric CSR graph, from KaMinPar.
+
+    `weights`: one int64 weight per vertex or None (unit weights); KaMinPar
+    keeps every part's weight within (1 + imbalance) * total / num_parts.
+    `order`: KaMinPar sees node order[i] as node i (None: the input ids).
+    Runs in a forked child process (gpart.engines.isolate).
+    """
+    [(owner, _, _)] = kaminpar_partitions(xadj, adjncy, [weights], num_parts, seed=seed, imbalance=imbalance,
+                                          threads=threads, preset=preset, order=order)
+    return owner
+
+
+def kaminpar_partitions(
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    weightings: Sequence[Optional[np.ndarray]],
+    num_parts: int,
+    *,
+    seed: int,
+    imbalance: Union[float, Sequence[float]],
+    threads: int,
+    preset: str = "default",
+    workers: int = 1,
+    then: Optional[Callable[[int, np.ndarray], tuple[np.ndarray, Any]]] = None,
+    order: Optional[np.ndarray] = None,
+) -> list[tuple[np.ndarray, float, Any]]:
+    """`kaminpar_partition` once per vertex weighting, up to `workers` runs at a time, each in its own child
+    process: (owner, KaMinPar's seconds, what `then` said) per weighting, in their order. Each run is what
+    `kaminpar_partition` gives for its weights, whatever runs beside it. `imbalance`: one tolerance for
+    every run, or one per weighting.
+
+    `then(i, owner)`, when given, runs in the same child right after KaMinPar (so the work that follows a
+    run goes side by side too): it returns the owner array to keep and JSON-able facts about it.
+    """
+    kaminpar_version()
+    import kaminpar  # optional: wheels exist for Linux x86_64 only (pyproject)
+
+    n = int(xadj.shape[0] - 1)
+    if n >= 2**32:
+        raise ValueError(f"{n} nodes exceed KaMinPar's 32-bit vertex ids")
+    if num_parts == 1:
+        return _single_part([np.zeros(n, dtype=np.int32) for _ in weightings], then)
+    tolerances = [float(imbalance)] * len(weightings) if np.isscalar(imbalance) else [float(t) for t in imbalance]
+    if len(tolerances) != len(weightings):
+        raise ValueError(f"{len(tolerances)} tolerances for {len(weightings)} weightings")
+    context = _context(kaminpar, preset)
+    with ScratchDir() as scratch:
+        paths = _write_parhips(scratch, xadj, adjncy, weightings, order)
+
+        def run(index: int, path) -> Callable[[np.ndarray], dict[str, Any]]:
+            def partition(out: np.ndarray) -> dict[str, Any]:
+                start = time.perf_counter()
+                graph = kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP)
+                path.unlink()
+                kaminpar.reseed(int(seed))
+                solver = kaminpar.KaMinPar(int(threads), context)
+                owner = np.fromiter(solver.compute_partition(graph, int(num_parts), tolerances[index]), dtype=np.int32, count=n)
+                owner = _in_input_ids(owner, order)
+                seconds = time.perf_counter() - start
+                del graph, solver
+                owner, facts = _then(then, index, owner)
+                out[:] = owner
+                return {"seconds": round(seconds, 3), "then": facts}
+            return partition
+
+        # In child processes: the binding holds the GIL for the whole run (measured: a Python thread
+        # ticking every 0.1 s ran 6 times in a 20 s run), which froze the progress display at `0/?`
+        # and kept Ctrl-C waiting; the parent waits without it. Each graph is read from its file there.
+        results = call_isolated_many([run(i, path) for i, path in enumerate(paths)], n, np.int32, workers=workers)
+    return [(owner, float(status["seconds"]), status["then"]) for status, owner in results]
+
+
+def _in_input_ids(owner: np.ndarray, order: Optional[np.ndarray]) -> np.ndarray:
+    """KaMinPar's owners (of node `order[i]` at i) indexed by input id."""
+    if order is None:
+        return owner
+    mapped = np.empty_like(owner)
+    mapped[order] = owner
+    return mapped
+
+
+def _single_part(owners: list[np.ndarray], then) -> list[tuple[np.ndarray, float, Any]]:
+    """One part: every node in part 0, no KaMinPar run (`then` still runs, in this process)."""
+    return [(owner, 0.0, facts) for owner, facts in (_then(then, i, owner) for i, owner in enumerate(owners))]
+
+
+def _then(then, index: int, owner: np.ndarray) -> tuple[np.ndarray, Any]:
+    """`then(index, owner)`, or the owner unchanged and no facts without one."""
+    return then(index, owner) if then is not None else (owner, None)
+
+
+def _context(kaminpar: Any, preset: str) -> Any:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown KaMinPar preset {preset!r} (expected one of {', '.join(PRESETS)})")
+    return getattr(kaminpar, f"{preset}_context")()
+
+
+def _write_parhips(scratch: ScratchDir, xadj: np.ndarray, adjncy: np.ndarray,
+                   weightings: Sequence[Optional[np.ndarray]], order: Optional[np.ndarray]) -> list[Path]:
+    """One ParHiP file per weighting, nodes renumbered so that node `order[i]` is i (None: as they are). The
+    files share their header, offsets and neighbour ids: the first is written from the arrays, the others copy
+    those bytes from it inside the kernel (the conversion runs once) and add their own vertex weights."""
+    paths: list[Path] = []
+    for i, weights in enumerate(weightings):
+        like = paths[0] if paths and (weights is None) == (weightings[0] is None) else None
+        paths.append(_write_parhip(scratch, f"graph-{i}.parhip", xadj, adjncy, weights, order, like))
+    return paths
+
+
+def _write_parhip(scratch: ScratchDir, name: str, xadj: np.ndarray, adjncy: np.ndarray, weights: Optional[np.ndarray],
+                  order: Optional[np.ndarray], like: Optional[Path] = None) -> Path:
+    """The ParHiP file of the graph with `weights`, renumbered by `order`; `like`: a file of the same graph,
+    order and flags to copy all but the weights from."""
+    n, m = int(xadj.shape[0] - 1), int(adjncy.shape[0])
+    flags = FLAG_NO_EDGE_WEIGHTS | FLAG_32BIT_VERTEX_IDS | FLAG_32BIT_EDGE_WEIGHTS
+    if weights is None:
+        flags |= FLAG_NO_VERTEX_WEIGHTS
+    offsets_at = HEADER_BYTES
+    adjncy_at = offsets_at + 8 * (n + 1)
+    weights_at = adjncy_at + 4 * m
+    total = weights_at + (8 * n if weights is not None else 0)
+    path = scratch.file(name, total)
+    with open(path, "r+b") as out:
+        if like is None or not _copied(like, out, weights_at, path):
+            _write_structure(out, flags, xadj, adjncy, adjncy_at, order)
+        out.seek(weights_at)
+        if weights is not None:
+            for start in range(0, n, WRITE_CHUNK):
+                rows = slice(start, start + WRITE_CHUNK) if order is None else order[start:start + WRITE_CHUNK]
+                out.write(np.asarray(weights)[rows].astype("<i8").tobytes())
+    return path
+
+
+def _write_structure(out, flags: int, xadj: np.ndarray, adjncy: np.ndarray, adjncy_at: int,
+                     order: Optional[np.ndarray]) -> None:
+    """Header, byte offsets and neighbour ids, from the start of `out`, renumbered by `order` unless None."""
+    n, m = int(xadj.shape[0] - 1), int(adjncy.shape[0])
+    out.seek(0)
+    out.write(np.array([flags, n, m], dtype="<u8").tobytes())
+    if order is not None:
+        _write_renumbered(out, xadj, adjncy, adjncy_at, order)
+        return
+    for start in range(0, n + 1, WRITE_CHUNK):
+        block = np.asarray(xadj[start:start + WRITE_CHUNK], dtype=np.int64) * 4 + adjncy_at
+        out.write(block.astype("<u8").tobytes())
+    for start in range(0, m, WRITE_CHUNK):
+        out.write(np.asarray(adjncy[start:start + WRITE_CHUNK]).astype("<u4").tobytes())
+
+
+def _write_renumbered(out, xadj: np.ndarray, adjncy: np.ndarray, adjncy_at: int, order: np.ndarray,
+                      threads: int = ARRAY_THREADS) -> None:
+    """Byte offsets and neighbour ids of node order[0], order[1], ...; each neighbour as its new id. The ids
+    are gathered and written in `threads` spans of the order, each to its own span of the file (the gathers
+    miss the cache, and two threads overlap them)."""
+    n = int(xadj.shape[0] - 1)
+    new_id = np.empty(n, dtype=np.uint32)  # KaMinPar's ids are 32-bit (n < 2**32 checked)
+    new_id[order] = np.arange(n, dtype=np.uint32)
+    ends = np.cumsum(np.diff(xadj)[order])  # adjacency entries up to and including each position's list
+    out.write(np.array([adjncy_at], dtype="<u8").tobytes())
+    for start in range(0, n, WRITE_CHUNK):
+        out.write((ends[start:start + WRITE_CHUNK] * 4 + adjncy_at).astype("<u8").tobytes())
+    out.flush()
+
+    def write_span(first: int, stop: int) -> None:
+        at = adjncy_at + 4 * (int(ends[first - 1]) if first else 0)
+        for nodes in runs_by_entries(xadj, order[first:stop], WRITE_CHUNK):
+            ids = new_id[neighbour_lists(xadj, adjncy, nodes)].astype("<u4", copy=False)
+            pwrite_all(out.fileno(), ids, at)
+            at += ids.nbytes
+
+    run_spans(write_span, weighted_spans(ends, threads))
+
+
+def _copied(like: Path, out, nbytes: int, path: Path) -> bool:
+    """Bytes [0, nbytes) of `like` copied into `out` inside the kernel; False where the kernel cannot."""
+    out.flush()
+    with open(like, "rb") as source:
+        try:
+            kernel_copy(source.fileno(), out.fileno(), 0, 0, nbytes, like, path)
+        except KernelCopyUnsupported:
+            return False
+    return True

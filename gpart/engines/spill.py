@@ -1,0 +1,89 @@
+"""Bucket rows by key into scratch files on disk: an external counting sort in two passes.
+
+Pass 1 counts the rows of every bucket; one preallocated scratch array per
+column is laid out bucket after bucket; pass 2 scatters each chunk's rows
+into their buckets (a stable sort of the chunk by bucket, then one slice
+write per bucket run). Rows keep their input order inside a bucket, so a
+bucket of edges listed in edge-id order stays in edge-id order. Memory:
+the per-bucket counters and one chunk of rows; the rows themselves live in
+the scratch files (formats.scratch: preallocated, removed on exit).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+
+from gpart.bytes.sink import pwrite_all
+from gpart.formats.files.scratch import ScratchDir
+
+ROW_CHUNK = 1 << 20  # rows per pass step: bounds the chunk temporaries to tens of MiB
+
+# rows_of(start, stop) -> (bucket of each row, {column: values}) for input rows [start, stop);
+# it may drop rows (e.g. self-loops) as long as both passes see the same rows.
+RowsOf = Callable[[int, int], tuple[np.ndarray, Mapping[str, np.ndarray]]]
+
+
+@dataclass
+class Buckets:
+    """Rows grouped by bucket: bucket b is rows offsets[b]:offsets[b+1] of every column."""
+
+    offsets: np.ndarray  # int64 [num_buckets + 1]
+    columns: dict[str, tuple[int, np.dtype]]  # name -> (open scratch file, dtype)
+
+    def rows(self, bucket: int, name: str) -> np.ndarray:
+        """Bucket `bucket` of column `name`, read into memory."""
+        fd, dtype = self.columns[name]
+        out = np.empty(self.size(bucket), dtype=dtype)
+        _read_exactly(fd, out, int(self.offsets[bucket]) * dtype.itemsize)
+        return out
+
+    def rewrite(self, bucket: int, name: str, values: np.ndarray) -> None:
+        """Replace bucket `bucket` of column `name` (same length), e.g. with its rows sorted."""
+        fd, dtype = self.columns[name]
+        assert values.shape[0] == self.size(bucket)
+        pwrite_all(fd, np.ascontiguousarray(values, dtype=dtype), int(self.offsets[bucket]) * dtype.itemsize)
+
+    def size(self, bucket: int) -> int:
+        return int(self.offsets[bucket + 1] - self.offsets[bucket])
+
+
+def _read_exactly(fd: int, out: np.ndarray, offset: int) -> None:
+    view = memoryview(out).cast("B")
+    while view:
+        got = os.preadv(fd, [view], offset)
+        if got <= 0:
+            raise OSError(f"scratch file ended early at byte {offset}")
+        view, offset = view[got:], offset + got
+
+
+def bucket_rows(scratch: ScratchDir, num_rows: int, num_buckets: int, rows_of: RowsOf,
+                dtypes: Mapping[str, np.dtype], chunk: int = ROW_CHUNK) -> Buckets:
+    """Group the rows produced by `rows_of` over [0, num_rows) into `num_buckets` buckets on disk."""
+    counts = np.zeros(num_buckets, dtype=np.int64)
+    for start in range(0, num_rows, chunk):
+        keys, _ = rows_of(start, min(start + chunk, num_rows))
+        counts += np.bincount(keys, minlength=num_buckets)
+    offsets = np.zeros(num_buckets + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    total = int(offsets[-1])
+    columns = {name: (scratch.open_file(name, total * np.dtype(dtype).itemsize), np.dtype(dtype))
+               for name, dtype in dtypes.items()}
+    fill = offsets[:-1].copy()
+    for start in range(0, num_rows, chunk):
+        keys, values = rows_of(start, min(start + chunk, num_rows))
+        order = np.argsort(keys, kind="stable")
+        chunk_counts = np.bincount(keys, minlength=num_buckets)
+        runs = np.flatnonzero(chunk_counts)
+        run_starts = np.zeros(num_buckets + 1, dtype=np.int64)
+        np.cumsum(chunk_counts, out=run_starts[1:])
+        for name, (fd, dtype) in columns.items():
+            ordered = np.asarray(values[name], dtype=dtype)[order]
+            for b in runs:  # one write per non-empty bucket of the chunk (<= num_buckets, not per row)
+                pwrite_all(fd, ordered[run_starts[b]:run_starts[b + 1]], int(fill[b]) * dtype.itemsize)
+        fill += chunk_counts
+    assert np.array_equal(fill, offsets[1:]), "the two bucketing passes saw different rows"
+    return Buckets(offsets, columns)

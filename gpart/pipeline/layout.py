@@ -1,0 +1,185 @@
+"""The per-partition layout (SPEC.md 4.2): nodes in partition-major order, edges in CSC order
+by destination, and one partition's owned nodes, halo and in-edges in local ids.
+
+Memory: edges are ordered with one in-place sort of packed int64 keys (the
+destination's position in partition-major order, then the edge id), so the
+pass holds one E-sized int64 array plus one partition's topology.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from gpart.base.graph import Graph
+from gpart.base.ids import narrowest_unsigned
+from gpart.bytes.reader import release_rows
+from gpart.formats.files.scratch import ScratchDir
+from gpart.formats.partition.book import PartitionBook
+from gpart.pipeline.csc_order import MAX_BLOCK_EDGES, OwnerBucketOrder, csc_keys, key_shift
+
+# Edges handled per vectorised step when building sort keys.
+EDGE_CHUNK = 1 << 22
+
+
+@dataclass
+class NodeOrder:
+    """Nodes in partition-major order: partition p owns nodes[offsets[p]:offsets[p+1]], ascending."""
+
+    offsets: np.ndarray  # int64 [P+1]
+    position: np.ndarray  # int64 [N]: position of node g in partition-major order
+    nodes: np.ndarray  # int64 [N]: node at each position
+    owner: np.ndarray  # [N] owner of each node, in the narrowest unsigned dtype (numpy radix-sorts 8/16-bit keys)
+
+    def owned(self, part: int) -> np.ndarray:
+        return self.nodes[self.offsets[part] : self.offsets[part + 1]]
+
+
+def node_order(book: PartitionBook) -> NodeOrder:
+    n, parts = book.num_nodes, book.num_parts
+    counts = np.asarray(book.counts(), dtype=np.int64)
+    assert counts.shape == (parts,) and int(counts.sum()) == n, "book counts do not cover the nodes"
+    offsets = np.zeros(parts + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    ids = np.arange(n, dtype=np.int64)
+    owner = np.asarray(book.owner(ids))
+    position = offsets[owner] + np.asarray(book.local(ids), dtype=np.int64)
+    owner = owner.astype(narrowest_unsigned(parts))
+    nodes = np.full(n, -1, dtype=np.int64)
+    nodes[position] = ids
+    # The book is consistent iff positions are a permutation and each partition's owned list ascends.
+    assert n == 0 or nodes.min() >= 0, "book local ids collide"
+    steps = np.diff(nodes)
+    starts = offsets[1:-1]
+    inner = np.ones(max(n - 1, 0), dtype=bool)
+    inner[starts[(starts > 0) & (starts < n)] - 1] = False
+    assert bool(np.all(steps[inner] > 0)), "book does not list owned nodes in ascending id"
+    return NodeOrder(offsets, position, nodes, owner)
+
+
+class EdgeOrder:
+    """Edges sorted by (destination position, edge id): partition-major, CSC by local destination, stable.
+
+    When position and edge id fit in 63 bits together, one in-place sort of
+    packed keys does it; otherwise a stable argsort of the positions.
+    """
+
+    def __init__(self, dst: np.ndarray, order: NodeOrder, num_edges: int):
+        self.order = order
+        self.shift, self.packed = key_shift(order.position.shape[0], num_edges)
+        keys = np.empty(num_edges, dtype=np.int64)
+        for start in range(0, num_edges, EDGE_CHUNK):
+            stop = min(start + EDGE_CHUNK, num_edges)
+            if self.packed:
+                csc_keys(dst[start:stop], order.position, start, self.shift, out=keys[start:stop])
+            else:
+                np.take(order.position, np.asarray(dst[start:stop]), out=keys[start:stop])
+        if self.packed:
+            keys.sort()
+            self.keys, self.perm = keys, None
+            bounds = order.offsets << self.shift
+        else:
+            self.perm = np.argsort(keys, kind="stable")
+            self.keys = keys[self.perm]
+            bounds = order.offsets
+        self.edge_offsets = np.searchsorted(self.keys, bounds).astype(np.int64)
+        self.edge_offsets[-1] = num_edges
+        assert self.edge_offsets[0] == 0
+
+    def part(self, part: int) -> tuple[np.ndarray, np.ndarray]:
+        """(edge ids, local destination) of partition `part`'s edges, in CSC order."""
+        lo, hi = self.edge_offsets[part], self.edge_offsets[part + 1]
+        seg = self.keys[lo:hi]
+        if self.packed:
+            edge_ids = seg & ((1 << self.shift) - 1)
+            local_dst = (seg >> self.shift) - self.order.offsets[part]
+        else:
+            edge_ids = self.perm[lo:hi]
+            local_dst = seg - self.order.offsets[part]
+        return edge_ids, local_dst
+
+
+@dataclass
+class Layout:
+    """One partition's topology, in local ids."""
+
+    node_ids: np.ndarray  # owned (ascending) then halo (ascending), global ids
+    num_owned: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    edge_ids: np.ndarray
+    num_cut: int  # edges whose source is owned elsewhere
+
+    @property
+    def num_halo(self) -> int:
+        return self.node_ids.shape[0] - self.num_owned
+
+
+def layout_of(part: int, src: np.ndarray, nodes: NodeOrder, edges: EdgeOrder, scratch: "Scratch") -> Layout:
+    edge_ids, local_dst = edges.part(part)
+    sources = np.asarray(src[edge_ids], dtype=np.int64)
+    release_rows(src)
+    return part_layout(part, sources, local_dst, edge_ids, nodes, scratch)
+
+
+def part_layout(part: int, sources: np.ndarray, local_dst: np.ndarray, edge_ids: np.ndarray, nodes: NodeOrder,
+                scratch: "Scratch") -> Layout:
+    """Partition `part`'s topology from its in-edges in CSC order (global sources, local destinations,
+    edge ids); gpart.distributed's ranks, which hold only their partitions' edges, call it directly."""
+    owned = nodes.owned(part)
+    num_owned = owned.shape[0]
+    num_edges = edge_ids.shape[0]
+    indptr = np.zeros(num_owned + 1, dtype=np.int64)
+    np.cumsum(np.bincount(local_dst, minlength=num_owned), out=indptr[1:])
+    del local_dst
+    # Sources owned here map to their position minus the partition's start; the rest are halo
+    # (below the start they wrap to huge unsigned values: one comparison finds both sides).
+    indices = np.take(nodes.position, sources)
+    indices -= nodes.offsets[part]
+    remote = indices.view(np.uint64) >= num_owned
+    remote_sources = sources[remote]
+    del sources
+    # Halo = distinct remote sources, ascending: mark them in an N-sized mask (no sort),
+    # then number them through an N-sized lookup table (no searchsorted).
+    scratch.mark[remote_sources] = True
+    halo = np.flatnonzero(scratch.mark)
+    scratch.mark[halo] = False
+    scratch.lookup[halo] = np.arange(num_owned, num_owned + halo.shape[0], dtype=np.int64)
+    indices[remote] = scratch.lookup[remote_sources]
+    node_ids = np.concatenate([owned, halo])
+    layout = Layout(node_ids, num_owned, indptr, indices, edge_ids, int(remote_sources.shape[0]))
+    assert_layout(layout, num_edges)
+    return layout
+
+
+class Scratch:
+    """N-sized work arrays reused by every partition's layout."""
+
+    def __init__(self, num_nodes: int):
+        self.mark = np.zeros(num_nodes, dtype=bool)
+        self.lookup = np.empty(num_nodes, dtype=np.int64)
+
+
+def assert_layout(layout: Layout, num_edges: int) -> None:
+    assert layout.indptr[0] == 0 and layout.indptr[-1] == num_edges, "CSC pointers do not cover the edges"
+    assert layout.indices.shape[0] == num_edges == layout.edge_ids.shape[0]
+    if num_edges:
+        assert 0 <= int(layout.indices.min()) and int(layout.indices.max()) < layout.node_ids.shape[0], "local id out of range"
+
+
+def order_edges(graph: Graph, nodes: NodeOrder, scratch: Optional[ScratchDir] = None, block_edges: int = MAX_BLOCK_EDGES):
+    """The edges in CSC order, and the seconds it took (it may run on another thread).
+
+    Without scratch: one in-memory sort (EdgeOrder); with it: buckets on
+    disk (gpart.pipeline.csc_order.OwnerBucketOrder), the same order in bounded memory.
+    """
+    start = time.perf_counter()
+    if scratch is None:
+        edges: Any = EdgeOrder(graph.dst, nodes, graph.num_edges)
+    else:
+        edges = OwnerBucketOrder(graph.src, graph.dst, nodes.position, nodes.offsets, scratch, block_edges)
+    release_rows(graph.dst)
+    return edges, time.perf_counter() - start

@@ -1,0 +1,1 @@
+"""Sharded trainable embeddings, their sparse optimizers, and their checkpoints (SPEC.md section 6)."""

@@ -1,0 +1,1 @@
+"""The loaders a training loop iterates: nodes, links and layer-wise inference."""

@@ -1,0 +1,1 @@
+"""What a rank loads: one partition (homogeneous or typed) on a device, its trainers and seed split."""

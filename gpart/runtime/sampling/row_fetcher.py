@@ -1,0 +1,230 @@
+"""The row fetcher: which node data rows a batch carries, where they are, and how an owner packs them.
+
+Nodes sort into kinds (one kind for a homogeneous partition, the node types
+of a typed one); each kind has its own node data arrays, so its own row
+layout (gpart.runtime.sampling.packed_rows). Per request round the loader asks the
+fetcher which arrays each kind carries (`keys`), where the requester holds a
+node's rows (`locate`: owned, or a halo node with stored data), which
+requests must be answered with rows (`requests`), packs the rows an owner
+sends (`pack_owned`) and puts the frontier's rows together from the held
+rows and the answers (`frontier_rows`). Rows are read from node data on
+its own device (GPU memory, or pinned host memory with the gather done on
+the host and the copy issued without blocking) and land on the loader's.
+
+    PlainRows(part, ["feat"], "label")                     # homogeneous: one kind
+    TypedRows(part, ["feat"], "label", "paper")            # typed: one kind per node type
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Hashable, Optional, Sequence
+
+import torch
+
+from gpart.runtime.sampling.packed_rows import RowLayout
+
+
+@dataclass
+class Requests:
+    """The requester's side of one round: what it sent, in group (owner) order."""
+
+    kind: torch.Tensor  # kind of each frontier node (frontier order)
+    held: torch.Tensor  # its row here, -1 where the owner sends it (frontier order)
+    order: torch.Tensor  # frontier positions in group order
+    need: torch.Tensor  # flagged requests (group order)
+    per_kind: list[list[int]]  # [peer][kind]: flagged requests
+
+
+class RowFetcher(ABC):
+    """The rows of `data_keys` (keys of part.node_data) per kind; `label_key`'s rows of the seeds."""
+
+    part: Any
+    device: torch.device
+    kind_keys: list[list[Hashable]]  # per kind: its node data keys, in the loader's name order
+    label_key: Optional[Hashable]
+    seed_kind: int
+
+    @property
+    def data_keys(self) -> list[Hashable]:
+        return [key for keys in self.kind_keys for key in keys]
+
+    def keys(self, first_hop: bool) -> list[list[Hashable]]:
+        """Per kind, the arrays whose rows a hop's requests carry: the first hop's add the seeds' labels."""
+        keys = [list(k) for k in self.kind_keys]
+        if first_hop and self.label_key is not None and self.label_key not in keys[self.seed_kind]:
+            keys[self.seed_kind].append(self.label_key)
+        return keys
+
+    def only(self, key: Hashable, kind: int) -> list[list[Hashable]]:
+        """Per kind, `key` alone in kind `kind` (one array fetched on its own)."""
+        return [[key] if t == kind else [] for t in range(len(self.kind_keys))]
+
+    def layouts(self, keys: list[list[Hashable]]) -> list[RowLayout]:
+        """Per kind, the layout of the rows of `keys` (cached: every hop asks)."""
+        cache = self.__dict__.setdefault("_layouts", {})
+        marker = repr(keys)
+        if marker not in cache:
+            cache[marker] = [RowLayout.of([self.part.node_data[key][:0] for key in kind]) for kind in keys]
+        return cache[marker]
+
+    def describe(self) -> str:
+        """The kinds' layouts (every rank must agree: they size the answers' bytes)."""
+        return "; ".join(f"{k}: {layout.fields}" for k, layout in zip(self.kind_keys, self.layouts(self.keys(True))))
+
+    @abstractmethod
+    def locate(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(kind, row here or -1) of global ids."""
+
+    @abstractmethod
+    def owned(self, cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(kind, row) of owned local columns."""
+
+    # -- the requester's side
+
+    def located(self, frontier: torch.Tensor, widths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(kind, row here or -1) of every frontier node; with nothing to carry, every node counts as held."""
+        if any(widths):
+            return self.locate(frontier)
+        return torch.zeros_like(frontier), torch.zeros_like(frontier)
+
+    @staticmethod
+    def needs(kind: torch.Tensor, held: torch.Tensor, widths: list[int]) -> torch.Tensor:
+        """Whether the owner must send each node's rows: not held here, of a kind that carries rows."""
+        if len(widths) == 1:  # one kind: no per-kind lookup
+            return held < 0 if widths[0] else torch.zeros_like(held, dtype=torch.bool)
+        return (held < 0) & (torch.index_select(torch.tensor(widths, device=kind.device), 0, kind) > 0)
+
+    def requests(self, located: tuple[torch.Tensor, torch.Tensor], order: torch.Tensor, send_counts: list[int],
+                 widths: list[int]) -> Requests:
+        """The requests in group order, those flagged for rows, and how many of each kind go to each peer."""
+        kind, held = located
+        sent_kind = torch.index_select(kind, 0, order)
+        need = self.needs(sent_kind, torch.index_select(held, 0, order), widths)
+        return Requests(kind, held, order, need, per_peer_and_kind(need, sent_kind, send_counts, len(widths)))
+
+    def frontier_rows(self, keys: list[list[Hashable]], layouts: list[RowLayout], row_bytes: list[Optional[torch.Tensor]],
+                      req: Requests) -> dict[Hashable, torch.Tensor]:
+        """Per key, the rows of the frontier nodes of its kind, in frontier order: held ones read here, the
+        others unpacked from the answers (`row_bytes[kind]`: [n, row_bytes] in group order)."""
+        out = {}
+        for t, (kind_keys, layout) in enumerate(zip(keys, layouts)):
+            if not kind_keys:
+                continue
+            if len(keys) == 1:  # one kind: positions in the frontier are positions among its kind
+                remote = torch.index_select(req.order, 0, torch.nonzero(req.need).reshape(-1))
+                local_at = torch.nonzero(req.held >= 0).reshape(-1)
+                local_rows, count = torch.index_select(req.held, 0, local_at), int(req.kind.numel())
+            else:
+                remote, local_at, local_rows, count = _kind_positions(req, t)
+            if local_rows.numel() == count:  # every row held here: one read, no scatter
+                out.update((key, self.read(key, local_rows)) for key in kind_keys)
+                continue
+            for key, answered in zip(kind_keys, layout.unpack(row_bytes[t])):
+                table = self.part.node_data[key]
+                rows = torch.empty((count, *table.shape[1:]), dtype=table.dtype, device=self.device)
+                rows.index_copy_(0, remote, answered.to(self.device))
+                rows.index_copy_(0, local_at, self.read(key, local_rows))
+                out[key] = rows
+        return out
+
+    # -- the owner's side
+
+    def pack_owned(self, keys: list[list[Hashable]], layouts: list[RowLayout], cols: torch.Tensor, wanted: torch.Tensor,
+                   recv_counts: list[int]) -> tuple[list[Optional[torch.Tensor]], list[list[int]]]:
+        """(per kind, the packed rows [n, row_bytes] of the flagged requests `wanted` among owned columns `cols`, in
+        peer order then request order, None for a kind that carries nothing; [peer][kind]: how many rows each)."""
+        kind, rows = self.owned(cols)
+        per_kind = per_peer_and_kind(wanted, kind, recv_counts, len(layouts))
+        packed: list[Optional[torch.Tensor]] = []
+        for t, (kind_keys, layout) in enumerate(zip(keys, layouts)):
+            if not layout.row_bytes:
+                packed.append(None)
+                continue
+            at = torch.masked_select(rows, wanted if len(layouts) == 1 else wanted & (kind == t))
+            packed.append(layout.pack([self.read(key, at) for key in kind_keys]))
+        return packed, per_kind
+
+    def read(self, key: Hashable, local: torch.Tensor) -> torch.Tensor:
+        """Rows `local` of this partition's node data `key`, on the fetcher's device: gathered where the table
+        lives; from pinned host memory into a pinned buffer, then copied without blocking."""
+        table = self.part.node_data[key]
+        if table.device == self.device:
+            return torch.index_select(table, 0, local)
+        local = local.to(table.device)
+        if self.device.type == "cuda" and table.is_pinned():
+            return _gather_pinned(table, local, self.device)
+        return torch.index_select(table, 0, local).to(self.device)
+
+
+class PlainRows(RowFetcher):
+    """A homogeneous LoadedPartition: one kind, rows at local ids (owned first, then halo)."""
+
+    def __init__(self, part: Any, names: Sequence[str], labels: Optional[str]):
+        self.part, self.device, self.kind_keys, self.label_key, self.seed_kind = part, part.device, [list(names)], labels, 0
+
+    def locate(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.part.num_parts == 1:  # every node is here at its global id (the loader's ids are checked)
+            return torch.zeros_like(ids), ids
+        return torch.zeros_like(ids), self.part.local_rows(ids)
+
+    def owned(self, cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.zeros_like(cols), cols
+
+
+class TypedRows(RowFetcher):
+    """A HeteroPartition over erased ids: one kind per node type, the arrays of `names` that type has."""
+
+    def __init__(self, part: Any, names: Sequence[str], labels: Optional[str], input_type: str):
+        self.part, self.device = part, part.device
+        self.kind_keys = [[(ntype, name) for name in names if (ntype, name) in part.node_data] for ntype in part.node_types]
+        self.label_key = (input_type, labels) if labels is not None else None
+        self.seed_kind = part.node_types.index(input_type)
+
+    def locate(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.part.erased_rows(ids)
+
+    def owned(self, cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.part.owned_rows(cols)
+
+
+# Rows gathered on the host per piece when node data lives in pinned host memory: the copy of one piece to the
+# GPU runs while the host gathers the next.
+PINNED_PIECE_BYTES = 8 << 20
+
+
+def _gather_pinned(table: torch.Tensor, rows: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """table[rows] (table in pinned host memory) on CUDA `device`: the host gathers piece by piece into pinned
+    buffers, each piece's copy issued without blocking, so gathering and copying overlap."""
+    out = torch.empty((rows.numel(), *table.shape[1:]), dtype=table.dtype, device=device)
+    row_bytes = max(1, table[:1].numel() * table.element_size())
+    step = max(1, PINNED_PIECE_BYTES // row_bytes)
+    for at in range(0, rows.numel(), step):  # a loop over pieces of megabytes, not over rows
+        piece = rows[at:at + step]
+        staged = torch.empty((piece.numel(), *table.shape[1:]), dtype=table.dtype, pin_memory=True)
+        torch.index_select(table, 0, piece, out=staged)
+        out[at:at + piece.numel()].copy_(staged, non_blocking=True)  # the caching host allocator keeps `staged`
+    return out
+
+
+def per_peer_and_kind(mask: torch.Tensor, kind: torch.Tensor, counts: list[int], num_kinds: int) -> list[list[int]]:
+    """[peer][kind]: the masked items of each kind in each peer's block (blocks of `counts` items, in peer order)."""
+    if num_kinds == 1:  # one kind (homogeneous): a sum per block
+        return [[int(m.sum())] for m in mask.split(counts)]
+    num_peers = len(counts)
+    block = torch.repeat_interleave(torch.arange(num_peers, device=kind.device), torch.tensor(counts, device=kind.device),
+                                    output_size=kind.numel())
+    cell = torch.masked_select(block * num_kinds + kind, mask)
+    return torch.bincount(cell, minlength=num_peers * num_kinds).reshape(num_peers, num_kinds).tolist()
+
+
+def _kind_positions(req: Requests, t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """Among the frontier nodes of kind t: positions of the flagged ones (in the answers' order), positions and rows
+    here of the held ones, and their number."""
+    mine = req.kind == t
+    within = torch.cumsum(mine, 0) - 1  # each node's position among the frontier nodes of its kind
+    sent = torch.nonzero(req.need & (torch.index_select(req.kind, 0, req.order) == t)).reshape(-1)
+    remote = torch.index_select(within, 0, torch.index_select(req.order, 0, sent))
+    local = torch.nonzero(mine & (req.held >= 0)).reshape(-1)
+    return remote, torch.index_select(within, 0, local), torch.index_select(req.held, 0, local), int(mine.sum())
