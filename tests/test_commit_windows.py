@@ -225,7 +225,7 @@ def test_hdf5_result_reading_outside_itself_is_refused(tmp_path, capsys):
         h5.create_dataset("part_0/node_data/label", shape=(1354,), dtype="<i8", external=[(str(tmp_path / "secret.bin"), 0, 1354 * 8)])
         del h5["part_1/node_data/label"]
         h5["part_1/node_data/label"] = h5py.SoftLink("/part_0/node_data/label")
-    assert entry["format"] == "gpart.pipeline.partition"
+    assert entry["format"] == "gpart.partition"
     capsys.readouterr()
     assert run("verify", out) == 1
     report = capsys.readouterr().out

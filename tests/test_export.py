@@ -315,7 +315,7 @@ def test_reader_validates_json_and_sizes(tmp_path):
         return path
 
     with pytest.raises(InputError, match="format"):
-        open_filelist(broken(format="gpart.pipeline.partition"))
+        open_filelist(broken(format="gpart.partition"))
     with pytest.raises(InputError, match="version"):
         open_filelist(broken(version=2))
     with pytest.raises(InputError, match="add up to"):

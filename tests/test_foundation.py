@@ -68,12 +68,12 @@ def test_malformed_entries_are_input_errors(bad):
 
 
 def test_manifest_format_and_version_checked(tmp_path):
-    write_manifest(tmp_path, {"format": "gpart.pipeline.partition", "version": 1})
-    assert read_manifest(tmp_path, "gpart.pipeline.partition")["version"] == 1
+    write_manifest(tmp_path, {"format": "gpart.partition", "version": 1})
+    assert read_manifest(tmp_path, "gpart.partition")["version"] == 1
     assert not (tmp_path / "manifest.json.tmp").exists()
     with pytest.raises(InputError, match="expected 'gpart.checkpoint'"):
         read_manifest(tmp_path, "gpart.checkpoint")
-    (tmp_path / "manifest.json").write_text(json.dumps({"format": "gpart.pipeline.partition", "version": 9}))
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "gpart.partition", "version": 9}))
     with pytest.raises(InputError, match="version 9 is not supported"):
         read_manifest(tmp_path)
     (tmp_path / "manifest.json").write_text("{not json")

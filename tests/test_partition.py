@@ -112,13 +112,13 @@ def raw_array(out: Path, manifest: dict, entry: dict) -> np.ndarray:
 
 def check_against_spec(out: Path, graph: Graph) -> dict:
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["format"] == "gpart.pipeline.partition" and manifest["version"] == 1
+    assert manifest["format"] == "gpart.partition" and manifest["version"] == 1
     n, parts = graph.num_nodes, manifest["num_parts"]
     owner = owner_of(manifest, out, n)
     assert owner.shape == (n,) and owner.min() >= 0 and owner.max() < parts
     if manifest["storage"] == "hdf5":
         with h5py.File(out / "partitions.h5", "r") as f:
-            assert f.attrs["format"] == "gpart.pipeline.partition" and int(f.attrs["version"]) == 1
+            assert f.attrs["format"] == "gpart.partition" and int(f.attrs["version"]) == 1
             assert json.loads(f.attrs["manifest"]) == manifest
     cut = 0
     for p in range(parts):

@@ -27,7 +27,7 @@ def info(directory: str, as_json: bool) -> None:
     summary = info_of(directory)
     if as_json:
         print_json(summary)
-    elif summary.get("format") == "gpart.pipeline.partition":
+    elif summary.get("format") == "gpart.partition":
         _render_partition_info(summary)
     elif summary.get("format") == "gpart.filelist":
         _render_exports_info(summary)

@@ -40,7 +40,7 @@ from gpart.formats.partition.store import (
     h5_write_problem,
 )
 
-FORMAT = "gpart.pipeline.partition"
+FORMAT = "gpart.partition"
 VERSION = 1
 STORAGES = ("binary", "hdf5")
 
