@@ -173,6 +173,7 @@ class GlobalRows:
 
     def _read_strided(self, a: int, b: int, out: np.ndarray) -> None:
         world, maps = self.policy.world_size, self._maps
+        assert maps is not None  # interleaved shards of non-empty rows are always mapped (__init__)
         ahead = b - a
         for r in range(world):  # ask the kernel for the next chunk while this one is copied
             maps.prefetch(r, b // world, (b + ahead) // world + 1)
