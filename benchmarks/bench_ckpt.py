@@ -58,7 +58,7 @@ t0 = time.perf_counter()
 if kind == "gather":
     ckpt.gather_checkpoint(src, out)
 elif kind == "export":
-    ckpt.export_checkpoint(src, out, to="wholegraph", world_size=int(sys.argv[4]), prefix="emb")
+    ckpt.export_checkpoint(src, out, to="wholegraph", options=ckpt.ExportOptions(world_size=int(sys.argv[4]), prefix="emb"))
 else:
     world, policy = int(sys.argv[4]), sys.argv[5]
     ckpt.scatter_checkpoint(src, out, world, policy)

@@ -88,9 +88,9 @@ def child(args) -> dict:
     elif args.child == "make-ckpt":
         make_checkpoint(Path(args.out), args.rows, args.dim, args.optimizer)
     elif args.child == "export":
-        from gpart.ckpt import export_checkpoint
+        from gpart.ckpt import ExportOptions, export_checkpoint
 
-        export_checkpoint(args.input, args.out, to=args.target, world_size=args.world, force=True)
+        export_checkpoint(args.input, args.out, to=args.target, options=ExportOptions(world_size=args.world), force=True)
     wall = time.perf_counter() - start
     return {"wall": wall, "rss": peak_rss_mib(), "bytes": dir_bytes(Path(args.out)) if args.out and Path(args.out).exists() else 0}
 

@@ -57,7 +57,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from interop_common import CORA_TYPED, DEFAULT_GRAPHS, graphs_and_typed_edges, partition_typed, partition_with_edge_weights, typed_inputs  # noqa: E402  (interop_common puts gpart on sys.path)
 
-from gpart.ckpt import export_checkpoint  # noqa: E402
+from gpart.ckpt import ExportOptions, export_checkpoint  # noqa: E402
 from gpart.convert import convert_partitions  # noqa: E402
 from gpart.formats.checkpoint import entries as ck  # noqa: E402
 from gpart.formats.checkpoint.writer import write_checkpoint_manifest, write_shard  # noqa: E402
@@ -216,7 +216,7 @@ def check_standalone(graph_path: Path, work: Path) -> dict:
     opt_params = {"type": "adam", "lr": 0.05, "betas": [0.8, 0.99], "eps": 1e-7}
     spec = ck.EmbeddingSpec("ent", n, (8,), "float32", policy)
     write_checkpoint_manifest(work / "run", ck.build_checkpoint_manifest([spec], entries, 3, opt_params))
-    export_checkpoint(work / "run", work / "exp", to="distdgl", world_size=1)
+    export_checkpoint(work / "run", work / "exp", to="distdgl", options=ExportOptions(world_size=1))
 
     dgl.distributed.initialize(None)
     g = dgl.distributed.DistGraph("g1", part_config=str(work / "d1" / "g1.json"))

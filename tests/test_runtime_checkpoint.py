@@ -292,7 +292,7 @@ def test_float16_tables_round_trip_and_convert(tmp_path):
 )
 def test_read_plan_covers_exactly_the_owned_rows(rows, saved_world, my_world, saved_kind, my_kind):
     """Every rank's rows, under any policy pair, as few arithmetic progressions of saved shard rows."""
-    from gpart.runtime.embedding.checkpoint_load import _global_ids_of, _read_plan
+    from gpart.runtime.embedding.checkpoint_load import _read_plan
 
     def policy(kind, world):
         return RangePolicy.even(rows, world) if kind == "even" else make_policy(kind, rows, world)
@@ -300,7 +300,7 @@ def test_read_plan_covers_exactly_the_owned_rows(rows, saved_world, my_world, sa
     saved, mine = policy(saved_kind, saved_world), policy(my_kind, my_world)
     for rank in range(my_world):
         wanted = mine.global_ids(rank)
-        np.testing.assert_array_equal(_global_ids_of(mine, rank, np.arange(len(wanted))), wanted)
+        np.testing.assert_array_equal(mine.global_rows(rank, np.arange(len(wanted))), wanted)
         got = np.full(len(wanted), -1)
         plan = _read_plan(saved, mine, rank)
         assert len(plan) <= saved_world

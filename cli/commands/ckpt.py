@@ -6,7 +6,7 @@ Each command imports gpart.ckpt when it runs, not at the top: `gpart` starts (an
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import click
 from rich.table import Table
@@ -24,6 +24,39 @@ from gpart.cli.output.ui import (
     result_options,
     stdout,
 )
+
+
+class RegisteredChoice(click.Choice):
+    """Choices read from a registry when the option is parsed or its help is shown, so that a name registered
+    after this module was imported is offered too."""
+
+    def __init__(self, names: Callable[[], Sequence[str]]) -> None:  # no fixed choices: the registry is the list
+        self.case_sensitive = True
+        self._names = names
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(self._names())
+
+
+# the registries are imported when read, not at the top: `gpart --help` imports every command module (start-up time)
+def _export_targets() -> list[str]:
+    from gpart.ckpt.export_registry import target_names
+
+    return target_names()
+
+
+def _import_sources() -> list[str]:
+    from gpart.ckpt.import_registry import source_names
+
+    return source_names()
+
+
+def _policies() -> tuple[str, ...]:
+    from gpart.formats.sharding.policies import POLICIES
+
+    return POLICIES
+
 
 verify_option = click.option("--verify", is_flag=True, help="Check the CRC-32 of every input file first.")
 chunk_rows_option = click.option("--chunk-rows", type=click.IntRange(min=1), default=None, help="Rows per streaming step (default: about 32 MiB).")
@@ -69,7 +102,7 @@ def gather_ckpt(run_dir: str, out: str, npy: bool, verify: bool, chunk_rows: Opt
 @click.argument("full_dir", type=click.Path(file_okay=False))
 @click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory (sharded layout).")
 @click.option("-w", "--world-size", required=True, type=click.IntRange(min=1), help="Number of ranks of the new job.")
-@click.option("--policy", type=click.Choice(["remainder", "range"]), default="remainder", help="Sharding policy.")
+@click.option("--policy", type=RegisteredChoice(_policies), default="remainder", help="Sharding policy.")
 @click.option("--boundaries", default=None, help="range only: W+1 comma-separated row boundaries (default: WholeGraph's split).")
 @verify_option
 @chunk_rows_option
@@ -91,7 +124,7 @@ def scatter_ckpt(
 
 @click.command("import-ckpt")
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("--from", "source", required=True, type=click.Choice(["wholegraph", "torch"]), help="Who wrote the files.")
+@click.option("--from", "source", required=True, type=RegisteredChoice(_import_sources), help="Who wrote the files.")
 @click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory (sharded gpart checkpoint).")
 @click.option("-w", "--world-size", type=click.IntRange(min=1), default=None, help="Ranks (wholegraph: required; torch: with {rank} patterns).")
 @click.option("--name", default="embedding", help="wholegraph: the embedding's name in the checkpoint.")
@@ -104,8 +137,8 @@ def scatter_ckpt(
 @click.option("--state-dtype", default="float32", help="wholegraph: dtype of the moment states.")
 @click.option("--state-file", multiple=True, help="wholegraph: STATE=NAME, the file name part of a state (default m, v, beta12t, state_sum).")
 @click.option("--boundaries", default=None, help="wholegraph: W+1 row boundaries if not WholeGraph's default split.")
-@click.option("--layout", type=click.Choice(["remainder", "range"]), default="remainder", help="torch without ids: how rows were sharded.")
-@click.option("--policy", type=click.Choice(["remainder", "range"]), default="remainder", help="torch with ids: policy of the output shards.")
+@click.option("--layout", type=RegisteredChoice(_policies), default="remainder", help="torch without ids: how rows were sharded.")
+@click.option("--policy", type=RegisteredChoice(_policies), default="remainder", help="torch with ids: policy of the output shards.")
 @force_option
 @quiet_option
 @json_option
@@ -121,22 +154,15 @@ def import_ckpt(
     gpart import-ckpt --from torch 'opt.pt_{rank}' 'emb_{rank}.pt' --world-size 4 -o ck/
     gpart import-ckpt --from torch rank0.pt rank1.pt -o ck/
     """
-    from gpart import ckpt
+    from gpart.ckpt import ImportOptions, import_checkpoint
 
+    options = ImportOptions(
+        world_size=world_size, name=name, num_rows=num_rows, row_shape=None if dim is None else (dim,), dtype=dtype, optimizer=optimizer,
+        state_dtype=state_dtype, state_files=key_value_pairs(state_file, "--state-file", "STATE=NAME"), boundaries=parse_boundaries(boundaries),
+        hyper_params={"betas": _parse_betas(betas)} if betas is not None else None, layout=layout, policy=policy,
+    )
     with progress_for(quiet or as_json) as progress:
-        if source == "wholegraph":
-            if len(inputs) != 1:
-                raise InputError(None, "--from wholegraph takes one PREFIX (the path given to WholeMemoryEmbedding.save)")
-            missing = [opt for opt, v in (("--num-rows", num_rows), ("--dim", dim), ("--world-size", world_size)) if v is None]
-            if missing:
-                raise InputError(inputs[0], f"WholeGraph files carry no shape: give {', '.join(missing)}")
-            manifest = ckpt.import_wholegraph(
-                inputs[0], out, num_rows=num_rows, row_shape=(dim,), dtype=dtype, world_size=world_size, name=name, optimizer=optimizer,
-                state_dtype=state_dtype, state_files=key_value_pairs(state_file, "--state-file", "STATE=NAME"), boundaries=parse_boundaries(boundaries),
-                hyper_params={"betas": _parse_betas(betas)} if betas is not None else None, force=force, progress=progress,
-            )
-        else:
-            manifest = ckpt.import_torch(inputs, out, world_size=world_size, layout=layout, policy=policy, force=force, progress=progress)
+        manifest = import_checkpoint(inputs, out, source=source, options=options, force=force, progress=progress)
     _report(manifest, out, "imported", as_json, quiet)
 
 
@@ -153,13 +179,13 @@ def _parse_betas(text: str) -> list[float]:
 
 @click.command("export-ckpt")
 @click.argument("run_dir", type=click.Path(file_okay=False))
-@click.option("--to", "target", required=True, type=click.Choice(["wholegraph", "distdgl"]), help="Whose files to write.")
+@click.option("--to", "target", required=True, type=RegisteredChoice(_export_targets), help="Whose files to write.")
 @click.option("-o", "--output", "out", required=True, type=click.Path(), help="Output directory.")
 @click.option("-w", "--world-size", required=True, type=click.IntRange(min=1), help="Ranks of the job that resumes.")
 @click.option("--prefix", default=None, help="wholegraph: the prefix given to WholeMemoryEmbedding.load (default: the embedding name); "
               "distdgl: the path stem given to the optimizer's load (default: sparse_opt).")
 @click.option("--embedding", default=None, help="The embedding to export (wholegraph: required when the checkpoint holds several).")
-@click.option("--policy", type=click.Choice(["remainder", "range"]), default="remainder", help="distdgl: which rows each rank's files hold.")
+@click.option("--policy", type=RegisteredChoice(_policies), default="remainder", help="distdgl: which rows each rank's files hold.")
 @click.option("--boundaries", default=None, help="W+1 comma-separated row boundaries of a range split (default: WholeGraph's split).")
 @click.option("--table-only", is_flag=True, help="Export the tables alone, without optimizer states.")
 @click.option("--ntype", default="_N", help="distdgl: node type in the optimizer's state names (node~NTYPE~<embedding>_step).")
@@ -176,13 +202,14 @@ def export_ckpt(
     gpart export-ckpt run/ --to wholegraph -w 4 -o wg/ --prefix emb    # then WholeMemoryEmbedding.load("wg/emb")
     gpart export-ckpt run/ --to distdgl -w 4 -o dgl/                   # then opt.load("dgl/sparse_opt") (DGL 2.1)
     """
-    from gpart.ckpt import export_checkpoint
+    from gpart.ckpt import ExportOptions, export_checkpoint
 
+    options = ExportOptions(
+        world_size=world_size, prefix=prefix, embedding=embedding, policy=policy, boundaries=parse_boundaries(boundaries), table_only=table_only,
+        ntype=ntype, verify=verify, chunk_rows=chunk_rows,
+    )
     with progress_for(quiet or as_json, bytes_mode=True) as progress:
-        manifest = export_checkpoint(
-            run_dir, out, to=target, world_size=world_size, prefix=prefix, embedding=embedding, policy=policy, boundaries=parse_boundaries(boundaries),
-            table_only=table_only, ntype=ntype, force=force, verify=verify, progress=progress, chunk_rows=chunk_rows,
-        )
+        manifest = export_checkpoint(run_dir, out, to=target, options=options, force=force, progress=progress)
     if as_json:
         print_json(manifest)
     elif not quiet:
@@ -194,11 +221,11 @@ def export_ckpt(
 def _policy_text(policy: Optional[dict[str, Any]]) -> str:
     if not policy:
         return "-"
-    if policy.get("name") == "range":
-        b = policy.get("boundaries", [])
-        shown = ",".join(map(str, b[:6])) + (",..." if len(b) > 6 else "")
-        return f"range [{shown}]"
-    return str(policy.get("name"))
+    b = policy.get("boundaries")  # the policies that split rows at boundaries (range) show where
+    if b is None:
+        return str(policy.get("name"))
+    shown = ",".join(map(str, b[:6])) + (",..." if len(b) > 6 else "")
+    return f"{policy.get('name')} [{shown}]"
 
 
 def render_checkpoint_info(info: dict[str, Any]) -> None:

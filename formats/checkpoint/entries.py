@@ -1,8 +1,8 @@
 """Embedding checkpoints (SPEC.md section 6): names, optimizer states, shard entries, manifest builders.
 
 The format's definitions live here; the reader (read_checkpoint, Checkpoint) is
-checkpoint_reader.py, the writer (write_shard, ShardWriter, write_checkpoint_manifest)
-checkpoint_writer.py. Both import this module, never the other way round.
+reader.py, the writer (write_shard, ShardWriter, write_checkpoint_manifest)
+writer.py. Both import this module, never the other way round.
 
 A *sharded* checkpoint (a training run's output) is a directory holding, per
 embedding, the table and each optimizer state split over W ranks by a
@@ -273,6 +273,7 @@ def _as_spec(obj: Union[EmbeddingSpec, Mapping[str, Any]]) -> EmbeddingSpec:
 
 def _tensor_json(spec: EmbeddingSpec, state: Optional[str], entries: list[dict[str, Any]], world_size: int) -> dict[str, Any]:
     name = tensor_name(spec.name, state)
+    dtypes: tuple[str, ...]
     if state is None:
         dtypes, row_shape = (spec.dtype,), spec.row_shape
     else:

@@ -177,7 +177,7 @@ class Checkpoint:
     def verify(self) -> list[str]:
         """Problems found by checking every file's size and CRC-32, and (global layout) every
         tensor's `<tensor>.json` against the manifest (empty when intact)."""
-        return _verify_files(self) + _sidecar_problems(self)
+        return [f"{path}: {problem}" for path, problem, _ in _check_files(self, verify=True)] + _sidecar_problems(self)
 
 
 def read_checkpoint(directory: Union[str, os.PathLike], verify: bool = False) -> Checkpoint:
@@ -335,8 +335,8 @@ def _check_files(ckpt: Checkpoint, verify: bool) -> list[tuple[Path, str, bool]]
             try:
                 path = inside(ckpt.directory, s.file)
                 size = path.stat().st_size
-            except IntegrityError as exc:
-                problems.append((Path(exc.path), exc.problem, True))
+            except IntegrityError as exc:  # a file name leading outside the directory
+                problems.append((Path(exc.path or ckpt.directory), exc.problem, True))
                 continue
             except FileNotFoundError:
                 problems.append((path, f"shard file of tensor {t.name} rank {s.rank} is missing", True))
@@ -378,10 +378,6 @@ def _sidecar_problems(ckpt: Checkpoint) -> list[str]:
         if not same:
             problems.append(f"{path}: disagrees with {MANIFEST_NAME} about tensor {t.name} (name, dtype, shape, file or crc32)")
     return problems
-
-
-def _verify_files(ckpt: Checkpoint) -> list[str]:
-    return [f"{path}: {problem}" for path, problem, _ in _check_files(ckpt, verify=True)]
 
 
 def _check_npy_header(path: Path, t: TensorInfo, s: ShardInfo) -> Optional[str]:

@@ -11,13 +11,13 @@ from typing import Any, Union
 
 import numpy as np
 
-from gpart.formats.sharding.policies import RangePolicy, RemainderPolicy
+from gpart.formats.sharding.policies import RangePolicy, RemainderPolicy, ShardPolicy
 
 
 class RuleBook:
     """A book given by a sharding rule (remainder or range): no arrays stored."""
 
-    def __init__(self, policy: Union[RemainderPolicy, RangePolicy]):
+    def __init__(self, policy: ShardPolicy):
         self.policy = policy
         self.kind = policy.name
         self.num_nodes = policy.num_rows
@@ -36,10 +36,8 @@ class RuleBook:
         return self.policy.counts()
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "num_nodes": self.num_nodes, "num_parts": self.num_parts}
-        if self.kind == "range":
-            out["boundaries"] = list(self.policy.boundaries)
-        return out
+        # the rule's own fields (range: boundaries) after the book's: the policy says which it has
+        return {"kind": self.kind, "num_nodes": self.num_nodes, "num_parts": self.num_parts, **self.policy.fields()}
 
 
 class ArrayBook:

@@ -19,12 +19,12 @@ from gpart.formats.files.arrays import ArrayEntry, check_file_size, inside, open
 from gpart.formats.files.dtypes import storage_dtype
 from gpart.formats.files.manifest import MANIFEST_NAME, read_manifest, require
 from gpart.formats.files.names import safe_name
-from gpart.formats.partition.book import ArrayBook, PartitionBook, RuleBook, remainder_book
+from gpart.formats.partition.book import ArrayBook, PartitionBook, RuleBook
 from gpart.formats.partition.reverse import INPUT_EDGE_KEY, ReverseMeta
 from gpart.formats.partition.store import refuse_outside_storage
 from gpart.formats.partition.typed import HeteroMeta
 from gpart.formats.partition.writer import BOOK_DTYPES, FORMAT, HDF5_FILE, STORAGES, VERSION, data_key, expected_arrays, part_dir
-from gpart.formats.sharding.policies import RangePolicy
+from gpart.formats.sharding.policies import POLICY_CLASSES
 
 
 class PartitionReader:
@@ -122,12 +122,11 @@ class PartitionReader:
     def _validate_book(self, book: dict[str, Any], num_nodes: int, num_parts: int) -> None:
         where = self.manifest_file
         kind = require(book, "kind", str, where)
-        if kind == "remainder":
-            return
-        if kind == "range":
-            bounds = require(book, "boundaries", list, where)
+        rule = POLICY_CLASSES.get(kind)  # a rule book (remainder, range) stores the policy's own fields
+        if rule is not None:
+            fields = {key: require(book, key, json_type, where) for key, json_type in rule.FIELDS.items()}
             try:
-                RangePolicy(num_nodes, num_parts, tuple(int(b) for b in bounds))
+                rule.from_fields(num_nodes, num_parts, fields)
             except (TypeError, ValueError, OverflowError) as exc:
                 raise InputError(where, f"book: {exc}") from None
             return
@@ -204,11 +203,9 @@ class PartitionReader:
 
     def book(self) -> PartitionBook:
         book = self.manifest["book"]
-        kind = book["kind"]
-        if kind == "remainder":
-            return remainder_book(self.num_nodes, self.num_parts)
-        if kind == "range":
-            return RuleBook(RangePolicy(self.num_nodes, self.num_parts, tuple(int(b) for b in book["boundaries"])))
+        rule = POLICY_CLASSES.get(book["kind"])
+        if rule is not None:
+            return RuleBook(rule.from_fields(self.num_nodes, self.num_parts, book))
         owner = self.read_entry(self._book_entries["owner"])
         local = self.read_entry(self._book_entries["local"])
         if owner.size and (int(owner.min()) < 0 or int(owner.max()) >= self.num_parts):

@@ -6,19 +6,25 @@
   rank, the last ranks possibly short or empty); `even_boundaries` gives sizes
   that differ by at most one row.
 
+Every policy answers for itself (ShardPolicy): which rank owns a row and at
+which local row, which global rows a rank holds, whether each rank's rows are
+one contiguous run, and its manifest form. Under every policy a rank's rows
+are an arithmetic progression of global rows (`first_row(r)`, `stride`), so
+callers that move rows between two policies need nothing else. POLICY_CLASSES
+lists the policies by the name their manifests carry.
+
 All methods are vectorised over numpy arrays of global ids.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
 from gpart.base.errors import InputError
-
-POLICIES = ("remainder", "range")
 
 
 def even_boundaries(num_rows: int, world_size: int) -> np.ndarray:
@@ -44,14 +50,106 @@ def _check(num_rows: int, world_size: int) -> None:
         raise ValueError(f"row count must be non-negative, got {num_rows}")
 
 
-@dataclass(frozen=True)
-class RemainderPolicy:
+class ShardPolicy(ABC):
+    """How `num_rows` global rows are split over `world_size` ranks.
+
+    Rank r's local row k is global row `first_row(r) + k * stride`, for k < count(r).
+    A policy is contiguous when stride is 1 (each rank holds one run of rows,
+    `row_bounds()` says where); otherwise its ranks interleave, rank r holding
+    rows r, r + stride, r + 2 * stride, ... (the remainder rule).
+    """
+
+    name: ClassVar[str]  # the name its manifests carry (POLICY_CLASSES' key)
+    # manifest fields beyond name, num_rows and world_size: {field: JSON type}
+    FIELDS: ClassVar[Mapping[str, type]] = {}
     num_rows: int
     world_size: int
-    name: str = "remainder"
+
+    @classmethod
+    @abstractmethod
+    def default(cls, num_rows: int, world_size: int) -> "ShardPolicy":
+        """The policy of this kind a name alone asks for (range: WholeGraph's split)."""
+
+    @classmethod
+    @abstractmethod
+    def from_fields(cls, num_rows: int, world_size: int, fields: Mapping[str, Any]) -> "ShardPolicy":
+        """The policy its manifest form describes (`fields` holds at least FIELDS); ValueError, KeyError or
+        TypeError when they do not describe one."""
+
+    @abstractmethod
+    def owner(self, ids: np.ndarray) -> np.ndarray:
+        """The rank holding each global id."""
+
+    @abstractmethod
+    def local(self, ids: np.ndarray) -> np.ndarray:
+        """Each global id's row on its owner."""
+
+    @abstractmethod
+    def count(self, rank: int) -> int:
+        """How many rows rank `rank` holds."""
+
+    @abstractmethod
+    def first_row(self, rank: int) -> int:
+        """The global row of rank `rank`'s local row 0 (where it would be, for a rank holding none)."""
+
+    @property
+    @abstractmethod
+    def stride(self) -> int:
+        """Global rows between a rank's consecutive local rows: 1 for contiguous runs."""
+
+    @abstractmethod
+    def fields(self) -> dict[str, Any]:
+        """The manifest fields beyond name, num_rows and world_size (FIELDS' keys), JSON-ready."""
+
+    @property
+    def is_contiguous(self) -> bool:
+        """Whether each rank's rows are one contiguous run of global rows (so files concatenate to the table)."""
+        return self.stride == 1
+
+    def counts(self) -> np.ndarray:
+        return np.array([self.count(r) for r in range(self.world_size)], dtype=np.int64)
+
+    def row_bounds(self) -> np.ndarray:
+        """W + 1 boundaries of the ranks' runs of rows: rank r holds [bounds[r], bounds[r+1]). Contiguous policies only."""
+        if not self.is_contiguous:
+            raise ValueError(f"the {self.name} policy over {self.world_size} ranks interleaves rows: it has no row boundaries")
+        return np.concatenate([[0], np.cumsum(self.counts())]).astype(np.int64)
+
+    def global_rows(self, rank: int, local: np.ndarray) -> np.ndarray:
+        """The global ids of rank `rank`'s local rows `local` (without building the rank's whole id list)."""
+        return self.first_row(rank) + np.asarray(local) * self.stride
+
+    def global_ids(self, rank: int) -> np.ndarray:
+        """The global rows rank `rank` holds, in local order."""
+        first = self.first_row(rank)
+        return np.arange(first, first + self.count(rank) * self.stride, self.stride, dtype=np.int64)
+
+    def global_slice(self, rank: int) -> slice:
+        """Rows of rank `rank` as a (strided) slice of the global table."""
+        first = self.first_row(rank)
+        return slice(first, first + self.count(rank) * self.stride, self.stride)
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest form: name, num_rows, world_size and the policy's own fields (policy_from_json reads it)."""
+        return {"name": self.name, "num_rows": self.num_rows, "world_size": self.world_size, **self.fields()}
+
+
+@dataclass(frozen=True)
+class RemainderPolicy(ShardPolicy):
+    num_rows: int
+    world_size: int
+    name: ClassVar[str] = "remainder"
 
     def __post_init__(self) -> None:
         _check(self.num_rows, self.world_size)
+
+    @classmethod
+    def default(cls, num_rows: int, world_size: int) -> "RemainderPolicy":
+        return cls(num_rows, world_size)
+
+    @classmethod
+    def from_fields(cls, num_rows: int, world_size: int, fields: Mapping[str, Any]) -> "RemainderPolicy":
+        return cls(num_rows, world_size)
 
     def owner(self, ids: np.ndarray) -> np.ndarray:
         return np.asarray(ids) % self.world_size
@@ -62,27 +160,24 @@ class RemainderPolicy:
     def count(self, rank: int) -> int:
         return max(0, -(-(self.num_rows - rank) // self.world_size))
 
-    def counts(self) -> np.ndarray:
-        return np.array([self.count(r) for r in range(self.world_size)], dtype=np.int64)
+    def first_row(self, rank: int) -> int:
+        return rank
 
-    def global_ids(self, rank: int) -> np.ndarray:
-        """The global rows rank `rank` holds, in local order."""
-        return np.arange(rank, self.num_rows, self.world_size, dtype=np.int64)
+    @property
+    def stride(self) -> int:
+        return self.world_size
 
-    def global_slice(self, rank: int) -> slice:
-        """Rows of rank `rank` as a (strided) slice of the global table."""
-        return slice(rank, self.num_rows, self.world_size)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": "remainder", "num_rows": self.num_rows, "world_size": self.world_size}
+    def fields(self) -> dict[str, Any]:
+        return {}
 
 
 @dataclass(frozen=True)
-class RangePolicy:
+class RangePolicy(ShardPolicy):
     num_rows: int
     world_size: int
     boundaries: tuple[int, ...]
-    name: str = "range"
+    name: ClassVar[str] = "range"
+    FIELDS: ClassVar[Mapping[str, type]] = {"boundaries": list}
 
     def __post_init__(self) -> None:
         _check(self.num_rows, self.world_size)
@@ -91,6 +186,14 @@ class RangePolicy:
             raise ValueError(
                 f"range boundaries must be {self.world_size + 1} non-decreasing values from 0 to {self.num_rows}, got {list(b)[:8]}"
             )
+
+    @classmethod
+    def default(cls, num_rows: int, world_size: int) -> "RangePolicy":
+        return cls.wholegraph(num_rows, world_size)
+
+    @classmethod
+    def from_fields(cls, num_rows: int, world_size: int, fields: Mapping[str, Any]) -> "RangePolicy":
+        return cls(num_rows, world_size, tuple(int(x) for x in fields["boundaries"]))
 
     @classmethod
     def even(cls, num_rows: int, world_size: int) -> "RangePolicy":
@@ -117,37 +220,39 @@ class RangePolicy:
     def counts(self) -> np.ndarray:
         return np.diff(self.bounds)
 
-    def global_ids(self, rank: int) -> np.ndarray:
-        return np.arange(self.boundaries[rank], self.boundaries[rank + 1], dtype=np.int64)
+    def first_row(self, rank: int) -> int:
+        return self.boundaries[rank]
 
-    def global_slice(self, rank: int) -> slice:
-        return slice(self.boundaries[rank], self.boundaries[rank + 1])
+    @property
+    def stride(self) -> int:
+        return 1
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": "range", "num_rows": self.num_rows, "world_size": self.world_size, "boundaries": list(self.boundaries)}
+    def row_bounds(self) -> np.ndarray:
+        return self.bounds
+
+    def fields(self) -> dict[str, Any]:
+        return {"boundaries": list(self.boundaries)}
 
 
-ShardPolicy = Union[RemainderPolicy, RangePolicy]
+# every policy, by the name its manifests carry; the first is the default
+POLICY_CLASSES: dict[str, type[ShardPolicy]] = {"remainder": RemainderPolicy, "range": RangePolicy}
+POLICIES = tuple(POLICY_CLASSES)
 
 
 def make_policy(name: str, num_rows: int, world_size: int) -> ShardPolicy:
     """The default policy of a name: remainder, or range with WholeGraph's split."""
-    if name == "remainder":
-        return RemainderPolicy(num_rows, world_size)
-    if name == "range":
-        return RangePolicy.wholegraph(num_rows, world_size)
-    raise ValueError(f"unknown sharding policy {name!r} (expected one of {', '.join(POLICIES)})")
+    if name not in POLICY_CLASSES:
+        raise ValueError(f"unknown sharding policy {name!r} (expected one of {', '.join(POLICIES)})")
+    return POLICY_CLASSES[name].default(num_rows, world_size)
 
 
-def policy_from_json(obj: Any, where=None) -> ShardPolicy:
+def policy_from_json(obj: Any, where: Any = None) -> ShardPolicy:
     """Rebuild a policy from its manifest form; InputError naming `where` if malformed."""
     try:
         name = obj["name"]
         n, w = int(obj["num_rows"]), int(obj["world_size"])
-        if name == "remainder":
-            return RemainderPolicy(n, w)
-        if name == "range":
-            return RangePolicy(n, w, tuple(int(x) for x in obj["boundaries"]))
-        raise ValueError(f"unknown policy {name!r}")
+        if not isinstance(name, str) or name not in POLICY_CLASSES:
+            raise ValueError(f"unknown policy {name!r}")
+        return POLICY_CLASSES[name].from_fields(n, w, obj)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise InputError(where, f"malformed sharding policy {str(obj)[:120]}: {exc}") from None

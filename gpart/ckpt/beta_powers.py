@@ -21,7 +21,7 @@ from gpart.base.errors import InputError
 from gpart.ckpt.streaming import iter_global_chunks
 from gpart.formats.checkpoint.reader import Checkpoint
 from gpart.formats.checkpoint.writer import ShardWriter
-from gpart.formats.sharding.policies import RangePolicy
+from gpart.formats.sharding.policies import ShardPolicy
 
 # the most entries a table may hold (256 MiB of float32); longer only for betas very close to 1
 MAX_TABLE = 1 << 26
@@ -115,12 +115,12 @@ def adam_betas(optimizer: Mapping[str, Any], where: Any) -> tuple[float, float]:
     return float(betas[0]), float(betas[1])
 
 
-def write_beta12t(src: Checkpoint, name: str, target: RangePolicy, stage: Path, stem: str, betas: Sequence[float],
+def write_beta12t(src: Checkpoint, name: str, target: ShardPolicy, stage: Path, stem: str, betas: Sequence[float],
                   chunk_rows: Optional[int], bar) -> list[dict[str, Any]]:
     """The step counts `name` of `src` as WholeGraph's beta12t files `<stem>_part_<r>_of_<W>` of the range policy
     `target`, in global-order pieces (each split at the rank boundaries); their shard entries."""
     powers = BetaPowers(betas)
-    bounds = [int(b) for b in target.boundaries]
+    bounds = [int(b) for b in target.row_bounds()]
     world = target.world_size
     with ExitStack() as files:  # every rank's file open at once: one pass in global order fills them in turn
         writers = [files.enter_context(ShardWriter(stage, name, r, world, "float32", (2,), stem=stem)) for r in range(world)]

@@ -30,6 +30,7 @@ from gpart.formats.checkpoint.reader import Checkpoint, read_checkpoint
 from gpart.formats.checkpoint.writer import write_checkpoint_manifest
 from gpart.formats.files.manifest import fsync_dir
 from gpart.formats.files.scratch import ScratchDir
+from gpart.formats.sharding.policies import ShardPolicy
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -97,7 +98,8 @@ def scatter_ckpt(full_dir: PathLike, out_dir: PathLike, world_size: int, policy:
     """Distributed `gpart scatter-ckpt`: shards for `world_size` ranks by `policy`; returns the manifest on every rank."""
     comm = comm or Comm()
     src = _read(comm, full_dir)
-    error, policies = None, {}
+    error: Optional[Exception] = None
+    policies: dict[str, ShardPolicy] = {}
     try:
         policies = target_policies(src, policy, world_size, boundaries)
     except GpartError as exc:

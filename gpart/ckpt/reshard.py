@@ -21,9 +21,7 @@ from gpart.ckpt.streaming import (
     PIECE_BYTES,
     GlobalRows,
     ShardSink,
-    contiguous_bounds,
     contiguous_spans,
-    is_contiguous,
     iter_global_chunks,
     rows_per_piece,
     tensor_bytes,
@@ -36,7 +34,7 @@ from gpart.formats.filelist.writer import FileListWriter
 from gpart.formats.files.commit import staged_output
 from gpart.formats.files.manifest import write_json_atomic
 from gpart.formats.input.npz import npy_header
-from gpart.formats.sharding.policies import POLICIES, RangePolicy, ShardPolicy, make_policy
+from gpart.formats.sharding.policies import POLICIES, POLICY_CLASSES, ShardPolicy, make_policy
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -98,7 +96,7 @@ def _gather_flat(src: Checkpoint, name: str, t: TensorInfo, stage: Path, chunk_r
 def _gather_npy(src: Checkpoint, name: str, t: TensorInfo, stage: Path, chunk_rows, progress) -> dict[str, Any]:
     path, header = stage / f"{name}.npy", npy_header(t.np_dtype, (t.num_rows, *t.row_shape))
     policy = src.policy(name)
-    if is_contiguous(policy):  # a concatenation of the shards after the header: kernel copy, CRCs combined
+    if policy.is_contiguous:  # a concatenation of the shards after the header: kernel copy, CRCs combined
         try:
             with progress.stage(f"gather {name}", total=t.nbytes, unit="B") as bar:
                 crc, nbytes = copy_spans_to_new_file(contiguous_spans(src, t, policy, 0, t.num_rows), path, header, PIECE_BYTES, None, bar.advance)
@@ -124,10 +122,12 @@ def target_policy(name: str, num_rows: int, world_size: int, boundaries: Optiona
         raise InputError(None, f"world size must be at least 1, got {world_size}")
     if boundaries is None:
         return make_policy(name, num_rows, world_size)
-    if name != "range":
-        raise InputError(None, "--boundaries is only meaningful with --policy range")
+    policy_class = POLICY_CLASSES[name]
+    if "boundaries" not in policy_class.FIELDS:
+        takes = " or ".join(f"--policy {n}" for n, c in POLICY_CLASSES.items() if "boundaries" in c.FIELDS)
+        raise InputError(None, f"--boundaries is only meaningful with {takes}")
     try:
-        return RangePolicy(num_rows, world_size, tuple(int(b) for b in boundaries))
+        return policy_class.from_fields(num_rows, world_size, {"boundaries": boundaries})
     except ValueError as exc:
         raise InputError(None, str(exc)) from None
 
@@ -186,7 +186,7 @@ def shard_tensor(
     t = src.tensor(name)
     stem = stem or name
     ranks = list(range(target.world_size) if ranks is None else ranks)
-    if is_contiguous(src.policy(name)) and is_contiguous(target) and hasattr(os, "copy_file_range"):
+    if src.policy(name).is_contiguous and target.is_contiguous and hasattr(os, "copy_file_range"):
         try:
             return _copy_contiguous(src, name, t, target, directory, chunk_rows, bar, stem, ranks)
         except KernelCopyUnsupported:
@@ -203,9 +203,9 @@ def shard_tensor(
 def _rows_of(target: ShardPolicy, ranks: list[int]) -> Optional[list[tuple[int, int]]]:
     """The global rows [lo, hi) that shards `ranks` of a contiguous target hold (None: all rows, which a
     remainder shard's rows, interleaved through the table, need anyway)."""
-    if not is_contiguous(target) or len(ranks) == target.world_size:
+    if not target.is_contiguous or len(ranks) == target.world_size:
         return None
-    bounds = contiguous_bounds(target, target.num_rows)
+    bounds = target.row_bounds()
     return [(int(bounds[r]), int(bounds[r + 1])) for r in ranks]
 
 
@@ -232,7 +232,7 @@ def _copy_contiguous(src: Checkpoint, name: str, t: TensorInfo, target: ShardPol
             raise IntegrityError(span.path, f"checksum mismatch: crc32 {src_crc[rank]:08x}, manifest says {shard.crc32:08x} (the input is damaged)")
 
     piece = max(1, rows_per_piece(t.row_bytes, chunk_rows, PIECE_BYTES)) * max(1, t.row_bytes)
-    bounds = contiguous_bounds(target, t.num_rows)
+    bounds = target.row_bounds()
     entries = []
     for r in ranks:
         g0, g1 = int(bounds[r]), int(bounds[r + 1])

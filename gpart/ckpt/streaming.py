@@ -3,7 +3,7 @@
 - `GlobalRows` / `iter_global_chunks`: read a tensor in global row order (SPEC.md
   section 6) in pieces of about 32 MiB through a few reused buffers;
 - `ShardSink`: distribute global-order pieces to W shard files (or some of them) under a policy;
-- `contiguous_spans`: where rows of a contiguously sharded tensor lie in its files.
+- `contiguous_spans`: where rows of a contiguously sharded tensor (ShardPolicy.is_contiguous) lie in its files.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from gpart.bytes.crc import CHUNK_BYTES, OnTheWayCrc
 from gpart.bytes.reader import SEQUENTIAL, WILLNEED, advise_pages, bytes_view, close_map, map_read_only, open_sequential, pread_into, release_pages
 from gpart.formats.checkpoint.reader import Checkpoint, TensorInfo
 from gpart.formats.checkpoint.writer import ShardWriter
-from gpart.formats.sharding.policies import RangePolicy, ShardPolicy
+from gpart.formats.sharding.policies import ShardPolicy
 
 # Rows move in pieces of about 32 MiB; BUFFERS such buffers are in flight at once
 # (one being written, one queued, one being read: see _in_background), so memory
@@ -37,9 +37,9 @@ def rows_per_piece(row_bytes: int, chunk_rows: Optional[int], chunk_bytes: int =
     return max(1, chunk_bytes // max(1, row_bytes))
 
 
-def range_pieces(policy: ShardPolicy, num_rows: int, a: int, b: int) -> Iterator[tuple[int, int, int, int]]:
-    """(rank, rank's first global row, start, stop) of the rows [a, b) of a range (or one global) layout."""
-    bounds = policy.bounds if isinstance(policy, RangePolicy) else np.array([0, num_rows])
+def range_pieces(policy: ShardPolicy, a: int, b: int) -> Iterator[tuple[int, int, int, int]]:
+    """(rank, rank's first global row, start, stop) of the rows [a, b) of a contiguous layout (range, or one global file)."""
+    bounds = policy.row_bounds()
     r = int(np.searchsorted(bounds, a, side="right") - 1)
     pos = a
     while pos < b:
@@ -53,23 +53,13 @@ def range_pieces(policy: ShardPolicy, num_rows: int, a: int, b: int) -> Iterator
 # --------------------------------------------------------------------------- contiguous copies
 
 
-def is_contiguous(policy: ShardPolicy) -> bool:
-    """Whether each rank's rows are one contiguous run of global rows (range, or a single rank)."""
-    return policy.name == "range" or policy.world_size == 1
-
-
-def contiguous_bounds(policy: ShardPolicy, num_rows: int) -> np.ndarray:
-    """Row boundaries of a contiguous policy (range, or one rank)."""
-    return policy.bounds if isinstance(policy, RangePolicy) else np.array([0, num_rows])
-
-
 def contiguous_spans(ckpt: Checkpoint, t: TensorInfo, policy: ShardPolicy, start: int, stop: int) -> list[ByteSpan]:
     """Where global rows [start, stop) of a contiguously sharded tensor lie in its shard files.
 
     A span that covers a whole shard carries the shard's CRC-32 and size from the
     manifest, so a copy can combine CRCs instead of reading the data.
     """
-    bounds = contiguous_bounds(policy, t.num_rows)
+    bounds = policy.row_bounds()
     spans = []
     for rank, shard in enumerate(t.shards):
         lo, hi = max(start, int(bounds[rank])), min(stop, int(bounds[rank + 1]))
@@ -158,7 +148,7 @@ class GlobalRows:
         self.shape = (t.num_rows, *t.row_shape)
         self.dtype = t.np_dtype
         self._ring = BufferRing(BUFFERS)
-        self._strided = self.policy.name == "remainder" and self.policy.world_size > 1
+        self._strided = not self.policy.is_contiguous
         self._maps = ShardMaps(ckpt, t) if self._strided and t.row_bytes else None
         self._paths = [ckpt.directory / s.file for s in t.shards]
         self._fds: dict[int, int] = {}
@@ -183,6 +173,7 @@ class GlobalRows:
 
     def _read_strided(self, a: int, b: int, out: np.ndarray) -> None:
         world, maps = self.policy.world_size, self._maps
+        assert maps is not None  # interleaved shards of non-empty rows are always mapped (__init__)
         ahead = b - a
         for r in range(world):  # ask the kernel for the next chunk while this one is copied
             maps.prefetch(r, b // world, (b + ahead) // world + 1)
@@ -197,7 +188,7 @@ class GlobalRows:
             maps.release(r, lo, hi)
 
     def _read_ranges(self, a: int, b: int, out: np.ndarray) -> None:
-        for r, start, pos, end in range_pieces(self.policy, self.t.num_rows, a, b):
+        for r, start, pos, end in range_pieces(self.policy, a, b):
             s = self.t.shards[r]
             pread_into(self._fd(r), bytes_view(out[pos - a : end - a]), s.offset + (pos - start) * self.t.row_bytes, self._paths[r])
             self._crc.feed(r, (pos - start) * self.t.row_bytes, out[pos - a : end - a])
@@ -266,8 +257,9 @@ class ShardSink:
         except BaseException:
             self.discard()
             raise
-        strided = policy.name == "remainder" and world > 1
-        self.tmp = np.empty((-(-step // world) + 1, *t.row_shape), dtype=t.np_dtype) if strided else None
+        # interleaved ranks take every W-th row of a chunk: gathered into this buffer, then written
+        interleaved = not policy.is_contiguous
+        self.tmp = np.empty((-(-step // world) + 1, *t.row_shape), dtype=t.np_dtype) if interleaved else None
 
     def feed(self, a: int, chunk: np.ndarray) -> None:
         b = a + chunk.shape[0]
@@ -281,7 +273,7 @@ class ShardSink:
                 np.copyto(self.tmp[:count], chunk[first::world])
                 f.write(self.tmp[:count])
             return
-        for r, _, pos, end in range_pieces(self.policy, self.policy.num_rows, a, b):
+        for r, _, pos, end in range_pieces(self.policy, a, b):
             if r in self.files:
                 self.files[r].write(chunk[pos - a : end - a])
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
 from gpart.base.errors import InputError
-from gpart.base.progress import or_null
+from gpart.base.progress import Progress, or_null
 from gpart.bytes.sink import preallocate
 from gpart.bytes.torch_bridge import tensor_dtype_name, tensor_to_numpy
+from gpart.ckpt.import_source import ImportOptions, ImportSource, PathLike
 from gpart.ckpt.reshard import target_policy
 from gpart.formats.checkpoint import entries as ck
 from gpart.formats.checkpoint.foreign import DISTDGL_PARAMS, DISTDGL_STATES
@@ -20,9 +21,6 @@ from gpart.formats.files.commit import staged_output
 from gpart.formats.files.dtypes import STORAGE_DTYPES, storage_dtype
 from gpart.formats.input.checks import check_input_file
 from gpart.formats.sharding.policies import POLICIES, ShardPolicy, make_policy
-
-PathLike = Union[str, "os.PathLike[str]"]
-
 
 # DistDGL sparse optimizer state-name suffixes -> (optimizer type, gpart state)
 DISTDGL_STATE_SUFFIXES = {suffix: (opt, state) for opt, states in DISTDGL_STATES.items() for state, suffix in states.items()}
@@ -213,6 +211,18 @@ def import_torch(
         manifest = ck.build_checkpoint_manifest(specs, entries, world, opt)
         write_checkpoint_manifest(stage, manifest)
     return manifest
+
+
+class TorchImport(ImportSource):
+    """`--from torch FILE...`: per-rank torch.save files, one per rank or `{rank}` patterns with options.world_size."""
+
+    name = "torch"
+
+    def run(self, inputs: Sequence[PathLike], out_dir: PathLike, options: ImportOptions, *, force: bool = False,
+            progress: Optional[Progress] = None) -> dict[str, Any]:
+        # the files carry their optimizer's hyper-parameters: options.hyper_params (for header-less files) is not read
+        return import_torch(inputs, out_dir, world_size=options.world_size, layout=options.layout, policy=options.policy, force=force,
+                            progress=progress)
 
 
 def _infer_optimizer(embeddings: list[str], names: list[str], where: Path) -> str:

@@ -129,10 +129,10 @@ def _read_plan(saved: ShardPolicy, mine: ShardPolicy, rank: int) -> list[_Progre
     if n == 0:
         return []
     # my local row k is global row first + k * step
-    first, step = (rank, mine.world_size) if mine.name == "remainder" else (mine.boundaries[rank], 1)
+    first, step = mine.first_row(rank), mine.stride
     plan = []
-    if saved.name == "range":
-        bounds = saved.boundaries
+    if saved.is_contiguous:  # (an interleaved saving over one rank is contiguous too: both ways give one progression)
+        bounds = [int(b) for b in saved.row_bounds()]
         for shard in range(saved.world_size):
             k0 = max(0, _ceil_div(bounds[shard] - first, step))
             k1 = min(n, _ceil_div(bounds[shard + 1] - first, step))
@@ -192,15 +192,8 @@ def _gather_progression(ckpt, name: str, info, prog: _Progression, emb: ShardedE
     per_chunk = max(1, LOAD_CHUNK_BYTES // max(1, info.row_bytes))
     for i in range(0, prog.count, per_chunk):
         local = prog.dest_start + prog.dest_step * np.arange(i, min(prog.count, i + per_chunk), dtype=np.int64)
-        rows = ckpt.read_rows(name, _global_ids_of(emb.policy, emb.rank, local))
+        rows = ckpt.read_rows(name, emb.policy.global_rows(emb.rank, local))
         dest[torch.from_numpy(local).to(dest.device)] = numpy_to_tensor(np.ascontiguousarray(rows), info.dtype).to(device=dest.device, dtype=dest.dtype)
-
-
-def _global_ids_of(policy: ShardPolicy, rank: int, local: np.ndarray) -> np.ndarray:
-    """Global ids of `rank`'s local rows `local` (without building the rank's whole id list)."""
-    if policy.name == "remainder":
-        return rank + local * policy.world_size
-    return policy.boundaries[rank] + local
 
 
 def _read_exactly(fh, view: memoryview, path: Path) -> None:

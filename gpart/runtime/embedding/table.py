@@ -25,7 +25,7 @@ from gpart.collectives.agreement import check_same_across_ranks
 from gpart.collectives.all_to_all import all_to_all_rows, all_to_all_variable, group_by_owner
 from gpart.collectives.process_group import world
 from gpart.formats.checkpoint.entries import NAME_RE
-from gpart.formats.sharding.policies import RangePolicy, RemainderPolicy, ShardPolicy, make_policy
+from gpart.formats.sharding.policies import ShardPolicy, make_policy
 from gpart.runtime.embedding.initializers import Initializer, iter_init_chunks, uniform
 
 TABLE_DTYPES = (torch.float32, torch.float16)
@@ -72,7 +72,8 @@ class ShardedEmbedding:
             config = f"{self.num_embeddings}x{self.dim} {dtype} seed={self.seed} policy={self.policy.to_json()}"
             check_same_across_ranks(config, f"embedding {name!r} (rows x dim, dtype, seed, policy)", timeout_s=RANK_SYNC_TIMEOUT_S)
         self.device = torch.device(device) if device is not None else _default_device()
-        self._bounds = torch.as_tensor(getattr(self.policy, "bounds", np.zeros(0, np.int64)), device=self.device)
+        # contiguous policies look owners up in their row boundaries; interleaved ones compute them (remainder rule)
+        self._bounds = torch.as_tensor(self.policy.row_bounds(), device=self.device) if self.policy.is_contiguous else None
         self.weight = torch.empty((self.num_rows_local, self.dim), dtype=dtype, device=self.device)
         self._initialise(init if init is not None else uniform(-0.1, 0.1))
         # gradients flow into the table through this empty leaf: autograd calls our backward
@@ -86,7 +87,7 @@ class ShardedEmbedding:
         """A policy name (range: WholeGraph boundaries), or a gpart.formats.sharding.policies policy object for this table and world."""
         if isinstance(policy, str):
             return make_policy(policy, self.num_embeddings, self.world_size)
-        if not isinstance(policy, (RemainderPolicy, RangePolicy)):
+        if not isinstance(policy, ShardPolicy):
             raise TypeError(f"policy must be 'remainder', 'range' or a gpart.formats.sharding.policies policy, got {type(policy).__name__}")
         if policy.num_rows != self.num_embeddings or policy.world_size != self.world_size:
             raise ValueError(
@@ -109,32 +110,30 @@ class ShardedEmbedding:
 
     def owner(self, ids: torch.Tensor) -> torch.Tensor:
         """Rank owning each global id (int64, on the ids' device)."""
-        if self.policy.name == "remainder":
-            return torch.remainder(ids, self.world_size)
+        if self._bounds is None:
+            return torch.remainder(ids, self.policy.stride)
         bounds = self._bounds.to(ids.device)
         return torch.searchsorted(bounds, ids, right=True) - 1
 
     def to_local(self, ids: torch.Tensor) -> torch.Tensor:
         """Local row of each global id on its owner."""
-        if self.policy.name == "remainder":
-            return torch.div(ids, self.world_size, rounding_mode="floor")
+        if self._bounds is None:
+            return torch.div(ids, self.policy.stride, rounding_mode="floor")
         bounds = self._bounds.to(ids.device)
         return ids - bounds[torch.searchsorted(bounds, ids, right=True) - 1]
 
     def _initialise(self, init: Initializer) -> None:
-        if self.policy.name == "range":
-            first, stop = self.policy.boundaries[self.rank], self.policy.boundaries[self.rank + 1]
-            for start, rows in iter_init_chunks(self.num_embeddings, self.dim, self.name, self.seed, init, first, stop):
-                lo, hi = max(first, start), min(stop, start + rows.shape[0])
-                self.weight[lo - first : hi - first] = rows[lo - start : hi - start].to(self.device, self.dtype)
+        """This rank's rows of the global table's chunks: local row k is global row first + k * stride."""
+        first, stride, count = self.policy.first_row(self.rank), self.policy.stride, self.num_rows_local
+        if count == 0:
             return
-        world, rank = self.world_size, self.rank
-        for start, rows in iter_init_chunks(self.num_embeddings, self.dim, self.name, self.seed, init):
-            first_owned = start + (rank - start) % world  # first global id >= start with g % W == rank
-            mine = rows[first_owned - start :: world]
-            if mine.shape[0]:
-                local0 = first_owned // world
-                self.weight[local0 : local0 + mine.shape[0]] = mine.to(self.device, self.dtype)
+        stop = first + (count - 1) * stride + 1  # past this rank's last row
+        for start, rows in iter_init_chunks(self.num_embeddings, self.dim, self.name, self.seed, init, first, stop):
+            k0 = max(0, -(-(start - first) // stride))  # this rank's first local row inside the chunk
+            g0, g1 = first + k0 * stride, min(stop, start + rows.shape[0])
+            if g0 < g1:
+                mine = rows[g0 - start : g1 - start : stride]
+                self.weight[k0 : k0 + mine.shape[0]] = mine.to(self.device, self.dtype)
 
     # ---- lookup -------------------------------------------------------------------------
 
