@@ -17,6 +17,7 @@ import os
 import re
 from contextlib import ExitStack
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
@@ -145,7 +146,7 @@ class ExportSetWriter:
     def __enter__(self) -> "ExportSetWriter":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
         try:
             self._stack.__exit__(exc_type, exc, tb)  # on failure each staging folder is removed
         finally:

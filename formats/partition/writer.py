@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from gpart.formats.partition.store import (
     EntryLike,
     HDF5ArrayWriter,
     IOThread,
+    PartArrayWriter,
     close_h5_quietly,
     h5_write_problem,
 )
@@ -72,7 +73,7 @@ def expected_arrays(
     data holds the halo rows too when the result has halo 1.
     """
     rows = {"node_ids": num_owned + num_halo, "indptr": num_owned + 1, "indices": num_edges, "edge_ids": num_edges}
-    out = {key: (dtype, (rows[key],)) for key, dtype in TOPOLOGY_DTYPES.items()}
+    out: dict[str, tuple[str, tuple[int, ...]]] = {key: (dtype, (rows[key],)) for key, dtype in TOPOLOGY_DTYPES.items()}
     data_rows = {"node": num_owned + num_halo if halo else num_owned, "edge": num_edges}
     for key, (dtype, row_shape) in data_specs.items():
         out[key] = (dtype, (data_rows[key.split("_", 1)[0]], *row_shape))
@@ -155,7 +156,7 @@ class PartitionWriter:
             except OSError as exc:
                 raise OutputError(path, f"cannot create HDF5 file: {exc}") from None
 
-    def array(self, key: str, dtype: str, row_shape: Sequence[int], num_rows: int):
+    def array(self, key: str, dtype: str, row_shape: Sequence[int], num_rows: int) -> PartArrayWriter:
         safe_relpath(key, "array key")  # node/edge data names of library callers reach here unchecked
         if self._h5 is not None:
             return HDF5ArrayWriter(self._h5, key, dtype, row_shape, num_rows)
@@ -190,9 +191,11 @@ class PartitionWriter:
         dtype = TOPOLOGY_DTYPES[key]
         if isinstance(data, np.ndarray):
             return self.write_array(f"{part_dir(part)}/{key}", data, dtype).to_json()
+        if num_rows is None:
+            raise ValueError(f"{key} of partition {part}: row chunks need num_rows")
         return self.write_chunks(f"{part_dir(part)}/{key}", dtype, (), int(num_rows), data).to_json()
 
-    def data_array(self, part: int, kind: str, name: str, like: np.ndarray, num_rows: int):
+    def data_array(self, part: int, kind: str, name: str, like: np.ndarray, num_rows: int) -> PartArrayWriter:
         """A streaming writer of partition `part`'s `node_data/<name>` or `edge_data/<name>` (kind "node" /
         "edge"): `num_rows` rows of the dtype and row shape of the input array `like`."""
         return self.array(f"{part_dir(part)}/{data_key(kind, name)}", dtype_name(like.dtype), like.shape[1:], num_rows)
@@ -204,7 +207,7 @@ class PartitionWriter:
             writer.write(chunk)
         return writer.finish().to_json()
 
-    def after_writes(self, fn) -> None:
+    def after_writes(self, fn: Callable[[], None]) -> None:
         """Run `fn()` once every chunk handed over so far is written (e.g. to release input pages)."""
         if self._io is not None:
             self._io.submit(fn)
