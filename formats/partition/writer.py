@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
@@ -81,45 +82,47 @@ def expected_arrays(
 
 
 def part_entry(part: int, num_owned: int, num_halo: int, num_edges: int, num_cut: int, arrays: dict[str, Any]) -> dict[str, Any]:
-    """One item of the manifest's `partitions` list (`num_cut` is taken out again by build_manifest)."""
+    """One item of the manifest's `partitions` list (`num_cut` is taken out again before PartitionManifest)."""
     return {"part": part, "num_owned": int(num_owned), "num_halo": int(num_halo), "num_edges": int(num_edges),
             "num_cut": int(num_cut), "arrays": arrays}
 
 
-def build_manifest(
-    *,
-    graph: dict[str, Any],
-    storage: str,
-    created_by: str,
-    method: str,
-    params: dict[str, Any],
-    halo: int,
-    book: dict[str, Any],
-    node_data: Mapping[str, np.ndarray],
-    edge_data: Mapping[str, np.ndarray],
-    parts: list[dict[str, Any]],
-    stats: dict[str, Any],
-    reverse: Optional[dict[str, Any]] = None,
-) -> dict[str, Any]:
-    """The manifest of a partition result (SPEC.md 4.1), keys in the order SPEC.md shows; `reverse`
-    (results with reverse edges, SPEC.md 4.7) follows the book."""
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "storage": storage,
-        "created_by": created_by,
-        "graph": graph,
-        "num_parts": len(parts),
-        "method": method,
-        "params": params,
-        "halo": halo,
-        "book": book,
-        **({} if reverse is None else {REVERSE_KEY: reverse}),
-        "node_data": data_description(node_data),
-        "edge_data": data_description(edge_data),
-        "partitions": parts,
-        "stats": stats,
-    }
+@dataclass
+class PartitionManifest:
+    """What the manifest of a partition result (SPEC.md 4.1) says; `to_json()` is the manifest."""
+
+    graph: dict[str, Any]  # the input: source, input_format, num_nodes, num_edges (and data files added)
+    storage: str  # one of STORAGES
+    created_by: str
+    method: str  # the partition method and its parameters
+    params: dict[str, Any]
+    halo: int
+    book: dict[str, Any]  # PartitionWriter.write_book's object
+    node_data: Mapping[str, np.ndarray]  # arrays (or empty ones alike) whose dtype and row shape are described
+    edge_data: Mapping[str, np.ndarray]
+    parts: list[dict[str, Any]]  # part_entry items, num_cut taken out
+    stats: dict[str, Any]
+    reverse: Optional[dict[str, Any]] = None  # results with reverse edges (SPEC.md 4.7)
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest, keys in the order SPEC.md shows; `reverse` follows the book."""
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "storage": self.storage,
+            "created_by": self.created_by,
+            "graph": self.graph,
+            "num_parts": len(self.parts),
+            "method": self.method,
+            "params": self.params,
+            "halo": self.halo,
+            "book": self.book,
+            **({} if self.reverse is None else {REVERSE_KEY: self.reverse}),
+            "node_data": data_description(self.node_data),
+            "edge_data": data_description(self.edge_data),
+            "partitions": self.parts,
+            "stats": self.stats,
+        }
 
 
 # --------------------------------------------------------------------------- writer
