@@ -47,8 +47,10 @@ def build_package_tree(root: Path) -> None:
     package.mkdir(parents=True, exist_ok=True)
     links = package_links()
     for present in package.iterdir():
+        if not present.is_symlink():  # only links belong here
+            raise SystemExit(f"{present} is not a link: remove {WORK} and run again")
         if present.name not in links or os.readlink(present) != str(links[present.name]):
-            present.unlink()
+            present.unlink(missing_ok=True)  # a concurrent run may have removed it already
     for name, target in links.items():
         link = package / name
         if not link.is_symlink():
