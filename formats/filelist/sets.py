@@ -171,7 +171,7 @@ def flat_export_files(directory: Path, name: str) -> list[Path]:
 
 
 @dataclass(frozen=True)
-class ExportOptions:
+class FileListOptions:
     """How write_filelist writes beyond the export's name, rows, file count and dtype."""
 
     allow_overflow: bool = False  # a cast may turn values too large for the dtype into Inf instead of failing
@@ -189,7 +189,7 @@ def write_filelist(
     data: Union[np.ndarray, RowSource],
     num_files: int = 1,
     dtype: Optional[str] = None,
-    options: ExportOptions = ExportOptions(),
+    options: FileListOptions = FileListOptions(),
 ) -> dict[str, Any]:
     """Export one array (an ndarray, typically a memmap, or a RowSource) as `name` in `out_dir`.
 
