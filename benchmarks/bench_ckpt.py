@@ -81,21 +81,21 @@ def generate(run: Path, rows: int, dim: int, world: int) -> int:
     rng = np.random.default_rng(0)
     chunk = 1 << 17
     entries = []
+
+    def floats(count):
+        for a in range(0, count, chunk):
+            yield rng.random((min(chunk, count - a), dim), dtype=np.float32)
+
+    def steps(count):
+        for a in range(0, count, chunk):
+            yield rng.integers(0, 1000, min(chunk, count - a), dtype=np.int32)
+
     for r in range(world):
         count = policy.count(r)
-
-        def floats():
-            for a in range(0, count, chunk):
-                yield rng.random((min(chunk, count - a), dim), dtype=np.float32)
-
-        def steps():
-            for a in range(0, count, chunk):
-                yield rng.integers(0, 1000, min(chunk, count - a), dtype=np.int32)
-
-        entries.append(write_shard(run, "node_emb", r, world, floats(), dtype="float32", row_shape=(dim,)))
-        entries.append(write_shard(run, "node_emb.exp_avg", r, world, floats(), dtype="float32", row_shape=(dim,)))
-        entries.append(write_shard(run, "node_emb.exp_avg_sq", r, world, floats(), dtype="float32", row_shape=(dim,)))
-        entries.append(write_shard(run, "node_emb.step", r, world, steps(), dtype="int32", row_shape=()))
+        entries.append(write_shard(run, "node_emb", r, world, floats(count), dtype="float32", row_shape=(dim,)))
+        entries.append(write_shard(run, "node_emb.exp_avg", r, world, floats(count), dtype="float32", row_shape=(dim,)))
+        entries.append(write_shard(run, "node_emb.exp_avg_sq", r, world, floats(count), dtype="float32", row_shape=(dim,)))
+        entries.append(write_shard(run, "node_emb.step", r, world, steps(count), dtype="int32", row_shape=()))
     manifest = ck.build_checkpoint_manifest(
         [ck.EmbeddingSpec("node_emb", rows, (dim,), "float32", policy)],
         entries,
@@ -166,8 +166,8 @@ def same_rows_wholegraph(src: Path, out: Path, samples: int = 20000) -> bool:
     n = a.tensors["node_emb"].num_rows
     ids = np.random.default_rng(1).integers(0, n, samples)
     ids[:2] = (0, n - 1)
-    for tensor, stem, width, dtype in (("node_emb", "embedding_tensor", None, np.float32), ("node_emb.exp_avg", "m", None, np.float32),
-                                       ("node_emb.exp_avg_sq", "v", None, np.float32), ("node_emb.step", "beta12t", 2, np.float32)):
+    for tensor, stem, dtype in (("node_emb", "embedding_tensor", np.float32), ("node_emb.exp_avg", "m", np.float32),
+                                ("node_emb.exp_avg_sq", "v", np.float32), ("node_emb.step", "beta12t", np.float32)):
         whole = np.concatenate([np.fromfile(out / f"emb_{stem}_part_{r}_of_{world}", dtype=dtype) for r in range(world)])
         rows = whole.reshape(n, -1)[ids]
         want = a.read_rows(tensor, ids)

@@ -172,7 +172,7 @@ def sampling(parts: int = 1, epochs: int = 3, repeat: int = 5) -> None:
         "untyped": gr.DistNeighborLoader(plain, papers, fanouts=[10, 10], batch_size=256, node_data=None, labels=None),
     }
     rates: dict[str, tuple[float, float, float]] = {}
-    for name, loader in loaders.items():
+    for loader in loaders.values():
         for _ in loader:  # warm-up epoch
             pass
     for _ in range(repeat):  # alternating, the best of `repeat` (the machine may be shared)

@@ -179,7 +179,7 @@ def test_bounded_output_is_byte_identical(tmp_path, monkeypatch, method, storage
     expected = tree_bytes(tmp_path / "memory")
     for block_edges in (None, 97):  # one block per partition; many blocks (they end between columns)
         if block_edges:
-            monkeypatch.setattr(partition_module, "block_edges_for", lambda limit: block_edges)
+            monkeypatch.setattr(partition_module, "block_edges_for", lambda limit, block_edges=block_edges: block_edges)
         out = tmp_path / f"bounded-{block_edges}"
         bounded = partition_graph(graph_path, out, 3, method, max_memory="1MB", **kwargs)
         assert memory == bounded
@@ -372,7 +372,7 @@ def test_default_keeps_the_lower_cut_of_its_two_weightings_side_by_side_or_not(m
 
     one_run = assign_bytes(balanced_module.BalancedMethod, graph.num_edges)
     for cores, max_memory in [(1, None), (2, None), (2, 1 << 40), (2, one_run)]:
-        monkeypatch.setattr(balanced_module, "_free_cores", lambda: cores)
+        monkeypatch.setattr(balanced_module, "_free_cores", lambda cores=cores: cores)
         results.append(assign(graph, 4, "balanced", max_memory=max_memory))
     assert workers == [1, 2, 2, 1]
     assert len({r.book.owner_array.tobytes() for r in results}) == 1

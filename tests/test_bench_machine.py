@@ -16,7 +16,7 @@ def test_the_machine_line_names_the_cpu_cores_cache_and_memory():
     line = machine_line()
     assert line.startswith("machine: ") and "\n" not in line
     cpuinfo = Path("/proc/cpuinfo").read_text()
-    model = next((l.split(":", 1)[1].strip() for l in cpuinfo.splitlines() if l.startswith("model name")), "unknown CPU")
+    model = next((row.split(":", 1)[1].strip() for row in cpuinfo.splitlines() if row.startswith("model name")), "unknown CPU")
     assert model in line
     assert f"{len(os.sched_getaffinity(0))} cores" in line
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30

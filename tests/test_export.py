@@ -19,7 +19,7 @@ from gpart.export.csr import build_csr
 from gpart.export.features import export_feat
 from gpart.formats.filelist.layout import part_file_name
 from gpart.formats.filelist.reader import export_json_path, open_filelist
-from gpart.formats.filelist.sets import ExportSetWriter, write_filelist
+from gpart.formats.filelist.sets import ExportSetWriter, FileListOptions, write_filelist
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -94,9 +94,9 @@ def test_small_chunks_and_memmap_slices(tmp_path):
     arr = sample_array("int32", (513, 3), seed=4)
     np.save(tmp_path / "a.npy", arr)
     mm = np.load(tmp_path / "a.npy", mmap_mode="r")
-    write_filelist(tmp_path / "o1", "a", mm, 5, chunk_bytes=100)
+    write_filelist(tmp_path / "o1", "a", mm, 5, options=FileListOptions(chunk_bytes=100))
     assert concat_parts(tmp_path / "o1", "a") == arr.tobytes()
-    write_filelist(tmp_path / "o2", "a", mm[17:400], 2, chunk_bytes=1000)
+    write_filelist(tmp_path / "o2", "a", mm[17:400], 2, options=FileListOptions(chunk_bytes=1000))
     assert concat_parts(tmp_path / "o2", "a") == arr[17:400].tobytes()
 
 
@@ -117,7 +117,7 @@ def test_memmap_input_pages_are_released(tmp_path):
             fh.write(np.ones((rows // 48, 64), np.float32).tobytes())
     arr, _ = open_array_input(str(tmp_path / "big.npy"))
     before = _file_rss_kb()
-    write_filelist(tmp_path / "o", "big", arr, 2, chunk_bytes=1 << 20)
+    write_filelist(tmp_path / "o", "big", arr, 2, options=FileListOptions(chunk_bytes=1 << 20))
     assert _file_rss_kb() - before < 8 << 10  # far below the 48 MiB the mapping would otherwise pin
     assert (tmp_path / "o" / "big" / "big_part_0_of_2").stat().st_size == 24 << 20
 
@@ -176,7 +176,7 @@ def _special_float32(n: int = 4000) -> np.ndarray:
 @pytest.mark.parametrize("target", ["float16", "bfloat16"])
 def test_half_precision_matches_torch(tmp_path, target):
     arr = _special_float32()
-    manifest = write_filelist(tmp_path, "h", arr, 3, dtype=target, chunk_bytes=4096)
+    manifest = write_filelist(tmp_path, "h", arr, 3, dtype=target, options=FileListOptions(chunk_bytes=4096))
     assert manifest["dtype"] == target and manifest["source_dtype"] == "float32"
     expected = torch.tensor(arr).to(getattr(torch, target))
     raw = np.frombuffer(concat_parts(tmp_path, "h"), dtype=np.int16).reshape(arr.shape)
@@ -201,7 +201,7 @@ def test_every_bit_pattern_matches_torch(tmp_path, source, target):
     arr = rng.integers(0, np.iinfo(width).max, 200_000, dtype=width, endpoint=True).view(source)
     if source == "float64":  # mostly values in the 16-bit formats' range, near their rounding points
         arr = np.concatenate([arr, rng.standard_normal(200_000) * 3e4, rng.standard_normal(200_000) * 1e-6])
-    write_filelist(tmp_path, "p", arr, 3, dtype=target, allow_overflow=True, chunk_bytes=1 << 16)
+    write_filelist(tmp_path, "p", arr, 3, dtype=target, options=FileListOptions(allow_overflow=True, chunk_bytes=1 << 16))
     got = torch.from_numpy(np.frombuffer(concat_parts(tmp_path, "p"), dtype=np.int16).copy()).view(getattr(torch, target))
     expected = torch.from_numpy(arr).to(getattr(torch, target))
     nan = torch.isnan(expected)
@@ -231,13 +231,13 @@ def test_overflow_and_nan_are_refused_unless_allowed(tmp_path):
     arr = np.ones((100, 4), dtype=np.float32)
     arr[90, 1] = 1e6  # finite, overflows float16; lies in the last chunk written
     with pytest.raises(InputError, match="overflow float16"):
-        write_filelist(tmp_path / "o", "x", arr, 2, dtype="float16", source="in.npy", chunk_bytes=256)
+        write_filelist(tmp_path / "o", "x", arr, 2, dtype="float16", options=FileListOptions(source="in.npy", chunk_bytes=256))
     assert listing(tmp_path / "o") == []  # temporaries removed, created directory removed
     arr[90, 1] = np.nan
     with pytest.raises(InputError, match="NaN/Inf"):
         write_filelist(tmp_path / "o", "x", arr, 2, dtype="bfloat16")
     arr[90, 1] = 1e6
-    write_filelist(tmp_path / "o", "x", arr, 2, dtype="float16", allow_overflow=True)
+    write_filelist(tmp_path / "o", "x", arr, 2, dtype="float16", options=FileListOptions(allow_overflow=True))
     stored = np.frombuffer(concat_parts(tmp_path / "o", "x"), dtype=np.float16).reshape(arr.shape)
     assert np.isposinf(stored[90, 1]) and np.isfinite(np.delete(stored.reshape(-1), 90 * 4 + 1)).all()
 
@@ -352,7 +352,7 @@ def test_force_replaces_an_export_and_removes_its_stale_parts(tmp_path):
         write_filelist(tmp_path, "x", np.zeros((5, 2), np.float32), 3)
     assert len(json.loads((tmp_path / "x" / "x.json").read_text())["files"]) == 8  # untouched
     new = sample_array("float32", (40, 2), seed=9)
-    write_filelist(tmp_path, "x", new, 3, force=True)
+    write_filelist(tmp_path, "x", new, 3, options=FileListOptions(force=True))
     assert listing(tmp_path) == ["other", "x"]
     assert listing(tmp_path / "other") == ["other.json", "other_part_0_of_2", "other_part_1_of_2"]
     assert listing(tmp_path / "x") == ["x.json", "x_part_0_of_3", "x_part_1_of_3", "x_part_2_of_3"]
@@ -685,6 +685,6 @@ def test_unconverted_npy_without_kernel_copy_streams(tmp_path, monkeypatch):
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
     monkeypatch.setattr(os, "copy_file_range", unsupported)
-    write_filelist(tmp_path / "o", "a", np.load(tmp_path / "a.npy", mmap_mode="r"), 2, chunk_bytes=64)
+    write_filelist(tmp_path / "o", "a", np.load(tmp_path / "a.npy", mmap_mode="r"), 2, options=FileListOptions(chunk_bytes=64))
     assert concat_parts(tmp_path / "o", "a") == arr.tobytes()
     assert open_filelist(tmp_path / "o" / "a.json", verify=True).verify() == []

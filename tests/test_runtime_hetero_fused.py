@@ -9,6 +9,7 @@ without halo rows, and the fused ones must take fewer collectives.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -75,15 +76,15 @@ def _ranks_fused(rank: int, world_size: int, parts: dict) -> dict:
         part = gr.load_partition(parts[layout], device="cpu")
         owned = part.owned_ids("paper")
         train = owned[part.node_data[("paper", "train_mask")][: owned.numel()]]  # halo rows follow the owned ones
-        make = lambda fuse, **kw: gr.DistNeighborLoader(part, {"paper": train}, fanouts=FANOUTS, batch_size=24, seed=rank,
-                                                         node_data=NAMES, labels="label", fuse=fuse, **kw)
-        fused, plain = make(True), make(False)
+        make = functools.partial(gr.DistNeighborLoader, part, {"paper": train}, fanouts=FANOUTS, batch_size=24, seed=rank,
+                                 node_data=NAMES, labels="label")
+        fused, plain = make(fuse=True), make(fuse=False)
         same, rows_ok = [], []
         for a, b in zip(fused, plain):
             same.append(_same(_fields(a), _fields(b)))
             rows_ok.append(all(np.array_equal(rows.numpy(), data[f"{ntype}/{name}"][a.n_id[ntype].numpy()])
                                for ntype, arrays in a.node_data.items() for name, rows in arrays.items()))
-        pyg_same = [_same(_pyg_fields(a), _pyg_fields(b)) for a, b in zip(make(True, pyg=True), make(False, pyg=True))]
+        pyg_same = [_same(_pyg_fields(a), _pyg_fields(b)) for a, b in zip(make(fuse=True, pyg=True), make(fuse=False, pyg=True))]
         out[layout] = {"batches": len(fused), "same": same, "rows": rows_ok, "pyg": pyg_same,
                        "keys": sorted([t, n] for t in a.node_data for n in a.node_data[t]),
                        "collectives": (fused.stats["collectives"], plain.stats["collectives"])}

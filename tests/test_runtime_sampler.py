@@ -325,7 +325,7 @@ def _ranks_check(rank: int, world_size: int, parts: dict) -> dict:
         loader = gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=8, timeout_s=2)
         start = time.monotonic()
         try:
-            for i, _ in enumerate(loader):
+            for _ in loader:
                 if rank == 1:
                     time.sleep(5)
                     break

@@ -26,12 +26,13 @@ records of the earlier flat layout, rolled forward) and filelist_reader
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.base.version import __version__
+from gpart.formats.filelist.convert import Converter
 from gpart.formats.files.arrays import ArrayEntry
 from gpart.formats.files.dtypes import storage_dtype
 from gpart.formats.files.names import safe_name
@@ -72,7 +73,9 @@ def file_row_counts(num_rows: int, num_files: int) -> np.ndarray:
     return np.diff(even_boundaries(num_rows, num_files))
 
 
-def build_manifest(name, converter: Any, shape, entries, source, extra) -> dict[str, Any]:
+def build_manifest(
+    name: str, converter: Converter, shape: tuple[int, ...], entries: list[dict[str, Any]], source: Optional[str], extra: Optional[dict[str, Any]]
+) -> dict[str, Any]:
     """The `<name>.json` of an export (SPEC.md 5.1); `converter`: its source, target and storage dtypes."""
     manifest: dict[str, Any] = {
         "format": FORMAT,
@@ -98,8 +101,7 @@ def build_manifest(name, converter: Any, shape, entries, source, extra) -> dict[
 
 
 def validate_manifest(obj: dict[str, Any], where: Path) -> tuple[str, str, tuple[int, ...], list[ArrayEntry]]:
-    name = obj.get("name")
-    safe_name(name, "field 'name'", where)
+    name = safe_name(obj.get("name"), "field 'name'", where)
     dtype = obj.get("dtype")
     if not isinstance(dtype, str):
         raise InputError(where, "field 'dtype' is missing")
@@ -115,7 +117,7 @@ def validate_manifest(obj: dict[str, Any], where: Path) -> tuple[str, str, tuple
     if obj.get("num_files", len(files)) != len(files):
         raise InputError(where, f"num_files {obj.get('num_files')!r} disagrees with {len(files)} file entries")
     entries = []
-    for i, item in enumerate(files):
+    for item in files:
         entry = ArrayEntry.from_json(item, where)
         if entry.crc32 is None:  # every writer records one; without it flipped data would pass verify
             raise InputError(where, f"file entry {entry.file!r} lacks 'crc32'")

@@ -131,7 +131,7 @@ def open_filelist(json_path: os.PathLike | str, verify: bool = False) -> FileLis
     obj = check_format(read_json(json_path), json_path, FORMAT, (VERSION,), what="")
     name, dtype, shape, entries = validate_manifest(obj, json_path)
     filelist = FileList(json_path, obj, entries, name, dtype, shape)
-    for path, entry in zip(filelist.files, entries):
+    for entry in entries:
         check_file_size(inside(filelist.directory, entry.file), entry)
     if verify:
         problems = filelist.verify()

@@ -16,7 +16,9 @@ from __future__ import annotations
 import os
 import re
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
@@ -145,7 +147,7 @@ class ExportSetWriter:
     def __enter__(self) -> "ExportSetWriter":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
         try:
             self._stack.__exit__(exc_type, exc, tb)  # on failure each staging folder is removed
         finally:
@@ -168,26 +170,33 @@ def flat_export_files(directory: Path, name: str) -> list[Path]:
     return [directory / n for n in sorted(entries, key=lambda n: n != json_name) if n == json_name or part.fullmatch(n)]
 
 
+@dataclass(frozen=True)
+class FileListOptions:
+    """How write_filelist writes beyond the export's name, rows, file count and dtype."""
+
+    allow_overflow: bool = False  # a cast may turn values too large for the dtype into Inf instead of failing
+    force: bool = False  # replace an existing export of the same name
+    inputs: Sequence[os.PathLike | str] = ()  # files being read: the output must not replace them
+    source: Optional[str] = None  # recorded in `<name>.json` (where the rows came from)
+    extra: Optional[dict[str, Any]] = None  # more fields for `<name>.json`
+    chunk_bytes: int = FILELIST_CHUNK_BYTES  # rows are streamed in chunks of about this size
+    progress: Optional[Progress] = None
+
+
 def write_filelist(
     out_dir: os.PathLike | str,
     name: str,
     data: Union[np.ndarray, RowSource],
     num_files: int = 1,
     dtype: Optional[str] = None,
-    *,
-    allow_overflow: bool = False,
-    force: bool = False,
-    inputs: Sequence[os.PathLike | str] = (),
-    source: Optional[str] = None,
-    extra: Optional[dict[str, Any]] = None,
-    chunk_bytes: int = FILELIST_CHUNK_BYTES,
-    progress: Optional[Progress] = None,
+    options: FileListOptions = FileListOptions(),
 ) -> dict[str, Any]:
     """Export one array (an ndarray, typically a memmap, or a RowSource) as `name` in `out_dir`.
 
     Returns the manifest written to `out_dir/<name>/<name>.json`.
     """
-    with ExportSetWriter(out_dir, force=force, inputs=inputs, chunk_bytes=chunk_bytes, progress=progress) as writer:
+    set_writer = ExportSetWriter(out_dir, force=options.force, inputs=options.inputs, chunk_bytes=options.chunk_bytes, progress=options.progress)
+    with set_writer as writer:
         writer.check_names([name])
-        writer.add(name, data, num_files, dtype, allow_overflow=allow_overflow, source=source, extra=extra)
+        writer.add(name, data, num_files, dtype, allow_overflow=options.allow_overflow, source=options.source, extra=options.extra)
         return writer.commit()[0]

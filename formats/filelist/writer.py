@@ -16,7 +16,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from gpart.base.errors import InputError, OutputError
-from gpart.base.progress import Progress, or_null
+from gpart.base.progress import Progress, StageHandle, or_null
 from gpart.bytes.copy import COPY_PIECE_BYTES, KernelCopyUnsupported, copy_spans
 from gpart.bytes.sink import ByteSink
 from gpart.formats.filelist.convert import Converter
@@ -76,7 +76,9 @@ class FileListWriter:
         self._pending.append(manifest)
         return manifest
 
-    def _write_parts(self, rows_src, shape, converter: Converter, finals, name) -> list[dict[str, Any]]:
+    def _write_parts(
+        self, rows_src: RowSource, shape: tuple[int, ...], converter: Converter, finals: list[Path], name: str
+    ) -> list[dict[str, Any]]:
         counts = file_row_counts(shape[0], len(finals))
         row_items = int(np.prod(shape[1:], dtype=np.int64))
         widest = max(rows_src.dtype.itemsize, converter.storage.itemsize)
@@ -104,7 +106,7 @@ class FileListWriter:
                 start += int(rows)
         return entries
 
-    def _copy_part(self, rows_src, converter: Converter, start: int, stop: int, path: Path, bar) -> Optional[int]:
+    def _copy_part(self, rows_src: RowSource, converter: Converter, start: int, stop: int, path: Path, bar: StageHandle) -> Optional[int]:
         """Write rows [start, stop) to `path` by a kernel copy when they pass through unchanged
         and the source says where they lie in its files (`byte_spans`); return the part's
         CRC-32, or None (nothing written) where the rows must be streamed instead."""
@@ -156,6 +158,6 @@ class FileListWriter:
     def __enter__(self) -> "FileListWriter":
         return self
 
-    def __exit__(self, exc_type, *rest) -> None:
+    def __exit__(self, exc_type: Optional[type[BaseException]], *rest: object) -> None:
         if exc_type is not None:
             self.discard()

@@ -12,7 +12,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Literal, Optional, Sequence
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from gpart.bytes.sink import ByteSink
 from gpart.formats.files.dtypes import dtype_name as _name
 from gpart.formats.files.dtypes import storage_dtype
 from gpart.formats.files.names import safe_relpath
+
+# how an existing array file is mapped: read-only, writable in place, or copy-on-write (np.memmap's modes)
+MapMode = Literal["r", "r+", "c"]
 
 
 @dataclass
@@ -108,7 +111,7 @@ class ArrayWriter(ByteSink):
         super().write(arr)
         self.rows += arr.shape[0] if arr.ndim else 1
 
-    def entry(self, name: Optional[str] = None) -> ArrayEntry:  # type: ignore[override]
+    def entry(self, name: Optional[str] = None) -> ArrayEntry:
         return ArrayEntry(name or self.path.name, self.dtype_name, (self.rows, *self.row_shape), self.crc)
 
 
@@ -171,7 +174,7 @@ def open_array(
     directory: os.PathLike | str,
     entry: ArrayEntry,
     verify: bool = False,
-    mode: str = "r",
+    mode: MapMode = "r",
 ) -> np.ndarray:
     """Memory-map the file an entry names, after checking its size (and CRC-32 with verify)."""
     path = check_file_size(inside(directory, entry.file), entry)

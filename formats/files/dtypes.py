@@ -7,6 +7,9 @@ dtype: it is stored and memory-mapped as its raw 16-bit pattern (uint16).
 
 from __future__ import annotations
 
+import os
+from typing import Optional
+
 import numpy as np
 
 from gpart.base.errors import InputError
@@ -38,7 +41,7 @@ def dtype_name(dtype: np.dtype | type | str) -> str:
     return name
 
 
-def storage_dtype(name: str, path=None) -> np.dtype:
+def storage_dtype(name: str, path: Optional[os.PathLike | str] = None) -> np.dtype:
     """The little-endian numpy dtype that holds the bytes of a manifest dtype name."""
     try:
         return STORAGE_DTYPES[name]

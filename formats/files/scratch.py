@@ -46,7 +46,7 @@ class ScratchDir:
             hold(self.path)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         for fd in self._fds:
             os.close(fd)
         self._fds = []
@@ -73,7 +73,8 @@ class ScratchDir:
         self._fds.append(fd)
         return fd
 
-    def array(self, name: str, dtype: Union[str, np.dtype], shape: Union[int, tuple[int, ...]]) -> np.memmap:
-        """A writable memory-mapped array backed by a preallocated scratch file."""
+    def array(self, name: str, dtype: Union[str, np.dtype], shape: Union[int, tuple[int, ...]]) -> np.ndarray:
+        """A writable memory-mapped array backed by a preallocated scratch file (a plain empty array
+        when it holds no items: an empty file cannot be mapped)."""
         return map_new_file(self._new_path(name), dtype, shape)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
@@ -57,45 +58,53 @@ def part_dir(part: int) -> str:
     return f"part{part}"
 
 
+@dataclass
+class LocalGraph:
+    """One partition's graph as graph.dgl holds it, in local ids: inner nodes first, then halo nodes;
+    inner edges first, then the out-edges of inner nodes stored elsewhere."""
+
+    src: np.ndarray  # local source and destination id of each local edge
+    dst: np.ndarray
+    num_local: int  # local nodes (inner and halo)
+    num_inner: int
+    new_node_ids: np.ndarray  # ndata _ID: DGL's new global id of each local node
+    owners: np.ndarray  # ndata part_id: the partition owning each local node
+    new_edge_ids: np.ndarray  # edata _ID: the new global id of each local edge
+    num_inner_edges: int
+    node_types: Optional[np.ndarray] = None  # typed only: ndata / edata _TYPE, the type index of each local node / edge
+    edge_types: Optional[np.ndarray] = None
+
+
 def write_partition(
     directory: Path,
     part: int,
-    *,
-    src: np.ndarray,
-    dst: np.ndarray,
-    num_local: int,
-    num_inner: int,
-    new_node_ids: np.ndarray,
-    owners: np.ndarray,
-    new_edge_ids: np.ndarray,
-    num_inner_edges: int,
+    graph: LocalGraph,
     node_feats: Mapping[str, tuple[np.ndarray, str]],
     edge_feats: Mapping[str, tuple[np.ndarray, str]],
-    node_types: Optional[np.ndarray] = None,
-    edge_types: Optional[np.ndarray] = None,
 ) -> list[FileEntry]:
-    """part<p>/graph.dgl (local ids: inner nodes first; inner edges first, then the out-edges
-    owned elsewhere) and its feature files, keyed "<ntype>/<name>" and "s:r:d/<name>" (rows of inner
-    nodes and inner edges); `node_types` / `edge_types`: the type index of each local node / edge (typed only)."""
+    """part<p>/graph.dgl and its feature files, keyed "<ntype>/<name>" and "s:r:d/<name>" (rows of inner
+    nodes and inner edges)."""
+    if (graph.node_types is None) != (graph.edge_types is None):
+        raise ValueError("a typed DGL partition needs both node_types and edge_types")
     dgl = require_dgl()
     import torch  # on first use, as in torch_files (start-up time)
     from dgl.data.utils import save_graphs, save_tensors  # dgl is optional: only where require_dgl found it
 
     sub = directory / part_dir(part)
     sub.mkdir()
-    g = dgl.graph((as_torch(src, "int64"), as_torch(dst, "int64")), num_nodes=int(num_local), idtype=torch.int64)
-    inner = np.zeros(num_local, dtype=np.uint8)
-    inner[:num_inner] = 1
-    g.ndata["part_id"] = as_torch(owners, "int64")
+    g = dgl.graph((as_torch(graph.src, "int64"), as_torch(graph.dst, "int64")), num_nodes=int(graph.num_local), idtype=torch.int64)
+    inner = np.zeros(graph.num_local, dtype=np.uint8)
+    inner[:graph.num_inner] = 1
+    g.ndata["part_id"] = as_torch(graph.owners, "int64")
     g.ndata["inner_node"] = as_torch(inner, "uint8")
-    g.ndata["_ID"] = as_torch(new_node_ids, "int64")
-    inner_edge = np.zeros(src.size, dtype=np.uint8)
-    inner_edge[:num_inner_edges] = 1
+    g.ndata["_ID"] = as_torch(graph.new_node_ids, "int64")
+    inner_edge = np.zeros(graph.src.size, dtype=np.uint8)
+    inner_edge[:graph.num_inner_edges] = 1
     g.edata["inner_edge"] = as_torch(inner_edge, "uint8")
-    g.edata["_ID"] = as_torch(new_edge_ids, "int64")
-    if node_types is not None:
-        g.ndata[TYPE_FIELD] = as_torch(np.asarray(node_types, dtype=np.int16), "int16")
-        g.edata[TYPE_FIELD] = as_torch(np.asarray(edge_types, dtype=np.int32), "int32")
+    g.edata["_ID"] = as_torch(graph.new_edge_ids, "int64")
+    if graph.node_types is not None:
+        g.ndata[TYPE_FIELD] = as_torch(np.asarray(graph.node_types, dtype=np.int16), "int16")
+        g.edata[TYPE_FIELD] = as_torch(np.asarray(graph.edge_types, dtype=np.int32), "int32")
     files = []
     try:
         save_tensors(str(sub / "node_feat.dgl"), {k: as_torch(a, dt) for k, (a, dt) in node_feats.items()})

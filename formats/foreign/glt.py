@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import BinaryIO, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -60,7 +60,11 @@ def write_meta(directory: Path, num_parts: int, node_types: Optional[Sequence[st
 
 def type_dir(etype: Optional[tuple[str, ...]] = None, ntype: Optional[str] = None) -> str:
     """GLT's folder (and file stem) of a type, its `as_str`: the node type, or the edge type's triplet joined by `__`."""
-    return ntype if ntype is not None else "__".join(etype)
+    if ntype is not None:
+        return ntype
+    if etype is None:
+        raise ValueError("type_dir needs a node type or an edge type")
+    return "__".join(etype)
 
 
 def write_maps(directory: Path, node_maps: Mapping[str, np.ndarray], edge_maps: Mapping[str, np.ndarray]) -> list[FileEntry]:
@@ -107,7 +111,7 @@ def _write_pickled_pieces(path: Path, rows: np.ndarray, dtype: str) -> FileEntry
     row_bytes = max(1, rows.itemsize * int(np.prod(rows.shape[1:], dtype=np.int64)))
     step = max(1, PIECE_BYTES // row_bytes)
 
-    def fill(fh) -> None:
+    def fill(fh: BinaryIO) -> None:
         for a in range(0, max(1, rows.shape[0]), step):
             # a copy: pickling a view would write the whole storage it views
             pickle.dump(as_torch(np.array(rows[a : a + step]), dtype), fh, pickle.HIGHEST_PROTOCOL)

@@ -38,15 +38,18 @@ def write_meta(
     node_offset: Optional[list[int]] = None,
 ) -> FileEntry:
     """META.json as PyG's Partitioner writes it: homogeneous without types, typed (SPEC.md 7.5) with them."""
-    hetero = node_types is not None
-    meta = {
+    meta: dict[str, Any] = {
         "num_parts": int(num_parts),
-        "node_types": list(node_types) if hetero else None,
-        "edge_types": [list(e) for e in edge_types] if hetero else None,
-        "node_offset": [int(o) for o in node_offset] if hetero else None,
-        "is_hetero": hetero,
+        "node_types": None,
+        "edge_types": None,
+        "node_offset": None,
+        "is_hetero": node_types is not None,
         "is_sorted": True,  # edges by destination: gpart's CSC order
     }
+    if node_types is not None:  # the keys above keep their places: PyG's own order
+        if edge_types is None or node_offset is None:
+            raise ValueError("a typed META.json needs edge_types and node_offset besides node_types")
+        meta.update(node_types=list(node_types), edge_types=[list(e) for e in edge_types], node_offset=[int(o) for o in node_offset])
     write_json_atomic(directory / META, meta)
     return file_entry(directory / META)
 

@@ -54,10 +54,11 @@ def write_meta(directory: Path, num_parts: int, node_types: Sequence[str], edge_
 def write_maps(directory: Path, node_maps: Mapping[str, np.ndarray], edge_maps: Mapping[EdgeType, np.ndarray]) -> list[FileEntry]:
     """node_map/<ntype>.pt and edge_map/<s__r__d>.pt, one int64 tensor per type."""
     files = []
-    for sub, maps, stem in ((NODE_MAP_DIR, node_maps, str), (EDGE_MAP_DIR, edge_maps, etype_file)):
+    by_stem = {str(ntype): owners for ntype, owners in node_maps.items()}, {etype_file(etype): owners for etype, owners in edge_maps.items()}
+    for sub, maps in zip((NODE_MAP_DIR, EDGE_MAP_DIR), by_stem):
         (directory / sub).mkdir()
-        for key, owners in maps.items():
-            entry = save_torch_file(as_torch(owners, "int64"), directory / sub / f"{stem(key)}.pt")
+        for stem, owners in maps.items():
+            entry = save_torch_file(as_torch(owners, "int64"), directory / sub / f"{stem}.pt")
             files.append({**entry, "file": f"{sub}/{entry['file']}"})
     return files
 

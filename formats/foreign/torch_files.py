@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import zlib
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, TypeVar
+from typing import Any, BinaryIO, Callable, TypeVar, Union
 
 import numpy as np
 
@@ -36,7 +36,7 @@ class _CrcWriter:
         self.fh, self.crc, self.nbytes = fh, 0, 0
         self.error: OSError | None = None
 
-    def write(self, data) -> int:
+    def write(self, data: Union[bytes, bytearray, memoryview]) -> int:
         view = memoryview(data).cast("B")
         self.crc = zlib.crc32(view, self.crc)
         self.nbytes += len(view)
@@ -73,7 +73,8 @@ def save_torch_file(obj: Any, path: Path) -> FileEntry:
     def fill(fh: BinaryIO) -> _CrcWriter:
         out = _CrcWriter(fh)
         try:
-            torch.save(obj, out)
+            # torch.save writes through any object with write() and flush(); its annotation names only IO[bytes]
+            torch.save(obj, out)  # type: ignore[arg-type]
         except RuntimeError:
             if out.error is not None:  # a full disk, not torch's own complaint: report the OSError
                 raise out.error from None

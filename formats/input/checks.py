@@ -26,12 +26,10 @@ def scan_range(arr: np.ndarray, chunk_bytes: int = SCAN_BYTES) -> tuple[int, int
         return 0, -1
     flat = arr.reshape(-1)
     step = max(1, chunk_bytes // max(1, flat.dtype.itemsize))
-    lo, hi = None, None
+    lo, hi = int(flat[0]), int(flat[0])  # the array is not empty
     for start in range(0, flat.shape[0], step):
         chunk = flat[start : start + step]
-        cmin, cmax = int(chunk.min()), int(chunk.max())
-        lo = cmin if lo is None else min(lo, cmin)
-        hi = cmax if hi is None else max(hi, cmax)
+        lo, hi = min(lo, int(chunk.min())), max(hi, int(chunk.max()))
         drop_pages(arr, start * flat.dtype.itemsize, len(chunk) * flat.dtype.itemsize)
     return lo, hi
 

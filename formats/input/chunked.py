@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from gpart.base.errors import InputError, OutputError
 from gpart.base.graph import Graph
@@ -153,9 +154,10 @@ class ChunkedGraph:
         if meta.get("node_type") != [NODE_TYPE] or meta.get("edge_type") != [EDGE_TYPE]:
             raise InputError(where, f"only homogeneous graphs are supported: node_type [{NODE_TYPE!r}], edge_type [{EDGE_TYPE!r}]")
         self.meta = meta
-        self.num_nodes = meta.get("num_nodes")
-        if not isinstance(self.num_nodes, int) or isinstance(self.num_nodes, bool) or self.num_nodes < 0:
-            raise InputError(where, f"'num_nodes' must be a non-negative integer, got {self.num_nodes!r}")
+        num_nodes = meta.get("num_nodes")
+        if not isinstance(num_nodes, int) or isinstance(num_nodes, bool) or num_nodes < 0:
+            raise InputError(where, f"'num_nodes' must be a non-negative integer, got {num_nodes!r}")
+        self.num_nodes: int = num_nodes
         self.node_counts = _counts(meta, "num_nodes_per_chunk", where)
         self.edge_counts = _counts(meta, "num_edges_per_chunk", where)
         if int(self.node_counts.sum()) != self.num_nodes:
@@ -283,7 +285,7 @@ def read_chunked_graph(directory: PathLike) -> Graph:
     return graph
 
 
-def _concat(arrays: list[np.ndarray], dtype) -> np.ndarray:
+def _concat(arrays: list[np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
     if len(arrays) == 1:
         return arrays[0]
     if not arrays:

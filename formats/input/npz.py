@@ -9,7 +9,7 @@ import struct
 import zipfile
 import zlib
 from pathlib import Path
-from typing import BinaryIO, Optional, Sequence, Union
+from typing import IO, BinaryIO, Literal, Optional, Sequence, Union
 
 import numpy as np
 
@@ -111,7 +111,8 @@ def read_member(path: Path, zf: zipfile.ZipFile, raw: BinaryIO, key: str, info: 
             shape, fortran, dtype = read_npy_header(path, fh, version, where)
             count = int(np.prod(shape, dtype=np.int64))
             data = bytearray(count * dtype.itemsize)  # writable, read in place (no second copy)
-            got = fh.readinto(data) if data else 0
+            # typeshed types ZipFile.open as IO[bytes]; in read mode it returns a ZipExtFile, a BufferedIOBase with readinto
+            got = fh.readinto(data) if data else 0  # type: ignore[attr-defined]
             if got != len(data):
                 raise InputError(path, f"{where}: truncated data ({got} of {len(data)} bytes)")
     except InputError:
@@ -123,14 +124,15 @@ def read_member(path: Path, zf: zipfile.ZipFile, raw: BinaryIO, key: str, info: 
     return arr
 
 
-def read_npy_header(path: Path, fh: BinaryIO, version: tuple[int, int], where: str) -> tuple[tuple, bool, np.dtype]:
+def read_npy_header(path: Path, fh: IO[bytes], version: tuple[int, int], where: str) -> tuple[tuple[int, ...], bool, np.dtype]:
     try:
         if version == (1, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
         elif version == (2, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
         else:
-            shape, fortran, dtype = np.lib.format._read_array_header(fh, version)  # 3.0: utf-8 header
+            # 3.0 (utf-8 header): numpy reads it only through this private helper, which its stubs leave out
+            shape, fortran, dtype = np.lib.format._read_array_header(fh, version)  # type: ignore[attr-defined]
     except (ValueError, OverflowError, EOFError, SyntaxError) as exc:
         raise InputError(path, f"{where}: corrupt .npy header: {exc}") from None
     if dtype.hasobject:
@@ -153,7 +155,7 @@ def map_npy(path: Path, fh: BinaryIO, offset: int, size: int, where: str) -> np.
         raise InputError(path, f"{where}: truncated data ({max(0, size - header_len)} of {need} bytes for shape {list(shape)} {dtype})")
     if count == 0:
         return np.zeros(shape, dtype=dtype)
-    order = "F" if fortran else "C"
+    order: Literal["F", "C"] = "F" if fortran else "C"
     try:
         return np.memmap(path, dtype=dtype, mode="r", offset=offset + header_len, shape=shape, order=order)
     except (ValueError, OverflowError, OSError) as exc:  # the file is shorter than its directory says
@@ -198,7 +200,7 @@ def read_npz_graph(path: Path) -> Graph:
     return graph
 
 
-def coo_structure(path: Path, src: np.ndarray, dst: np.ndarray, num_nodes: Optional[int]):
+def coo_structure(path: Path, src: np.ndarray, dst: np.ndarray, num_nodes: Optional[int]) -> tuple[np.ndarray, np.ndarray, int]:
     check_id_array(path, "src", src)
     check_id_array(path, "dst", dst)
     if src.shape[0] != dst.shape[0]:
@@ -207,7 +209,7 @@ def coo_structure(path: Path, src: np.ndarray, dst: np.ndarray, num_nodes: Optio
     return src, dst, (hi + 1 if num_nodes is None else num_nodes)
 
 
-def csr_structure(path: Path, indptr: np.ndarray, indices: np.ndarray, num_nodes: Optional[int]):
+def csr_structure(path: Path, indptr: np.ndarray, indices: np.ndarray, num_nodes: Optional[int]) -> tuple[np.ndarray, np.ndarray, int]:
     check_id_array(path, "indptr", indptr)
     check_id_array(path, "indices", indices)
     if indptr.shape[0] < 1:
@@ -222,7 +224,8 @@ def csr_structure(path: Path, indptr: np.ndarray, indices: np.ndarray, num_nodes
         raise InputError(path, f"'indptr' ends with {last} but 'indices' has {indices.shape[0]} entries")
     check_non_decreasing(path, indptr)
     check_ids_in_range(path, "indices", indices, n)
-    counts = np.diff(np.asarray(indptr, dtype=np.int64))
+    bounds = np.asarray(indptr, dtype=np.int64)
+    counts = bounds[1:] - bounds[:-1]  # np.diff's stubs type an int64 difference as timedelta64
     src_dtype = indices.dtype if n == 0 or np.can_cast(np.min_scalar_type(n - 1), indices.dtype) else np.dtype(np.int64)
     src = np.repeat(np.arange(n, dtype=src_dtype), counts)
     return src, indices, n

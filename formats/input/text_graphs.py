@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import lzma
 import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator, Optional, Union
+from typing import Iterator, Optional, Union
 
 import numpy as np
 
@@ -27,7 +28,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 TEXT_BLOCK_BYTES = 16 << 20
 
 
-def open_text(path: Path) -> BinaryIO:
+def open_text(path: Path) -> io.BufferedIOBase:
     _, compression = split_compression(path.name.lower())
     if compression == "gzip":
         return gzip.open(path, "rb")

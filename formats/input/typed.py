@@ -87,9 +87,7 @@ class HeteroGraph:
                     # they no longer count in this process's RSS, which then stays off the edges' size
                     drop_pages(out[side], lo * 8, (stop - start) * 8, modes=("r+",))
         if scratch is not None:
-            for arr in out:
-                arr.flush()
-            out = [np.memmap(arr.filename, dtype=np.int64, mode="r", shape=(total,)) if total else np.zeros(0, np.int64) for arr in out]
+            out = [_reopened_read_only(arr) for arr in out]
         return Graph(int(noff[-1]), out[0], out[1], source=self.source, input_format="npz")
 
     def type_masks(self) -> dict[str, np.ndarray]:
@@ -107,6 +105,15 @@ def _target(scratch: Any, name: str, length: int) -> np.ndarray:
     if scratch is None or length == 0:
         return np.empty(length, dtype=np.int64)
     return scratch.array(name, np.int64, length)
+
+
+def _reopened_read_only(arr: np.ndarray) -> np.ndarray:
+    """A written scratch map flushed and mapped again read-only (its pages can then be dropped
+    as clean cache); an array that is no file map (an empty result) as it is."""
+    if not isinstance(arr, np.memmap) or arr.filename is None:
+        return arr
+    arr.flush()
+    return np.memmap(arr.filename, dtype=np.int64, mode="r", shape=arr.shape)
 
 
 def is_typed_npz(path: PathLike) -> bool:

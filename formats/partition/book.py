@@ -56,7 +56,7 @@ class ArrayBook:
         if self._counts.shape[0] != self.num_parts:
             raise ValueError(f"owner array names partitions >= {self.num_parts}")
         self.local_array = self._local_from_owner() if local is None else np.asarray(local, dtype=np.int64)
-        self._order = None
+        self._order: np.ndarray | None = None  # node ids sorted by owner (stable), kept by _local_from_owner
 
     def _local_from_owner(self) -> np.ndarray:
         # A stable sort by owner lists each partition's nodes in ascending id;

@@ -15,7 +15,7 @@ import numpy as np
 
 from gpart.base.errors import InputError, IntegrityError
 from gpart.bytes.crc import CHUNK_BYTES, array_crc32, file_crc32
-from gpart.formats.files.arrays import ArrayEntry, check_file_size, inside, open_array
+from gpart.formats.files.arrays import ArrayEntry, MapMode, check_file_size, inside, open_array
 from gpart.formats.files.dtypes import storage_dtype
 from gpart.formats.files.manifest import MANIFEST_NAME, read_manifest, require
 from gpart.formats.files.names import safe_name
@@ -43,7 +43,7 @@ class PartitionReader:
         self._parts = None if parts is None else set(parts)
         self.manifest_file = self.directory / MANIFEST_NAME
         self.manifest: dict[str, Any] = read_manifest(self.directory, FORMAT, (VERSION,))
-        self._h5 = None
+        self._h5: Any = None  # the h5py.File of an HDF5 result, opened on first use (h5py has no types)
         self._entries: list[dict[str, ArrayEntry]] = []
         self._book_entries: dict[str, ArrayEntry] = {}
         self._validate()
@@ -198,7 +198,7 @@ class PartitionReader:
 
     # -- data
 
-    def array(self, part: int, key: str, verify: bool = False, mode: str = "r") -> np.ndarray:
+    def array(self, part: int, key: str, verify: bool = False, mode: MapMode = "r") -> np.ndarray:
         return self.read_entry(self.entry(part, key), verify, mode)
 
     def book(self) -> PartitionBook:
@@ -219,7 +219,7 @@ class PartitionReader:
         """`reverse/input_edge` of a result with reverse edges (SPEC.md 4.7): the input edge of every copy."""
         return self.read_entry(self._reverse_entries[INPUT_EDGE_KEY], verify)
 
-    def read_entry(self, entry: ArrayEntry, verify: bool = False, mode: str = "r") -> np.ndarray:
+    def read_entry(self, entry: ArrayEntry, verify: bool = False, mode: MapMode = "r") -> np.ndarray:
         """The array an entry names, memory-mapped: the binary file, or the bytes of a
         contiguous HDF5 dataset (gpart writes them so; others are read through h5py).
         mode "c" gives a writable copy-on-write map, which torch.from_numpy wraps as is."""
@@ -248,7 +248,7 @@ class PartitionReader:
     def _h5_where(self, entry: ArrayEntry) -> str:
         return f"{self.directory / HDF5_FILE}:{entry.extra['dataset']}"
 
-    def h5file(self):
+    def h5file(self) -> Any:
         """The open (read-only) partitions.h5 of an HDF5 result; h5py is imported here only."""
         if self._h5 is None:
             import h5py  # lazily: only HDF5 results need it
@@ -263,7 +263,7 @@ class PartitionReader:
                 raise IntegrityError(path, f"not a readable HDF5 file: {exc}") from None
         return self._h5
 
-    def _dataset(self, entry: ArrayEntry):
+    def _dataset(self, entry: ArrayEntry) -> Any:
         h5 = self.h5file()
         name = entry.extra["dataset"]
         try:
@@ -288,7 +288,7 @@ class PartitionReader:
     def __enter__(self) -> "PartitionReader":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- checksums
@@ -342,7 +342,7 @@ class PartitionReader:
         try:
             for start in range(0, rows, step):
                 chunk = np.ascontiguousarray(dataset[start : start + step])
-                crc = zlib.crc32(memoryview(chunk.reshape(-1).view(np.uint8)), crc)
+                crc = zlib.crc32(chunk.reshape(-1).view(np.uint8).data, crc)
         except (OSError, ValueError, OverflowError) as exc:
             raise IntegrityError(self._h5_where(entry), f"cannot read dataset: {exc}") from None
         if crc != entry.crc32:

@@ -56,7 +56,8 @@ class ReverseMeta:
         inputs = {t.edge_type: t.num_input_edges for t in self.edge_types}
         out, start = [], 0
         for t in self.edge_types:
-            out.append((etype_key(t.edge_type), start, start + t.num_reverse_edges, inputs.get(t.reverses, 0)))
+            reversible = 0 if t.reverses is None else inputs.get(t.reverses, 0)
+            out.append((etype_key(t.edge_type), start, start + t.num_reverse_edges, reversible))
             start += t.num_reverse_edges
         return out
 

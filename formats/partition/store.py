@@ -55,7 +55,7 @@ class IOThread:
         # each file waiting for its fsync keeps its descriptor open: bound them (thousands of parts)
         self._sync_slots = threading.BoundedSemaphore(FILES_AWAITING_FSYNC)
 
-    def submit(self, fn, nbytes: int = 0) -> None:
+    def submit(self, fn: Callable[[], None], nbytes: int = 0) -> None:
         with self._cond:
             while self._pending and self._pending + nbytes > self._max and self._error is None:
                 self._cond.wait()
@@ -157,8 +157,9 @@ class BinaryArrayWriter:
         # The chunk is a fresh array or a view of the read-only input: safe to write later.
         self._io.submit(lambda: self._writer.write(chunk), int(chunk.nbytes))
 
-    def finish(self):
-        if self._io is None:
+    def finish(self) -> EntryLike:
+        io = self._io
+        if io is None:
             self._writer.close()
             self._check_rows(self._writer.rows)
             return self._writer.entry(self.file)
@@ -168,9 +169,9 @@ class BinaryArrayWriter:
         def close() -> None:
             self._writer.flush()
             pending.json.update(self._writer.entry(self.file).to_json())
-            self._io.sync_later(self._writer.close)
+            io.sync_later(self._writer.close)
 
-        self._io.submit(close)
+        io.submit(close)
         return pending
 
     def _check_rows(self, rows: int) -> None:
@@ -240,7 +241,7 @@ class HDF5ArrayWriter:
                 self.dataset[self.rows : self.rows + n] = arr
             except OSError as exc:
                 raise OutputError(Path(self.dataset.file.filename), h5_write_problem(exc)) from None
-            self.crc = zlib.crc32(memoryview(arr.reshape(-1).view(np.uint8)), self.crc)
+            self.crc = zlib.crc32(arr.reshape(-1).view(np.uint8).data, self.crc)
         self.rows += n
 
     def finish(self) -> ArrayEntry:
@@ -250,3 +251,7 @@ class HDF5ArrayWriter:
 
     def abort(self) -> None:
         pass
+
+
+# what PartitionWriter.array hands out: a streaming writer of one array, by storage
+PartArrayWriter = Union[BinaryArrayWriter, HDF5ArrayWriter]

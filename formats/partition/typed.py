@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
@@ -162,7 +162,10 @@ def part_counts(part: dict[str, Any], meta: HeteroMeta, p: int, where: Where) ->
     return out
 
 
-def part_counts_json(num_owned, num_halo, num_edges, num_cut) -> dict[str, list[int]]:
+def part_counts_json(
+    num_owned: Sequence[int], num_halo: Sequence[int], num_edges: Sequence[int], num_cut: Sequence[int]
+) -> dict[str, list[int]]:
+    """A partition's per-type counts (one value per node or edge type) as the manifest's `hetero` object holds them."""
     return {k: [int(v) for v in vals] for k, vals in zip(COUNT_KEYS, (num_owned, num_halo, num_edges, num_cut))}
 
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from gpart.formats.partition.store import (
     EntryLike,
     HDF5ArrayWriter,
     IOThread,
+    PartArrayWriter,
     close_h5_quietly,
     h5_write_problem,
 )
@@ -72,7 +74,7 @@ def expected_arrays(
     data holds the halo rows too when the result has halo 1.
     """
     rows = {"node_ids": num_owned + num_halo, "indptr": num_owned + 1, "indices": num_edges, "edge_ids": num_edges}
-    out = {key: (dtype, (rows[key],)) for key, dtype in TOPOLOGY_DTYPES.items()}
+    out: dict[str, tuple[str, tuple[int, ...]]] = {key: (dtype, (rows[key],)) for key, dtype in TOPOLOGY_DTYPES.items()}
     data_rows = {"node": num_owned + num_halo if halo else num_owned, "edge": num_edges}
     for key, (dtype, row_shape) in data_specs.items():
         out[key] = (dtype, (data_rows[key.split("_", 1)[0]], *row_shape))
@@ -80,45 +82,47 @@ def expected_arrays(
 
 
 def part_entry(part: int, num_owned: int, num_halo: int, num_edges: int, num_cut: int, arrays: dict[str, Any]) -> dict[str, Any]:
-    """One item of the manifest's `partitions` list (`num_cut` is taken out again by build_manifest)."""
+    """One item of the manifest's `partitions` list (`num_cut` is taken out again before PartitionManifest)."""
     return {"part": part, "num_owned": int(num_owned), "num_halo": int(num_halo), "num_edges": int(num_edges),
             "num_cut": int(num_cut), "arrays": arrays}
 
 
-def build_manifest(
-    *,
-    graph: dict[str, Any],
-    storage: str,
-    created_by: str,
-    method: str,
-    params: dict[str, Any],
-    halo: int,
-    book: dict[str, Any],
-    node_data: Mapping[str, np.ndarray],
-    edge_data: Mapping[str, np.ndarray],
-    parts: list[dict[str, Any]],
-    stats: dict[str, Any],
-    reverse: Optional[dict[str, Any]] = None,
-) -> dict[str, Any]:
-    """The manifest of a partition result (SPEC.md 4.1), keys in the order SPEC.md shows; `reverse`
-    (results with reverse edges, SPEC.md 4.7) follows the book."""
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "storage": storage,
-        "created_by": created_by,
-        "graph": graph,
-        "num_parts": len(parts),
-        "method": method,
-        "params": params,
-        "halo": halo,
-        "book": book,
-        **({} if reverse is None else {REVERSE_KEY: reverse}),
-        "node_data": data_description(node_data),
-        "edge_data": data_description(edge_data),
-        "partitions": parts,
-        "stats": stats,
-    }
+@dataclass
+class PartitionManifest:
+    """What the manifest of a partition result (SPEC.md 4.1) says; `to_json()` is the manifest."""
+
+    graph: dict[str, Any]  # the input: source, input_format, num_nodes, num_edges (and data files added)
+    storage: str  # one of STORAGES
+    created_by: str
+    method: str  # the partition method and its parameters
+    params: dict[str, Any]
+    halo: int
+    book: dict[str, Any]  # PartitionWriter.write_book's object
+    node_data: Mapping[str, np.ndarray]  # arrays (or empty ones alike) whose dtype and row shape are described
+    edge_data: Mapping[str, np.ndarray]
+    parts: list[dict[str, Any]]  # part_entry items, num_cut taken out
+    stats: dict[str, Any]
+    reverse: Optional[dict[str, Any]] = None  # results with reverse edges (SPEC.md 4.7)
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest, keys in the order SPEC.md shows; `reverse` follows the book."""
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "storage": self.storage,
+            "created_by": self.created_by,
+            "graph": self.graph,
+            "num_parts": len(self.parts),
+            "method": self.method,
+            "params": self.params,
+            "halo": self.halo,
+            "book": self.book,
+            **({} if self.reverse is None else {REVERSE_KEY: self.reverse}),
+            "node_data": data_description(self.node_data),
+            "edge_data": data_description(self.edge_data),
+            "partitions": self.parts,
+            "stats": self.stats,
+        }
 
 
 # --------------------------------------------------------------------------- writer
@@ -155,7 +159,7 @@ class PartitionWriter:
             except OSError as exc:
                 raise OutputError(path, f"cannot create HDF5 file: {exc}") from None
 
-    def array(self, key: str, dtype: str, row_shape: Sequence[int], num_rows: int):
+    def array(self, key: str, dtype: str, row_shape: Sequence[int], num_rows: int) -> PartArrayWriter:
         safe_relpath(key, "array key")  # node/edge data names of library callers reach here unchecked
         if self._h5 is not None:
             return HDF5ArrayWriter(self._h5, key, dtype, row_shape, num_rows)
@@ -190,9 +194,11 @@ class PartitionWriter:
         dtype = TOPOLOGY_DTYPES[key]
         if isinstance(data, np.ndarray):
             return self.write_array(f"{part_dir(part)}/{key}", data, dtype).to_json()
+        if num_rows is None:
+            raise ValueError(f"{key} of partition {part}: row chunks need num_rows")
         return self.write_chunks(f"{part_dir(part)}/{key}", dtype, (), int(num_rows), data).to_json()
 
-    def data_array(self, part: int, kind: str, name: str, like: np.ndarray, num_rows: int):
+    def data_array(self, part: int, kind: str, name: str, like: np.ndarray, num_rows: int) -> PartArrayWriter:
         """A streaming writer of partition `part`'s `node_data/<name>` or `edge_data/<name>` (kind "node" /
         "edge"): `num_rows` rows of the dtype and row shape of the input array `like`."""
         return self.array(f"{part_dir(part)}/{data_key(kind, name)}", dtype_name(like.dtype), like.shape[1:], num_rows)
@@ -204,7 +210,7 @@ class PartitionWriter:
             writer.write(chunk)
         return writer.finish().to_json()
 
-    def after_writes(self, fn) -> None:
+    def after_writes(self, fn: Callable[[], None]) -> None:
         """Run `fn()` once every chunk handed over so far is written (e.g. to release input pages)."""
         if self._io is not None:
             self._io.submit(fn)

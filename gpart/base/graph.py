@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass
@@ -42,7 +43,7 @@ class Graph:
             assert arr.shape[0] == self.num_edges, name
 
     @classmethod
-    def from_arrays(cls, src, dst, num_nodes: Optional[int] = None, **node_data: np.ndarray) -> "Graph":
+    def from_arrays(cls, src: npt.ArrayLike, dst: npt.ArrayLike, num_nodes: Optional[int] = None, **node_data: np.ndarray) -> "Graph":
         """Build a graph from in-memory arrays (tests, library callers)."""
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)

@@ -19,7 +19,7 @@ class StageHandle(Protocol):
 
     def __enter__(self) -> "StageHandle": ...
 
-    def __exit__(self, *exc) -> None: ...
+    def __exit__(self, *exc: object) -> None: ...
 
 
 class _NullStage:
@@ -29,7 +29,7 @@ class _NullStage:
     def __enter__(self) -> "_NullStage":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         pass
 
 

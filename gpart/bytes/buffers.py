@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Iterator, Optional
+from typing import Any, Generator, Iterator, Optional
 
 import numpy as np
 
@@ -40,7 +40,7 @@ class BufferRing:
 _DONE = object()
 
 
-def in_background(pieces: Iterator[Any]) -> Iterator[Any]:
+def in_background(pieces: Generator[Any, None, None]) -> Iterator[Any]:
     """Run a generator in a helper thread, one item ahead; errors are re-raised in the caller."""
     q: queue.Queue = queue.Queue(maxsize=1)
     stop = threading.Event()

@@ -131,7 +131,15 @@ class _SpanCopy:
     """The state of one copy_spans call: the running CRC, the output position, and the piece
     whose CRC is being computed in the CRC thread (at most one, finished in file order)."""
 
-    def __init__(self, out_fd: int, out_path: Path, out_offset: int, piece_bytes: int, on_piece, advance) -> None:
+    def __init__(
+        self,
+        out_fd: int,
+        out_path: Path,
+        out_offset: int,
+        piece_bytes: int,
+        on_piece: Optional[Callable[[ByteSpan, int, int, int], None]],
+        advance: Optional[Callable[[int], None]],
+    ) -> None:
         self.out_fd, self.out_path, self.pos, self.piece_bytes = out_fd, out_path, out_offset, piece_bytes
         self.on_piece, self.advance = on_piece, advance
         self.crc = 0
@@ -184,16 +192,25 @@ class _SpanCopy:
         self.sources.close()
 
 
-def copy_spans_to_new_file(spans, path: Path, header: Union[bytes, int], piece: int, on_piece, advance) -> tuple[int, int]:
-    """Create `path` (after an optional header) and fill it with copy_spans; (CRC-32 of the data, data bytes)."""
+def copy_spans_to_new_file(
+    spans: Sequence[ByteSpan],
+    path: Path,
+    header: Union[bytes, int],
+    piece: int,
+    on_piece: Optional[Callable[[ByteSpan, int, int, int], None]],
+    advance: Optional[Callable[[int], None]],
+) -> tuple[int, int]:
+    """Create `path` (after an optional header: bytes, or 0 for none) and fill it with copy_spans;
+    (CRC-32 of the data, data bytes)."""
+    prefix = header if isinstance(header, bytes) else b""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except OSError as exc:
         raise OutputError(path, f"cannot create file: {exc.strerror or exc}") from None
     try:
-        if header:
-            os.pwrite(fd, header, 0)
-        result = copy_spans(spans, fd, path, len(header) if header else 0, piece_bytes=piece, on_piece=on_piece, advance=advance)
+        if prefix:
+            os.pwrite(fd, prefix, 0)
+        result = copy_spans(spans, fd, path, len(prefix), piece_bytes=piece, on_piece=on_piece, advance=advance)
         os.fsync(fd)
         return result
     except OSError as exc:

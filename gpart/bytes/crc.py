@@ -105,7 +105,7 @@ def array_crc32(arr: np.ndarray, chunk_bytes: int = CHUNK_BYTES) -> int:
     flat = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(0, np.uint8)
     crc = 0
     for start in range(0, flat.shape[0], chunk_bytes):
-        crc = zlib.crc32(memoryview(flat[start : start + chunk_bytes]), crc)
+        crc = zlib.crc32(flat[start : start + chunk_bytes].data, crc)
     return crc
 
 
@@ -133,7 +133,7 @@ class OnTheWayCrc:
             self.active[index] = False
             return
         flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8) if data.size else np.zeros(0, np.uint8)
-        self.crc[index] = zlib.crc32(memoryview(flat), self.crc[index])
+        self.crc[index] = zlib.crc32(flat.data, self.crc[index])
         self.pos[index] += flat.shape[0]
         if self.pos[index] >= self.sizes[index]:
             self.active[index] = False

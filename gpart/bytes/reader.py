@@ -28,7 +28,7 @@ SEQUENTIAL = getattr(mmap, "MADV_SEQUENTIAL", None)
 
 def bytes_view(arr: np.ndarray) -> memoryview:
     """The bytes of a C-contiguous array as a flat memoryview (an empty one for an empty array)."""
-    return memoryview(arr.reshape(-1).view(np.uint8)) if arr.size else memoryview(b"")
+    return arr.reshape(-1).view(np.uint8).data if arr.size else memoryview(b"")
 
 
 def pread_into(fd: int, view: memoryview, offset: int, path: Path) -> None:
@@ -104,7 +104,8 @@ def read_only_mapping(arr: np.ndarray) -> Optional[tuple[mmap.mmap, int]]:
         return None
     if DONTNEED is None or arr.size == 0:
         return None
-    root = arr.base
+    # numpy's stubs type .base as an array or None; at the root of a memmap it is the mmap object
+    root: object = arr.base
     while isinstance(root, np.ndarray):
         root = root.base
     if not isinstance(root, mmap.mmap) or not hasattr(root, "madvise"):
@@ -121,8 +122,11 @@ def read_only_mapping(arr: np.ndarray) -> Optional[tuple[mmap.mmap, int]]:
 def own_mapping(arr: np.ndarray, modes: tuple[str, ...] = ("r",)) -> Optional[mmap.mmap]:
     """The mmap behind a memmap that np.memmap created itself (base is the mmap; a slice's
     `offset` is its parent's), opened in one of `modes`; else None."""
-    mm = getattr(arr, "_mmap", None) if isinstance(arr, np.memmap) else None
-    if mm is None or arr.base is not mm or arr.mode not in modes or DONTNEED is None or not hasattr(mm, "madvise"):
+    if not isinstance(arr, np.memmap):
+        return None
+    mm = getattr(arr, "_mmap", None)
+    base: object = arr.base  # typed as an array or None by numpy's stubs; np.memmap's own is its mmap
+    if not isinstance(mm, mmap.mmap) or base is not mm or arr.mode not in modes or DONTNEED is None or not hasattr(mm, "madvise"):
         return None
     return mm
 
@@ -137,7 +141,7 @@ def drop_pages(arr: np.ndarray, start: int = 0, length: Optional[int] = None, mo
     may be released too: written data stays in the page cache and reaches the file.
     """
     mm = own_mapping(arr, modes)
-    if mm is None:
+    if mm is None or not isinstance(arr, np.memmap):  # own_mapping found one only behind a memmap
         return
     begin = int(arr.offset) % mmap.ALLOCATIONGRANULARITY + start  # where the array starts inside the mapping
     end = len(mm) if length is None else min(len(mm), begin + length)

@@ -15,7 +15,7 @@ import math
 import os
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional, TypeVar
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from gpart.bytes.reader import bytes_view
 
 # Chunks at least this large are checksummed in the CRC thread while being written.
 THREAD_CRC_BYTES = 1 << 20
+
+
+SinkT = TypeVar("SinkT", bound="ByteSink")
 
 
 class ByteSink:
@@ -99,10 +102,10 @@ class ByteSink:
         """Close without fsync: the caller is abandoning the file."""
         close_quietly(self._fh)
 
-    def __enter__(self) -> "ByteSink":
+    def __enter__(self: SinkT) -> SinkT:
         return self
 
-    def __exit__(self, exc_type, *rest) -> None:
+    def __exit__(self, exc_type: Optional[type[BaseException]], *rest: object) -> None:
         if exc_type is None:
             self.close()
         else:
@@ -121,7 +124,7 @@ def close_quietly(fh: Any) -> None:
 def pwrite_all(fd: int, values: np.ndarray, offset: int) -> None:
     """All bytes of the contiguous array `values` at byte `offset` of the open file `fd` (os.pwrite may write
     fewer at a time; it releases the GIL, so threads write their own spans of one file at once)."""
-    view = memoryview(np.ascontiguousarray(values)).cast("B")
+    view = np.ascontiguousarray(values).data.cast("B")
     while view:
         written = os.pwrite(fd, view, offset)
         view, offset = view[written:], offset + written

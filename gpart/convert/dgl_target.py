@@ -183,12 +183,13 @@ def _write_part(reader: PartitionReader, types: _Types, stage: Path, ids: _NewId
     new_ids = np.concatenate([ids.node_bounds[p] + np.arange(n_in, dtype=np.int64), ids.of_nodes(local_ids[n_in:])])
     new_eids = np.concatenate([ids.edge_bounds[p] + np.arange(src.size, dtype=np.int64), out_eid])
     node_feats, edge_feats = types.feats(p)
-    files = dgl.write_partition(
-        stage, p, src=np.concatenate([src, out_src]), dst=np.concatenate([dst, out_dst]), num_local=local_ids.size, num_inner=n_in,
-        new_node_ids=new_ids, owners=owners, new_edge_ids=new_eids, num_inner_edges=src.size, node_feats=node_feats, edge_feats=edge_feats,
+    local = dgl.LocalGraph(
+        src=np.concatenate([src, out_src]), dst=np.concatenate([dst, out_dst]), num_local=local_ids.size, num_inner=n_in,
+        new_node_ids=new_ids, owners=owners, new_edge_ids=new_eids, num_inner_edges=src.size,
         node_types=types.node_type_of(local_ids) if types.typed else None,
         edge_types=np.concatenate([etype, out_type]) if types.typed else None,
     )
+    files = dgl.write_partition(stage, p, local, node_feats, edge_feats)
     out_edges.unlink(missing_ok=True)
     return files
 

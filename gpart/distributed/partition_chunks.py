@@ -38,7 +38,7 @@ from gpart.distributed.shuffle import PartFiles, column, shuffle, take_rows
 from gpart.formats.files.scratch import ScratchDir
 from gpart.formats.input.chunked import ChunkedGraph, check_same_layout
 from gpart.formats.partition.book import PartitionBook
-from gpart.formats.partition.writer import PartitionWriter, build_manifest, data_key, part_entry
+from gpart.formats.partition.writer import PartitionManifest, PartitionWriter, data_key, part_entry
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import MethodOptions
 from gpart.partition_methods.registry import method_options, resolve_method
@@ -223,10 +223,10 @@ def _manifest(job: PartitionJob, chunks: PathLike, book_json: dict, method: str,
     assert sum(p["num_owned"] for p in parts) == cg.num_nodes and sum(p["num_edges"] for p in parts) == cg.num_edges
     num_cut = sum(p.pop("num_cut") for p in parts)
     graph = {"source": os.fspath(chunks), "input_format": "chunked", "num_nodes": cg.num_nodes, "num_edges": cg.num_edges}
-    return build_manifest(
+    return PartitionManifest(
         graph=graph, storage="binary", created_by=f"gpart {__version__}", method=method, params=params, halo=job.halo,
         book=book_json, node_data=_like(job.node_layout), edge_data=_like(job.edge_layout), parts=parts,
-        stats=partition_stats(parts, cg.num_nodes, cg.num_edges, num_cut))
+        stats=partition_stats(parts, cg.num_nodes, cg.num_edges, num_cut)).to_json()
 
 
 def _like(layout: dict) -> dict[str, np.ndarray]:

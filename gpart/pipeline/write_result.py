@@ -29,7 +29,7 @@ from gpart.formats.files.manifest import write_manifest
 from gpart.formats.files.scratch import ScratchDir
 from gpart.formats.partition.book import PartitionBook
 from gpart.formats.partition.reverse import write_reverse
-from gpart.formats.partition.writer import STORAGES, PartitionWriter, build_manifest
+from gpart.formats.partition.writer import STORAGES, PartitionManifest, PartitionWriter
 from gpart.pipeline.csc_order import MAX_BLOCK_EDGES
 from gpart.pipeline.layout import NodeOrder, node_order, order_edges
 from gpart.pipeline.memory_plan import block_edges_for, layout_threads, resident_sources
@@ -230,11 +230,11 @@ def _manifest(
         graph_json["node_data_files"] = {k: str(v) for k, v in node_data.items()}
     if edge_data:
         graph_json["edge_data_files"] = {k: str(v) for k, v in edge_data.items()}
-    return build_manifest(
+    return PartitionManifest(
         graph=graph_json, storage=storage, created_by=f"gpart {__version__}", method=method, params=params, halo=halo,
         book=book_json, node_data=graph.node_data, edge_data=graph.edge_data, parts=parts,
         stats=partition_stats(parts, graph.num_nodes, graph.num_edges, num_cut), reverse=reverse,
-    )
+    ).to_json()
 
 
 def _count_train(graph: Graph, nodes: "NodeOrder", parts: list[dict[str, Any]]) -> None:
