@@ -4,7 +4,7 @@ With one partition on a GPU the loader samples every hop as a static-shape
 table (gpart.runtime.sampling.kernels.sample_table) and relabels it through the
 device-resident map in one step (Relabeller.add_masked), whose only host
 synchronisation is the hop's sizes. The same code runs on the CPU when
-`loader.table_hops` is set, which is how it is checked here: every batch exact
+`loader.sampler.table_hops` is set, which is how it is checked here: every batch exact
 against the input (real data, Cora), draws uniform. On CUDA (skipped without
 it) the default loader takes that path, from GPU memory and from pinned
 host memory, and its batches pass the same checks.
@@ -40,7 +40,7 @@ def cora_one(tmp_path_factory):
 
 def _batches(part, fanouts, table: bool, **kw) -> list:
     loader = gr.DistNeighborLoader(part, torch.arange(0, part.num_nodes, 3), fanouts=fanouts, batch_size=200, seed=2, **kw)
-    loader.table_hops = table
+    loader.sampler.table_hops = table
     return list(loader)
 
 
@@ -48,7 +48,7 @@ def test_table_hops_on_cpu_give_exact_batches(cora_one):
     data = _cora()
     indeg = np.bincount(data["dst"], minlength=data["feat"].shape[0])
     part = gr.load_partition(cora_one, device="cpu")
-    assert not gr.DistNeighborLoader(part, [0], fanouts=FANOUTS).table_hops  # the CPU default: compact hops
+    assert not gr.DistNeighborLoader(part, [0], fanouts=FANOUTS).sampler.table_hops  # the CPU default: compact hops
     tables = _batches(part, FANOUTS, True)
     compact = _batches(part, FANOUTS, False)
     assert len(tables) == len(compact) > 0
@@ -103,7 +103,7 @@ def test_cuda_batches_pass_the_cpu_checks(cora_one):
     for feature_device in (None, "cpu"):  # rows from GPU memory, then from pinned host memory
         part = gr.load_partition(cora_one, device="cuda", feature_device=feature_device)
         loader = gr.DistNeighborLoader(part, torch.arange(0, part.num_nodes, 3), fanouts=FANOUTS, batch_size=200, seed=2)
-        assert loader.table_hops
+        assert loader.sampler.table_hops
         for batch in loader:
             assert batch.edge_index.is_cuda and batch.x.is_cuda and batch.y.is_cuda
             for name in ("n_id", "edge_index", "e_id", "x", "y"):
@@ -121,6 +121,6 @@ def test_sample_and_present_are_the_loaders_batches(cora_one):
     loader = gr.DistNeighborLoader(part, torch.arange(0, 600, 3), fanouts=FANOUTS, batch_size=50, shuffle=False, seed=1)
     first = next(iter(loader))
     loader.set_epoch(0)
-    again = loader.present(loader.sample(torch.arange(0, 150, 3), loader._generator(1)))
+    again = loader.present(loader.sample(torch.arange(0, 150, 3), loader.epochs.generator(1)))
     check_batch(again, FANOUTS, data, indeg)
     assert all(torch.equal(getattr(first, k), getattr(again, k)) for k in ("n_id", "edge_index", "e_id", "x", "y"))
