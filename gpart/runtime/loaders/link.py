@@ -174,12 +174,12 @@ class LinkNeighborLoader:
 
     def __init__(self, part: Any, seed_edges: Any, options: LinkLoaderOptions, sampler: Any = None,
                  row_source: Optional[RowSource] = None):
-        self.part, self.options, self.typed = part, options, bool(getattr(part, "is_hetero", False))
+        self.part, self.options = part, options
         self.batch_size, self.exclude = int(options.batch_size), bool(options.exclude_seed_edges)
         self.mode, self.ratio, self.disjoint = options.neg_sampling, float(options.neg_ratio), bool(options.disjoint)
         wait = float(options.timeout_s if options.timeout_s is not None else part.timeout_s)
         seeds = SeedEdges.parse(part, seed_edges)
-        self.edge_type = seeds.edge_type
+        self.edge_type, self.typed = seeds.edge_type, seeds.typed
         names, _ = present_defaults(row_source.keys() if row_source is not None else part.node_data, options.node_data, None)
         self.node_data_names = names
         none = torch.zeros(0, dtype=torch.int64)

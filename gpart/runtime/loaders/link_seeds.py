@@ -36,10 +36,20 @@ class SeedEdges:
     dst: Optional[torch.Tensor]
     eids: Optional[torch.Tensor]  # erased edge ids when given as ids
     problem: Optional[str]
+    edge_offset: int = 0  # the seed edge type's first erased edge id (0 when homogeneous)
+    typed: bool = False
 
     @classmethod
     def parse(cls, part: Any, given: Any) -> "SeedEdges":
-        dev, typed = part.device, bool(getattr(part, "is_hetero", False))
+        """The seed edges `given` for `part` (typed or not), or no edges and the problem with them."""
+        typed = bool(getattr(part, "is_hetero", False))
+        seeds = cls._parse(part, given, typed)
+        seeds.typed = typed
+        return seeds
+
+    @classmethod
+    def _parse(cls, part: Any, given: Any, typed: bool) -> "SeedEdges":
+        dev = part.device
         none = torch.zeros(0, dtype=torch.int64, device=dev)
         r, edge_offset, src_off, dst_off = 0, 0, 0, 0
         if typed:
@@ -63,7 +73,7 @@ class SeedEdges:
         limit = int(part.edge_offsets[r + 1] - part.edge_offsets[r]) if typed else int(part.num_edges)
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= limit):
             return cls(r, none, none, None, f"seed edge ids outside 0..{limit - 1}")
-        return cls(r, None, None, ids + edge_offset, None)
+        return cls(r, None, None, ids + edge_offset, None, edge_offset)
 
     def resolve(self, part: Any, timeout_s: float) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
         """(sources, destinations, edge ids or None): ids held by other partitions are looked up in one
@@ -75,8 +85,7 @@ class SeedEdges:
             ends = _remote_endpoints(part, eids, ends, world_size, timeout_s)
         if self.eids is None:
             return self.src, self.dst, None
-        typed_ids = self.eids - int(part.edge_offsets[self.edge_type]) if getattr(part, "is_hetero", False) else self.eids
-        return ends[:, 0].contiguous(), ends[:, 1].contiguous(), typed_ids
+        return ends[:, 0].contiguous(), ends[:, 1].contiguous(), self.eids - self.edge_offset
 
 
 def _range_problem(part: Any, pairs: torch.Tensor, r: int, typed: bool) -> Optional[str]:

@@ -147,8 +147,7 @@ def DistNeighborLoader(
     """
     options = NodeLoaderOptions(fanouts, batch_size, shuffle, seed, node_data, labels, replace, drop_last, timeout_s, pyg,
                                 disjoint)
-    kind = HeteroNeighborLoader if getattr(part, "is_hetero", False) else NeighborLoader
-    return kind(part, seeds, options, sampler=sampler, row_source=row_source)
+    return _loader_class(part)(part, seeds, options, sampler=sampler, row_source=row_source)
 
 
 def unfused_loader(part: Any, seeds: Any, **settings: Any) -> "NeighborLoader":
@@ -156,8 +155,7 @@ def unfused_loader(part: Any, seeds: Any, **settings: Any) -> "NeighborLoader":
     of travelling in the sampling answers: the same batches, more collectives (for benchmarks and equivalence
     tests; gpart.runtime does not export it)."""
     extra = {k: settings.pop(k) for k in ("sampler", "row_source") if k in settings}
-    kind = HeteroNeighborLoader if getattr(part, "is_hetero", False) else NeighborLoader
-    return kind(part, seeds, NodeLoaderOptions(**settings), carry_rows=False, **extra)
+    return _loader_class(part)(part, seeds, NodeLoaderOptions(**settings), carry_rows=False, **extra)
 
 
 class NeighborLoader:
@@ -221,3 +219,8 @@ class NeighborLoader:
 class HeteroNeighborLoader(NeighborLoader):
     """The loader of a typed partition (what DistNeighborLoader builds for one): the same loader, whose
     batches are HeteroBatch (HeteroData with pyg=True); seeds {ntype: ids}, fanouts {(s, r, d): [per hop]}."""
+
+
+def _loader_class(part: Any) -> type:
+    """The class a partition's loader is (the same loader; the typed one's name says its batches are typed)."""
+    return HeteroNeighborLoader if getattr(part, "is_hetero", False) else NeighborLoader
