@@ -124,3 +124,44 @@ def test_sample_and_present_are_the_loaders_batches(cora_one):
     again = loader.present(loader.sample(torch.arange(0, 150, 3), loader.epochs.generator(1)))
     check_batch(again, FANOUTS, data, indeg)
     assert all(torch.equal(getattr(first, k), getattr(again, k)) for k in ("n_id", "edge_index", "e_id", "x", "y"))
+
+
+def _fields(batch) -> list:
+    return [batch.n_id, batch.edge_index, batch.e_id, batch.x, batch.y, torch.tensor(batch.num_sampled_nodes),
+            torch.tensor(batch.num_sampled_edges)]
+
+
+def _same(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(_fields(a), _fields(b)))
+
+
+def test_table_and_compact_hops_reproduce_what_the_docstring_promises(cora_one):
+    """gpart.runtime.loaders.node, 'What reproduces', path by path, on the same seeds and (seed, epoch, rank)."""
+    data = _cora()
+    indeg = np.bincount(data["dst"], minlength=data["feat"].shape[0])
+    part = gr.load_partition(cora_one, device="cpu")
+    for replace in (False, True):
+        tables, compact = _batches(part, FANOUTS, True, replace=replace), _batches(part, FANOUTS, False, replace=replace)
+        # each strategy: the same loader again gives identical batches
+        assert all(map(_same, tables, _batches(part, FANOUTS, True, replace=replace)))
+        assert all(map(_same, compact, _batches(part, FANOUTS, False, replace=replace)))
+        assert len(tables) == len(compact) > 0
+        differ = 0
+        for a, b in zip(tables, compact):
+            # the same seeds in the same order, the same first-hop in-edge count per seed ...
+            assert torch.equal(a.n_id[: a.batch_size], b.n_id[: b.batch_size]) and torch.equal(a.y, b.y)
+            first = [torch.bincount(x.edge_index[1, : x.num_sampled_edges[0]], minlength=x.batch_size) for x in (a, b)]
+            seed_deg = indeg[a.n_id[: a.batch_size].numpy()]
+            want = np.where(seed_deg > 0, FANOUTS[0], 0) if replace else np.minimum(seed_deg, FANOUTS[0])
+            assert np.array_equal(first[0].numpy(), want) and torch.equal(first[0], first[1])
+            differ += not _same(a, b)
+        assert differ > 0  # ... and other neighbours: the strategies draw differently
+    # where no hop draws (every fanout at least every in-degree), both give identical batches
+    wide = [int(indeg.max()), int(indeg.max())]
+    tables, compact = _batches(part, wide, True), _batches(part, wide, False)
+    assert len(tables) == len(compact) > 0 and all(map(_same, tables, compact))
+    # and another epoch or seed gives other batches on either path
+    loader = gr.DistNeighborLoader(part, torch.arange(0, part.num_nodes, 3), fanouts=FANOUTS, batch_size=200, seed=2)
+    loader.sampler.table_hops = True
+    loader.set_epoch(1)
+    assert not all(map(_same, loader, _batches(part, FANOUTS, True)))

@@ -38,8 +38,8 @@ hop, the default with one partition on CUDA; `loader.sampler.table_hops`)
 draw each hop's neighbours from other random numbers than compact hops (the
 CPU default). For the same (seed, epoch, rank) both give the same seeds in
 the same order and, per seed, the same number of first-hop in-edges
-(min(fanout, in-degree), or fanout with replace=True), each neighbour set
-uniform; past that, the neighbours differ, except where no hop draws: when
+(min(fanout, in-degree); with replace=True fanout for a node with
+in-edges), each neighbour set uniform; past that, the neighbours differ, except where no hop draws: when
 every fanout is at least the in-degree of every node it samples, the two
 give identical batches. Disjoint and non-disjoint sampling give different
 batches.
