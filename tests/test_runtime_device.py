@@ -165,3 +165,18 @@ def test_table_and_compact_hops_reproduce_what_the_docstring_promises(cora_one):
     loader.sampler.table_hops = True
     loader.set_epoch(1)
     assert not all(map(_same, loader, _batches(part, FANOUTS, True)))
+
+
+def test_a_sampler_passed_in_is_the_one_used(cora_one):
+    """sampler=: the hop strategy chosen on a LocalSampler of the caller's gives that strategy's batches; a sampler
+    taking another number of hops than the fanouts is refused in one line."""
+    from gpart.base.errors import InputError
+    from gpart.runtime.sampling.neighbor_sampler import LocalSampler
+
+    part = gr.load_partition(cora_one, device="cpu")
+    mine = LocalSampler(part, [[f] for f in FANOUTS], table_hops=True)
+    loader = gr.DistNeighborLoader(part, torch.arange(0, part.num_nodes, 3), fanouts=FANOUTS, batch_size=200, seed=2,
+                                   sampler=mine)
+    assert loader.sampler is mine and all(map(_same, loader, _batches(part, FANOUTS, True)))
+    with pytest.raises(InputError, match="the sampler takes 1 hops, the fanouts 2"):
+        gr.DistNeighborLoader(part, [0], fanouts=FANOUTS, sampler=LocalSampler(part, [[4]]))

@@ -132,8 +132,9 @@ def DistNeighborLoader(
     disjoint): a node reached from two seeds appears twice, sampled
     independently for each, and the batch's `batch` gives every node's seed
     (its position in the batch). sampler: the owner's sampler (None: a
-    LocalSampler of `part` for these fanouts; one of your own must take as
-    many hops). row_source: where owners read rows
+    LocalSampler of `part` for these fanouts and `replace`; one of your own,
+    e.g. LocalSampler(part, hop_fanouts, replace, table_hops), must take as
+    many hops, and draws as it was built). row_source: where owners read rows
     (gpart.runtime.sampling.row_source.RowSource; None: the partition's node
     data); node_data and labels name its keys.
 
