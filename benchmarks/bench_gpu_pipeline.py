@@ -16,7 +16,7 @@ nodes, no shuffling) for every sampler. Printed per batch size:
   on those batches: seconds per batch, and the epoch over every training node
   (measured when --batches covers the epoch, else extrapolated: said so);
 - gpart on the CPU beside, when --device is CUDA (the CPU path of the same code);
-  on the CPU, also the GPU's hop form (`table_hops`) run on the CPU;
+  on the CPU, also the GPU's hop form (`loader.sampler.table_hops`) run on the CPU;
 - WholeGraph's `unweighted_sample_without_replacement` per hop on the same
   CSC in GPU memory, when pylibwholegraph is importable and CUDA is present
   (sampling only: WholeGraph's kernel draws neighbours; the relabelling to a
@@ -108,7 +108,7 @@ def gpart_side(parts: Path, device_name: str, seeds: np.ndarray, batch: int, bat
 
     def loader(**kw):
         made = gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=batch, shuffle=False, **kw)
-        made.table_hops = made.table_hops if table_hops is None else table_hops
+        made.sampler.table_hops = made.sampler.table_hops if table_hops is None else table_hops
         return iter(made)
 
     topo = loader(node_data=None, labels=None)

@@ -21,7 +21,7 @@ and without --halo 1) of the typed Cora (and, with --generated N, of a generated
 N nodes of type a with 128 float32 features and labels, N/2 of type b with 64 float32, 10 N
 edges over three edge types), papers (a) as seeds, batch 256, fanouts [10, 10] for every edge
 type, every typed array of `feat` and the seeds' labels: topology alone, rows gathered after
-sampling (fuse=False) and rows in the sampling answers (fuse=True), taking turns batch by batch.
+sampling (gpart.runtime.loaders.node.unfused_loader) and rows in the sampling answers (the loader's way), taking turns batch by batch.
 """
 
 from __future__ import annotations
@@ -124,14 +124,16 @@ def _epochs(loader):
 def _fused_rank(rank: int, world_size: int, parts: str, seed_type: str, batches: int) -> dict:
     """One rank: the three RUNS' loaders take turns batch by batch; per run its stats and wall time."""
     import gpart.runtime as gr
+    from gpart.runtime.loaders.node import unfused_loader
 
     part = gr.load_partition(parts, device="cpu")
     seeds = part.owned_ids(seed_type)
     fanouts = {e: [10, 10] for e in part.edge_types}
     loaders, iters = {}, {}
     for label, names, fuse in RUNS:
-        loaders[label] = gr.DistNeighborLoader(part, {seed_type: seeds}, fanouts=fanouts, batch_size=256, node_data=names,
-                                               labels=None if names is None else "label", fuse=fuse, seed=rank)
+        make = gr.DistNeighborLoader if fuse else unfused_loader  # rows in the sampling answers, or fetched after
+        loaders[label] = make(part, {seed_type: seeds}, fanouts=fanouts, batch_size=256, node_data=names,
+                              labels=None if names is None else "label", seed=rank)
         iters[label] = _epochs(loaders[label])
         next(iters[label])  # warm-up batch
         loaders[label].stats.update(batches=0, sampled_edges=0, collective_s=0.0, total_s=0.0, collectives=0)

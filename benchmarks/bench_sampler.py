@@ -170,14 +170,16 @@ DISJOINT_RUNS = (("topology, disjoint", None, True, True), ("x, fused, disjoint"
 
 def _rank_run(rank: int, world_size: int, parts: str, batches: int, runs=RUNS) -> dict:
     import gpart.runtime as gr
+    from gpart.runtime.loaders.node import unfused_loader
 
     part = gr.load_partition(parts, device="cpu", node_data=["feat", "label", "train_mask"])
     warm(part)
     seeds = gr.node_split(part, "train_mask")
     loaders, iters = {}, {}
     for label, names, fuse, disjoint in runs:
-        loaders[label] = gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=1024, node_data=names,
-                                               labels=None if names is None else "label", fuse=fuse, disjoint=disjoint)
+        make = gr.DistNeighborLoader if fuse else unfused_loader  # rows in the sampling answers, or fetched after
+        loaders[label] = make(part, seeds, fanouts=FANOUTS, batch_size=1024, node_data=names,
+                              labels=None if names is None else "label", disjoint=disjoint)
         iters[label] = iter(loaders[label])
         next(iters[label])  # warm-up batch
         loaders[label].stats.update(batches=0, sampled_edges=0, seeds=0, collective_s=0.0, total_s=0.0, collectives=0)
@@ -195,8 +197,8 @@ def _rank_run(rank: int, world_size: int, parts: str, batches: int, runs=RUNS) -
 def multi_process(parts: dict, world_sizes: list[int], methods: list[str], halos: list[int], batches: int,
                   disjoint: bool = False) -> None:
     print(f"\ngloo processes (one thread each), one per partition; {batches} batches per rank after a warm-up batch;")
-    print("  x = 128 float32 per node (+ the seeds' labels): 'gathered after' = sample, then one row round per array (fuse=False);")
-    print("  'fused' = rows carried in the sampling answers (fuse=True, the default); 'disjoint' = disjoint=True;")
+    print("  x = 128 float32 per node (+ the seeds' labels): 'gathered after' = sample, then one row round per array (gpart.runtime.loaders.node.unfused_loader);")
+    print("  'fused' = rows carried in the sampling answers (the loader's way); 'disjoint' = disjoint=True;")
     print("  the runs take turns batch by batch; nodes/batch: rank 0's mean")
     runs = RUNS + (DISJOINT_RUNS if disjoint else ())
     print(f"  {'parts':<14} {'procs':>5} {'M edges/s':>10} {'per rank':>9} {'run':<18} {'coll/batch':>10} {'in coll.':>9} "

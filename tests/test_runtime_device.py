@@ -4,7 +4,7 @@ With one partition on a GPU the loader samples every hop as a static-shape
 table (gpart.runtime.sampling.kernels.sample_table) and relabels it through the
 device-resident map in one step (Relabeller.add_masked), whose only host
 synchronisation is the hop's sizes. The same code runs on the CPU when
-`loader.table_hops` is set, which is how it is checked here: every batch exact
+`loader.sampler.table_hops` is set, which is how it is checked here: every batch exact
 against the input (real data, Cora), draws uniform. On CUDA (skipped without
 it) the default loader takes that path, from GPU memory and from pinned
 host memory, and its batches pass the same checks.
@@ -40,7 +40,7 @@ def cora_one(tmp_path_factory):
 
 def _batches(part, fanouts, table: bool, **kw) -> list:
     loader = gr.DistNeighborLoader(part, torch.arange(0, part.num_nodes, 3), fanouts=fanouts, batch_size=200, seed=2, **kw)
-    loader.table_hops = table
+    loader.sampler.table_hops = table
     return list(loader)
 
 
@@ -48,7 +48,7 @@ def test_table_hops_on_cpu_give_exact_batches(cora_one):
     data = _cora()
     indeg = np.bincount(data["dst"], minlength=data["feat"].shape[0])
     part = gr.load_partition(cora_one, device="cpu")
-    assert not gr.DistNeighborLoader(part, [0], fanouts=FANOUTS).table_hops  # the CPU default: compact hops
+    assert not gr.DistNeighborLoader(part, [0], fanouts=FANOUTS).sampler.table_hops  # the CPU default: compact hops
     tables = _batches(part, FANOUTS, True)
     compact = _batches(part, FANOUTS, False)
     assert len(tables) == len(compact) > 0
@@ -103,7 +103,7 @@ def test_cuda_batches_pass_the_cpu_checks(cora_one):
     for feature_device in (None, "cpu"):  # rows from GPU memory, then from pinned host memory
         part = gr.load_partition(cora_one, device="cuda", feature_device=feature_device)
         loader = gr.DistNeighborLoader(part, torch.arange(0, part.num_nodes, 3), fanouts=FANOUTS, batch_size=200, seed=2)
-        assert loader.table_hops
+        assert loader.sampler.table_hops
         for batch in loader:
             assert batch.edge_index.is_cuda and batch.x.is_cuda and batch.y.is_cuda
             for name in ("n_id", "edge_index", "e_id", "x", "y"):
@@ -121,6 +121,62 @@ def test_sample_and_present_are_the_loaders_batches(cora_one):
     loader = gr.DistNeighborLoader(part, torch.arange(0, 600, 3), fanouts=FANOUTS, batch_size=50, shuffle=False, seed=1)
     first = next(iter(loader))
     loader.set_epoch(0)
-    again = loader.present(loader.sample(torch.arange(0, 150, 3), loader._generator(1)))
+    again = loader.present(loader.sample(torch.arange(0, 150, 3), loader.epochs.generator(1)))
     check_batch(again, FANOUTS, data, indeg)
     assert all(torch.equal(getattr(first, k), getattr(again, k)) for k in ("n_id", "edge_index", "e_id", "x", "y"))
+
+
+def _fields(batch) -> list:
+    return [batch.n_id, batch.edge_index, batch.e_id, batch.x, batch.y, torch.tensor(batch.num_sampled_nodes),
+            torch.tensor(batch.num_sampled_edges)]
+
+
+def _same(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(_fields(a), _fields(b)))
+
+
+def test_table_and_compact_hops_reproduce_what_the_docstring_promises(cora_one):
+    """gpart.runtime.loaders.node, 'What reproduces', path by path, on the same seeds and (seed, epoch, rank)."""
+    data = _cora()
+    indeg = np.bincount(data["dst"], minlength=data["feat"].shape[0])
+    part = gr.load_partition(cora_one, device="cpu")
+    for replace in (False, True):
+        tables, compact = _batches(part, FANOUTS, True, replace=replace), _batches(part, FANOUTS, False, replace=replace)
+        # each strategy: the same loader again gives identical batches
+        assert all(map(_same, tables, _batches(part, FANOUTS, True, replace=replace)))
+        assert all(map(_same, compact, _batches(part, FANOUTS, False, replace=replace)))
+        assert len(tables) == len(compact) > 0
+        differ = 0
+        for a, b in zip(tables, compact):
+            # the same seeds in the same order, the same first-hop in-edge count per seed ...
+            assert torch.equal(a.n_id[: a.batch_size], b.n_id[: b.batch_size]) and torch.equal(a.y, b.y)
+            first = [torch.bincount(x.edge_index[1, : x.num_sampled_edges[0]], minlength=x.batch_size) for x in (a, b)]
+            seed_deg = indeg[a.n_id[: a.batch_size].numpy()]
+            want = np.where(seed_deg > 0, FANOUTS[0], 0) if replace else np.minimum(seed_deg, FANOUTS[0])
+            assert np.array_equal(first[0].numpy(), want) and torch.equal(first[0], first[1])
+            differ += not _same(a, b)
+        assert differ > 0  # ... and other neighbours: the strategies draw differently
+    # where no hop draws (every fanout at least every in-degree), both give identical batches
+    wide = [int(indeg.max()), int(indeg.max())]
+    tables, compact = _batches(part, wide, True), _batches(part, wide, False)
+    assert len(tables) == len(compact) > 0 and all(map(_same, tables, compact))
+    # and another epoch or seed gives other batches on either path
+    loader = gr.DistNeighborLoader(part, torch.arange(0, part.num_nodes, 3), fanouts=FANOUTS, batch_size=200, seed=2)
+    loader.sampler.table_hops = True
+    loader.set_epoch(1)
+    assert not all(map(_same, loader, _batches(part, FANOUTS, True)))
+
+
+def test_a_sampler_passed_in_is_the_one_used(cora_one):
+    """sampler=: the hop strategy chosen on a LocalSampler of the caller's gives that strategy's batches; a sampler
+    taking another number of hops than the fanouts is refused in one line."""
+    from gpart.base.errors import InputError
+    from gpart.runtime.sampling.neighbor_sampler import LocalSampler
+
+    part = gr.load_partition(cora_one, device="cpu")
+    mine = LocalSampler(part, [[f] for f in FANOUTS], table_hops=True)
+    loader = gr.DistNeighborLoader(part, torch.arange(0, part.num_nodes, 3), fanouts=FANOUTS, batch_size=200, seed=2,
+                                   sampler=mine)
+    assert loader.sampler is mine and all(map(_same, loader, _batches(part, FANOUTS, True)))
+    with pytest.raises(InputError, match="the sampler takes 1 hops, the fanouts 2"):
+        gr.DistNeighborLoader(part, [0], fanouts=FANOUTS, sampler=LocalSampler(part, [[4]]))

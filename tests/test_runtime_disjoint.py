@@ -27,6 +27,7 @@ from test_runtime_link import _pair_set, _within
 from test_runtime_sampler import _chi2, _chi2_critical
 
 import gpart.runtime as gr
+from gpart.runtime.loaders.node import unfused_loader
 from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
 
 REPO = Path(__file__).resolve().parents[1]
@@ -129,14 +130,14 @@ def _reverse_stored(data: dict):
 def _counting_rounds(loader) -> list[tuple[int, int, int]]:
     """Record, per sampling request round of `loader`, (nodes asked, distinct nodes among them, draws)."""
     seen: list[tuple[int, int, int]] = []
-    plain = loader._round
+    plain = loader.protocol.round
 
     def spy(frontier, keys, sample, draws=None):
         if sample is not None:
             seen.append((int(frontier.numel()), int(frontier.unique().numel()),
                          int(draws.sum()) if draws is not None else int(frontier.numel())))
         return plain(frontier, keys, sample, draws)
-    loader._round = spy
+    loader.protocol.round = spy
     return seen
 
 
@@ -154,7 +155,7 @@ def node_batches(part, seeds, data: dict, fanouts=FANOUTS, batch_size: int = 64,
         seen += n_id[: batch.batch_size].tolist()
         repeated += n_id.size - np.unique(n_id).size
         keys += n_id.size - batch.num_sampled_nodes[-1]  # the keys that were sampled (all but the last hop's)
-    if loader.exchange.active:  # every request round asks each node once ...
+    if loader.protocol.exchange.active:  # every request round asks each node once ...
         assert all(asked == distinct for asked, distinct, _ in rounds)
     assert sum(d for _, _, d in rounds) == keys  # ... and draws it once per key
     return {"seen": seen, "repeated": repeated, "asked": sum(a for a, _, _ in rounds), "keys": keys, "batches": len(loader)}
@@ -269,9 +270,9 @@ def test_disjoint_node_batches_one_process(parts):
     train = gr.node_split(part, "train_mask")
     got = node_batches(part, train, data)
     assert sorted(got["seen"]) == train.tolist() and got["repeated"] > 0  # seeds' sub-graphs do overlap on Cora
-    # fuse=False (rows after sampling) gives the same batches; -1 and replace keep their meaning per (seed, node)
+    # unfused_loader (rows after sampling) gives the same batches; -1 and replace keep their meaning per (seed, node)
     fused = gr.DistNeighborLoader(part, train, fanouts=FANOUTS, batch_size=64, disjoint=True, seed=4)
-    plain = gr.DistNeighborLoader(part, train, fanouts=FANOUTS, batch_size=64, disjoint=True, seed=4, fuse=False)
+    plain = unfused_loader(part, train, fanouts=FANOUTS, batch_size=64, disjoint=True, seed=4)
     assert all(_signature(a) == _signature(b) for a, b in zip(fused, plain))
     node_batches(part, train[:60], data, fanouts=[-1, 2], batch_size=30)
     rep = next(iter(gr.DistNeighborLoader(part, train, fanouts=[3], batch_size=64, replace=True, disjoint=True)))
@@ -313,9 +314,9 @@ def test_disjoint_typed_one_process(parts):
     train = torch.from_numpy(np.flatnonzero(data["paper/train_mask"]))
     got = typed_node_batches(part, train, data)
     assert got["seen"] == train.tolist() and got["edges"] > 0
-    # fuse=False reads the typed rows after sampling: the same batches
-    fused, plain = (gr.DistNeighborLoader(part, {"paper": train}, fanouts=TYPED_FANOUTS, batch_size=40, disjoint=True,
-                                          fuse=fuse) for fuse in (True, False))
+    # unfused_loader reads the typed rows after sampling: the same batches
+    fused, plain = (make(part, {"paper": train}, fanouts=TYPED_FANOUTS, batch_size=40, disjoint=True)
+                    for make in (gr.DistNeighborLoader, unfused_loader))
     for a, b in zip(fused, plain):
         assert all(torch.equal(a.n_id[t], b.n_id[t]) and torch.equal(a.batch[t], b.batch[t]) for t in a.n_id)
         assert all(torch.equal(a.node_data[t][k], b.node_data[t][k]) for t in a.node_data for k in a.node_data[t])
@@ -347,7 +348,7 @@ def _ranks(rank: int, world_size: int, parts: dict) -> dict:
     seeds = gr.node_split(part, torch.arange(0, data["feat"].shape[0], 3))
     out = {"node": node_batches(part, seeds, data, batch_size=48, seed=rank), "split": seeds.tolist()}
     fused = gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=48, disjoint=True, seed=5)
-    plain = gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=48, disjoint=True, seed=5, fuse=False)
+    plain = unfused_loader(part, seeds, fanouts=FANOUTS, batch_size=48, disjoint=True, seed=5)
     out["fuse_equal"] = all(_signature(a) == _signature(b) for a, b in zip(fused, plain))
     link = gr.load_partition(parts[("link", 2)], device="cpu")
     train = gr.edge_split(link, torch.arange(0, data["src"].size, 6))

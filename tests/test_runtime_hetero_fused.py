@@ -1,4 +1,4 @@
-"""The typed loader's fused path (gpart.runtime.fused with gpart.runtime.carried_rows.TypedRows) on 2 gloo ranks.
+"""The typed loader's fused path (gpart.runtime.sampling.protocol with gpart.runtime.sampling.row_fetcher.TypedRows) on 2 gloo ranks.
 
 Real data: the Cora-derived typed graph, with more typed arrays of other
 dtypes and row shapes on both node types (so each node type has its own row
@@ -9,7 +9,6 @@ without halo rows, and the fused ones must take fewer collectives.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from support.gloo_processes import error_text, run_distributed
 
 import gpart.runtime as gr
 from gpart.cli.main import main
+from gpart.runtime.loaders.node import unfused_loader
 
 REPO = Path(__file__).resolve().parents[1]
 HETERO = REPO / "sample_data" / "cora_hetero.npz"
@@ -76,9 +76,10 @@ def _ranks_fused(rank: int, world_size: int, parts: dict) -> dict:
         part = gr.load_partition(parts[layout], device="cpu")
         owned = part.owned_ids("paper")
         train = owned[part.node_data[("paper", "train_mask")][: owned.numel()]]  # halo rows follow the owned ones
-        make = functools.partial(gr.DistNeighborLoader, part, {"paper": train}, fanouts=FANOUTS, batch_size=24, seed=rank,
-                                 node_data=NAMES, labels="label")
-        fused, plain = make(fuse=True), make(fuse=False)
+        def make(fuse: bool, part=part, train=train, **kw):
+            return (gr.DistNeighborLoader if fuse else unfused_loader)(part, {"paper": train}, fanouts=FANOUTS, batch_size=24,
+                                                                       seed=rank, node_data=NAMES, labels="label", **kw)
+        fused, plain = make(True), make(False)
         same, rows_ok = [], []
         for a, b in zip(fused, plain):
             same.append(_same(_fields(a), _fields(b)))
@@ -89,8 +90,8 @@ def _ranks_fused(rank: int, world_size: int, parts: dict) -> dict:
                        "keys": sorted([t, n] for t in a.node_data for n in a.node_data[t]),
                        "collectives": (fused.stats["collectives"], plain.stats["collectives"])}
     # fuse on one rank and off on the other: both fail in bounded time, naming the settings
-    out["mismatch"] = error_text(lambda: gr.DistNeighborLoader(part, {"paper": train}, fanouts=FANOUTS, node_data=NAMES,
-                                                               fuse=rank == 0, timeout_s=20))
+    out["mismatch"] = error_text(lambda: (gr.DistNeighborLoader if rank == 0 else unfused_loader)(
+        part, {"paper": train}, fanouts=FANOUTS, node_data=NAMES, timeout_s=20))
     return out
 
 

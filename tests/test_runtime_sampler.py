@@ -23,6 +23,7 @@ from support.gloo_processes import error_text, run_distributed
 
 import gpart.runtime as gr
 from gpart.base.errors import InputError
+from gpart.runtime.loaders.node import unfused_loader
 from gpart.runtime.sampling.kernels import Relabeller, floyd_offsets, sample_columns
 
 REPO = Path(__file__).resolve().parents[1]
@@ -285,7 +286,7 @@ def _ranks_check(rank: int, world_size: int, parts: dict) -> dict:
         part = gr.load_partition(parts[(world_size, method)], device="cpu")
         ids = gr.node_split(part, torch.arange(0, n, 2))  # half the nodes as seeds
         loader = gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=96, seed=3)
-        unfused = gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=96, seed=3, fuse=False)
+        unfused = unfused_loader(part, ids, fanouts=FANOUTS, batch_size=96, seed=3)
         seen = []
         for batch, plain in zip(loader, unfused):
             check_batch(batch, FANOUTS, data, indeg)

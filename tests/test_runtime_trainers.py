@@ -23,6 +23,7 @@ from support.gloo_processes import run_distributed
 
 import gpart.runtime as gr
 from gpart.base.errors import InputError
+from gpart.runtime.loaders.node import unfused_loader
 from gpart.runtime.partition.trainers import layout_problem
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +85,7 @@ def _trainer(rank: int, world_size: int, path: str) -> dict:
     ids = gr.node_split(part, "train_mask")
     out = {"partition": part.rank, "split": ids.tolist(), "owned": int((part.owner(ids) == part.rank).sum())}
     for fuse in (True, False):
-        loader = gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=32, seed=5, fuse=fuse)
+        loader = (gr.DistNeighborLoader if fuse else unfused_loader)(part, ids, fanouts=FANOUTS, batch_size=32, seed=5)
         seen = []
         for batch in loader:
             _check_batch(batch, data, indeg)

@@ -16,14 +16,16 @@ from gpart.runtime.embedding.checkpoint_load import load_checkpoint
 from gpart.runtime.embedding.checkpoint_save import save_checkpoint
 from gpart.runtime.embedding.optim import SparseAdagrad, SparseAdam
 from gpart.runtime.embedding.table import ShardedEmbedding
+from gpart.runtime.loaders.batch import Batch
 from gpart.runtime.loaders.layerwise import layerwise_inference
 from gpart.runtime.loaders.link import DistLinkNeighborLoader, HeteroLinkBatch, LinkBatch
-from gpart.runtime.loaders.node import Batch, DistNeighborLoader
+from gpart.runtime.loaders.node import DistNeighborLoader
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.partition.filelist_slice import load_rows
 from gpart.runtime.partition.loaded import LoadedPartition, load_partition
 from gpart.runtime.partition.split import edge_split, node_split
 from gpart.runtime.partition.typed import HeteroPartition
+from gpart.runtime.sampling.row_source import RowSource
 
 __all__ = [
     # loading partitions and exports
@@ -46,6 +48,8 @@ __all__ = [
     "LinkBatch",
     "HeteroLinkBatch",
     "layerwise_inference",
+    # a user's own node data rows for the loaders (row_source=)
+    "RowSource",
     # a named collective (a rank in another one fails both at once)
     "barrier",
     # heterogeneous graphs

@@ -44,9 +44,7 @@ layer's whole table before the next layer.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Hashable, Optional, Sequence, Union
 
 import torch
 
@@ -54,6 +52,7 @@ from gpart.collectives.agreement import agree_or_raise
 from gpart.collectives.all_to_all import all_to_all_rows
 from gpart.runtime.loaders.node import DistNeighborLoader
 from gpart.runtime.partition.trainers import TrainerLayout, partition_group, trainer_layout
+from gpart.runtime.sampling.row_source import RowSource
 
 Layer = Callable[..., Any]  # layer(x, edge_index) -> rows, or typed: layer(x_dict, edge_index_dict) -> {type: rows}
 LAYER_ROWS = "layer_rows"  # the node data name each layer's input is registered under
@@ -164,14 +163,9 @@ class _Graph:
             return layer
         return lambda x, edge_index: {KIND: layer(x[KIND], edge_index[EDGE])}
 
-    def view(self, tables: dict[str, torch.Tensor]) -> Any:
-        """The partition with `tables` (owned rows alone) as its only node data: halo nodes are asked of their owners."""
-        if not self.typed:
-            return dataclasses.replace(self.part, halo=False, node_data={LAYER_ROWS: tables[KIND]})
-        view = copy.copy(self.part)
-        view.node_data = {(t, LAYER_ROWS): rows for t, rows in tables.items()}
-        view.halo_rows = False
-        return view
+    def rows(self, tables: dict[str, torch.Tensor]) -> "LayerRows":
+        """`tables` (owned rows alone) as the loader's row source: halo nodes are asked of their owners."""
+        return LayerRows({((t, LAYER_ROWS) if self.typed else LAYER_ROWS): rows for t, rows in tables.items()})
 
     def seeds(self, kind: str, ids: torch.Tensor) -> Any:
         return {kind: ids} if self.typed else ids
@@ -192,6 +186,24 @@ class _Graph:
         if self.typed:
             return {t: self.owned[t] for t in tables}, tables
         return self.owned[KIND], tables[KIND]
+
+
+class LayerRows(RowSource):
+    """A layer's input rows of the owned nodes, keyed as the loader asks for them (LAYER_ROWS, or (type,
+    LAYER_ROWS) when typed); row i of a type is its i-th owned node, as the partition's own rows."""
+
+    def __init__(self, tables: dict[Hashable, torch.Tensor]):
+        self.tables = tables
+
+    def keys(self) -> list[Hashable]:
+        return list(self.tables)
+
+    def row_spec(self, key: Hashable) -> tuple[torch.dtype, tuple[int, ...]]:
+        return self.tables[key].dtype, tuple(self.tables[key].shape[1:])
+
+    def read(self, key: Hashable, rows: torch.Tensor) -> torch.Tensor:
+        table = self.tables[key]
+        return torch.index_select(table, 0, rows.to(table.device))
 
 
 class _Share:
@@ -223,21 +235,21 @@ class _Share:
 def _one_layer(layer: Layer, graph: _Graph, tables: dict[str, torch.Tensor], share: _Share, batch_size: int,
                timeout_s: float, stats: dict) -> dict[str, torch.Tensor]:
     """The layer's rows of the owned nodes of every node type it gives rows, from `tables` (the previous layer's)."""
-    view = graph.view(tables)
+    source = graph.rows(tables)
     out = {}
     for kind in graph.kinds:
         owned = graph.owned[kind]
-        rows = _rows_of(layer, graph, view, kind, share.mine(owned), tables, batch_size, timeout_s, stats)
+        rows = _rows_of(layer, graph, source, kind, share.mine(owned), tables, batch_size, timeout_s, stats)
         if rows is not None:
             out[kind] = share.gather(rows, owned.numel())
     return out
 
 
-def _rows_of(layer: Layer, graph: _Graph, view: Any, kind: str, seeds: torch.Tensor, tables: dict[str, torch.Tensor],
-             batch_size: int, timeout_s: float, stats: dict) -> Optional[torch.Tensor]:
+def _rows_of(layer: Layer, graph: _Graph, source: RowSource, kind: str, seeds: torch.Tensor,
+             tables: dict[str, torch.Tensor], batch_size: int, timeout_s: float, stats: dict) -> Optional[torch.Tensor]:
     """The layer's rows of `seeds` (owned nodes of type `kind`), None when the layer gives that type no rows."""
-    loader = DistNeighborLoader(view, graph.seeds(kind, seeds), graph.fanouts, batch_size, shuffle=False,
-                                node_data=[LAYER_ROWS], labels=None, timeout_s=timeout_s)
+    loader = DistNeighborLoader(graph.part, graph.seeds(kind, seeds), graph.fanouts, batch_size, shuffle=False,
+                                node_data=[LAYER_ROWS], labels=None, timeout_s=timeout_s, row_source=source)
     out: Optional[torch.Tensor] = None
     done = 0
     for batch in loader:  # every batch, even once the layer has shown it gives no rows: the peers need this rank

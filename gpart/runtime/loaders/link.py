@@ -8,9 +8,9 @@
         score = (h[batch.edge_label_index[0]] * h[batch.edge_label_index[1]]).sum(-1)
         loss = F.binary_cross_entropy_with_logits(score, batch.edge_label)
 
-Built on the node loader (gpart.runtime.loaders.node.NeighborLoader): a batch's
-node seeds are the distinct endpoints of its positive edges and of its
-negatives, and they go through `NeighborLoader.sample` as one seed set, so
+Built on the distributed sampling protocol (gpart.runtime.sampling.protocol), as
+the node loader is: a batch's node seeds are the distinct endpoints of its
+positive edges and of its negatives, and they go through the protocol as one seed set, so
 the negatives' neighbourhoods travel in the same hop exchanges as the
 positives' (negatives are drawn locally: gpart.runtime.sampling.negatives).
 Seed edges are excluded from message passing (exclude_seed_edges=True) by
@@ -25,7 +25,6 @@ than `fanout` in-edges where one was dropped (DGL's exclude after sampling).
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Sequence, Union
@@ -33,11 +32,15 @@ from typing import Any, Iterator, Optional, Sequence, Union
 import torch
 
 from gpart.collectives.agreement import agree_or_raise
-from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts
-from gpart.collectives.process_group import world
-from gpart.runtime.loaders.node import DEFAULT_NODE_DATA, Batch, NeighborLoader, Sampled, epoch_generator, present_defaults
+from gpart.runtime.loaders.batch import Batch, present
+from gpart.runtime.loaders.link_seeds import SeedEdges, reverse_type
+from gpart.runtime.loaders.node import DEFAULT_NODE_DATA, present_defaults
+from gpart.runtime.loaders.pieces import compose
 from gpart.runtime.loaders.typed_batch import HeteroBatch
+from gpart.runtime.sampling.epochs import LINK_SALTS, EpochStreams, agreed_batch_count
 from gpart.runtime.sampling.negatives import MODES, NegativeSampler
+from gpart.runtime.sampling.row_source import RowSource
+from gpart.runtime.sampling.sampled import Sampled
 
 EdgeType = tuple[str, str, str]
 
@@ -87,6 +90,26 @@ class HeteroLinkBatch(_SeedEdgeFields, HeteroBatch):
         return data
 
 
+@dataclass
+class LinkLoaderOptions:
+    """DistLinkNeighborLoader's settings (see there)."""
+
+    fanouts: Any = (15, 10)
+    batch_size: int = 1024
+    neg_sampling: Optional[str] = None
+    neg_ratio: float = 1
+    strict_negatives: bool = False
+    exclude_seed_edges: bool = False
+    shuffle: bool = True
+    seed: int = 0
+    node_data: Union[str, Sequence[str], None] = DEFAULT_NODE_DATA
+    replace: bool = False
+    drop_last: bool = False
+    timeout_s: Optional[float] = None
+    pyg: bool = False
+    disjoint: bool = False
+
+
 def DistLinkNeighborLoader(
     part: Any,
     seed_edges: Any,
@@ -104,6 +127,8 @@ def DistLinkNeighborLoader(
     timeout_s: Optional[float] = None,
     pyg: bool = False,
     disjoint: bool = False,
+    sampler: Any = None,
+    row_source: Optional[RowSource] = None,
 ) -> "LinkNeighborLoader":
     """Mini-batches of this rank's seed edges, their endpoints' (and negatives') neighbourhoods sampled across
     all partitions, in PyG's LinkNeighborLoader convention (an iterable loader yielding LinkBatch / HeteroLinkBatch).
@@ -122,9 +147,11 @@ def DistLinkNeighborLoader(
     this partition's nodes; gpart.runtime.sampling.negatives says exactly what
     holds). exclude_seed_edges: drop the batch's seed edges (and their
     --add-reverse copies) from the sampled sub-graph. node_data: names whose
-    rows make x / node_data (the default "feat" only when the partition has
-    it). shuffle, seed, replace, drop_last, timeout_s, pyg: as
-    DistNeighborLoader. disjoint: as PyG's, every endpoint of every positive
+    rows make x / node_data (the default "feat" only when the row source has
+    it). shuffle, seed, replace, drop_last, timeout_s, pyg, sampler,
+    row_source: as DistNeighborLoader (what reproduces too: the same
+    (seed, epoch, rank) give the same seed edges, negatives and batches).
+    disjoint: as PyG's, every endpoint of every positive
     and negative is a seed with its own sub-graph (n_id starts with them, not
     de-duplicated; edge_label_index / the triplet indices point at them) and
     `batch` gives each node's seed edge: the index of the pair (positive or
@@ -136,45 +163,43 @@ def DistLinkNeighborLoader(
     partitions resolved once, the batch count agreed) and every batch (every
     rank yields len(loader) batches, empty ones when out of seed edges).
     """
-    return LinkNeighborLoader(part, seed_edges, fanouts, batch_size, neg_sampling, neg_ratio, strict_negatives,
-                              exclude_seed_edges, shuffle, seed, node_data, replace, drop_last, timeout_s, pyg, disjoint)
+    options = LinkLoaderOptions(fanouts, batch_size, neg_sampling, neg_ratio, strict_negatives, exclude_seed_edges, shuffle,
+                                seed, node_data, replace, drop_last, timeout_s, pyg, disjoint)
+    return LinkNeighborLoader(part, seed_edges, options, sampler=sampler, row_source=row_source)
 
 
 class LinkNeighborLoader:
-    """The loader DistLinkNeighborLoader builds (see there for the arguments): a NeighborLoader (`nodes`) that
-    samples the batches' seed nodes, a NegativeSampler and the seed edges' endpoints."""
+    """The loader DistLinkNeighborLoader builds (see there): epochs of this rank's seed edges over the sampling
+    protocol (`protocol`), whose seeds are the batch's endpoints and negatives, drawn by a NegativeSampler."""
 
-    def __init__(self, part: Any, seed_edges: Any, fanouts: Any = (15, 10), batch_size: int = 1024,
-                 neg_sampling: Optional[str] = None, neg_ratio: float = 1, strict_negatives: bool = False,
-                 exclude_seed_edges: bool = False, shuffle: bool = True, seed: int = 0,
-                 node_data: Union[str, Sequence[str], None] = DEFAULT_NODE_DATA, replace: bool = False, drop_last: bool = False,
-                 timeout_s: Optional[float] = None, pyg: bool = False, disjoint: bool = False):
-        self.part, self.typed = part, bool(getattr(part, "is_hetero", False))
-        self.batch_size, self.shuffle, self.seed, self.pyg = int(batch_size), bool(shuffle), int(seed), bool(pyg)
-        self.drop_last, self.exclude = bool(drop_last), bool(exclude_seed_edges)
-        self.mode, self.ratio = neg_sampling, float(neg_ratio)
-        wait = float(timeout_s if timeout_s is not None else part.timeout_s)
-        seeds = _SeedEdges.parse(part, seed_edges)
-        problem = seeds.problem or self._problem()
-        self.edge_type = seeds.edge_type
-        self.negatives = NegativeSampler(part, max(seeds.edge_type, 0), neg_sampling or "binary", self.ratio,
-                                         strict_negatives) if neg_sampling in MODES and problem is None else None
-        problem = problem or (self.negatives.problem() if self.negatives else None)
-        settings = (f"link etype={seeds.edge_type} neg={neg_sampling} ratio={self.ratio} strict={bool(strict_negatives)} "
-                    f"exclude={self.exclude} batch_size={self.batch_size}")
-        agree_or_raise(problem, settings, "the DistLinkNeighborLoader settings", wait, path=part.directory)
-        self.src, self.dst, self.input_id = seeds.resolve(part, wait)
-        names, _ = present_defaults(part, node_data, None)
+    def __init__(self, part: Any, seed_edges: Any, options: LinkLoaderOptions, sampler: Any = None,
+                 row_source: Optional[RowSource] = None):
+        self.part, self.options = part, options
+        self.batch_size, self.exclude = int(options.batch_size), bool(options.exclude_seed_edges)
+        self.mode, self.ratio, self.disjoint = options.neg_sampling, float(options.neg_ratio), bool(options.disjoint)
+        wait = float(options.timeout_s if options.timeout_s is not None else part.timeout_s)
+        seeds = SeedEdges.parse(part, seed_edges)
+        self.edge_type, self.typed = seeds.edge_type, seeds.typed
+        names, _ = present_defaults(row_source.keys() if row_source is not None else part.node_data, options.node_data, None)
+        self.node_data_names = names
         none = torch.zeros(0, dtype=torch.int64)
-        empty = {self._src_type(): none} if self.typed else none
-        self.nodes = NeighborLoader(part, empty, fanouts, 1, False, seed, names, None, replace, False, wait, True, False,
-                                    disjoint)
-        self.rank = self.nodes.rank
-        counts = exchange_counts([self.src.numel()] * self.nodes.world_size, timeout_s=wait)
-        self.num_batches = max(self._batches_for(c) for c in counts)
-        self.reverse_type = _reverse_type(part, self.edge_type) if self.exclude else None
-        self.stats = self.nodes.stats
-        self.epoch = 0
+        pieces = compose(part, {self._src_type(): none} if self.typed and seeds.problem is None else none, options.fanouts,
+                         names, None, bool(options.replace), self.disjoint, wait, sampler, row_source)
+        problem = seeds.problem or self._problem() or pieces.problem
+        self.negatives = NegativeSampler(part, max(seeds.edge_type, 0), self.mode or "binary", self.ratio,
+                                         bool(options.strict_negatives)) if self.mode in MODES and problem is None else None
+        problem = problem or (self.negatives.problem() if self.negatives else None)
+        settings = (f"link etype={seeds.edge_type} neg={self.mode} ratio={self.ratio} strict={bool(options.strict_negatives)} "
+                    f"exclude={self.exclude} batch_size={self.batch_size} drop_last={bool(options.drop_last)} "
+                    f"{pieces.plan.settings} replace={bool(options.replace)} disjoint={self.disjoint} manifest={part.digest}")
+        agree_or_raise(problem, settings, "the DistLinkNeighborLoader settings", wait, path=part.directory)
+        self.plan, self.sampler, self.protocol, self.stats = pieces.plan, pieces.sampler, pieces.protocol, pieces.stats
+        self.src, self.dst, self.input_id = seeds.resolve(part, wait)
+        self.rank = pieces.layout.rank
+        self.num_batches = agreed_batch_count(self.src.numel(), self.batch_size, bool(options.drop_last),
+                                              pieces.layout.world_size, wait)
+        self.reverse_type = reverse_type(part, self.edge_type) if self.exclude else None
+        self.epochs = EpochStreams(options.seed, self.rank, part.device, LINK_SALTS)
 
     def _problem(self) -> Optional[str]:
         if self.batch_size < 1:
@@ -190,26 +215,15 @@ class LinkNeighborLoader:
     def _src_type(self) -> str:
         return self.part.edge_types[self.edge_type][0]
 
-    def _batches_for(self, count: int) -> int:
-        return count // self.batch_size if self.drop_last else math.ceil(count / self.batch_size)
-
     def __len__(self) -> int:
         return self.num_batches
 
     def set_epoch(self, epoch: int) -> None:
         """Use `epoch` for the next iteration's shuffle, negatives and sampling (iterating advances it by one)."""
-        self.epoch = int(epoch)
-
-    def _generator(self, salt: int) -> torch.Generator:
-        return epoch_generator(self.seed, self.epoch, self.rank, salt, self.part.device)
+        self.epochs.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:
-        self.nodes.set_epoch(self.epoch)
-        order = torch.arange(self.src.numel(), device=self.part.device)
-        if self.shuffle and order.numel():
-            order = torch.randperm(order.numel(), generator=self._generator(2), device=self.part.device)
-        gen = self._generator(3)
-        self.epoch += 1
+        order, gen = self.epochs.begin(self.src.numel(), self.options.shuffle)
         for i in range(self.num_batches):
             start = time.perf_counter()
             take = order[i * self.batch_size:(i + 1) * self.batch_size]
@@ -217,44 +231,51 @@ class LinkNeighborLoader:
             self.stats["total_s"] += time.perf_counter() - start
             self.stats["batches"] += 1
             self.stats["seeds"] += int(take.numel())
-            yield batch.to_pyg() if self.pyg else batch
+            yield batch.to_pyg() if self.options.pyg else batch
 
     def batch(self, take: torch.Tensor, gen: torch.Generator) -> Union[LinkBatch, HeteroLinkBatch]:
         """The batch of the seed edges at positions `take` of this rank's list: a collective (every rank calls it
         as often)."""
         src, dst = torch.index_select(self.src, 0, take), torch.index_select(self.dst, 0, take)
-        if self.mode == "binary":
-            neg_src, neg_dst = self.negatives.binary(src.numel(), gen)
-            ends = [src, neg_src, dst, neg_dst]
-        elif self.mode == "triplet":
-            neg_dst = self.negatives.triplet(src, gen)
-            ends = [src, dst, neg_dst.reshape(-1)]
-        else:
-            ends = [src, dst]
+        ends = self._endpoints(src, dst, gen)
         src_side = sum(int(e.numel()) for e in ends[:2 if self.mode == "binary" else 1])  # seeds ahead of the destinations
-        if self.nodes.disjoint:  # every endpoint its own seed (PyG): positions are the seeds' order
+        if self.disjoint:  # every endpoint its own seed (PyG): positions are the seeds' order
             seeds, seed_batch = torch.cat(ends), _seed_edge_of(self.mode, src.numel(), ends)
             inverse = torch.arange(seeds.numel(), device=seeds.device)
         else:
             (seeds, inverse), seed_batch = torch.unique(torch.cat(ends), return_inverse=True), None
-        sampled = self.nodes.sample(seeds, gen, seed_batch)
+        sampled = self.protocol.sample(seeds, gen, seed_batch)
         if self.exclude:
             _drop_seed_pairs(sampled, src, dst, self._etype_of, self.edge_type, self.reverse_type, self.part.num_nodes)
-        self.stats["sampled_edges"] += sampled.batch.num_edges
-        presented = self.nodes.present(sampled)
-        s_t, _, d_t = self.part.edge_types[self.edge_type] if self.typed else ("", "", "")
-        if self.typed and self.nodes.disjoint:  # source-side seeds first, then the destination side's
-            shift = [0, src_side if s_t != d_t else 0]
-        elif self.typed:  # positions within each node type: seeds are sorted, so a type's seeds are contiguous
-            starts = torch.searchsorted(seeds, self.part.node_offsets)
-            shift = [int(starts[self.part.node_types.index(t)]) for t in (s_t, d_t)]
-        else:
-            shift = [0, 0]
-        fields = _link_fields(self.mode, inverse, src.numel(), shift, int(self.ratio))
+        self.stats["sampled_edges"] += sampled.num_edges
+        first = self.node_data_names[0] if self.node_data_names else None
+        presented = present(sampled, self.part, self.plan.input_type, self.sampler.sampled_types, first)
+        fields = _link_fields(self.mode, inverse, src.numel(), self._shifts(seeds, src_side), int(self.ratio))
         fields["input_id"] = None if self.input_id is None else torch.index_select(self.input_id, 0, take)
         if self.typed:
             return HeteroLinkBatch(**_as_dict(presented), input_edge_type=self.part.edge_types[self.edge_type], **fields)
         return LinkBatch(**_as_dict(presented), **fields)
+
+    def _endpoints(self, src: torch.Tensor, dst: torch.Tensor, gen: torch.Generator) -> list[torch.Tensor]:
+        """The batch's seed nodes in order: sources (and binary negatives' sources), then destinations and negatives."""
+        if self.mode == "binary":
+            neg_src, neg_dst = self.negatives.binary(src.numel(), gen)
+            return [src, neg_src, dst, neg_dst]
+        if self.mode == "triplet":
+            return [src, dst, self.negatives.triplet(src, gen).reshape(-1)]
+        return [src, dst]
+
+    def _shifts(self, seeds: torch.Tensor, src_side: int) -> list[int]:
+        """What to subtract from a source / destination endpoint's seed position to get its position within its
+        node type's n_id."""
+        if not self.typed:
+            return [0, 0]
+        s_t, _, d_t = self.part.edge_types[self.edge_type]
+        if self.disjoint:  # source-side seeds first, then the destination side's
+            return [0, src_side if s_t != d_t else 0]
+        # positions within each node type: seeds are sorted, so a type's seeds are contiguous
+        starts = torch.searchsorted(seeds, self.part.node_offsets)
+        return [int(starts[self.part.node_types.index(t)]) for t in (s_t, d_t)]
 
     def _etype_of(self, e_id: torch.Tensor) -> Optional[torch.Tensor]:
         if not self.typed:
@@ -296,11 +317,10 @@ def _link_fields(mode: Optional[str], inverse: torch.Tensor, num_pos: int, shift
     return out
 
 
-def _drop_seed_pairs(sampled: Sampled, src: torch.Tensor, dst: torch.Tensor, etype_of, edge_type: int,
+def _drop_seed_pairs(b: Sampled, src: torch.Tensor, dst: torch.Tensor, etype_of, edge_type: int,
                      reverse_type: Optional[int], num_nodes: int) -> None:
     """Remove, in place, the sampled edges joining a seed edge's endpoints (src -> dst, of its edge type) and,
     with `reverse_type`, dst -> src of that type; the per-hop edge counts follow."""
-    b = sampled.batch
     if b.num_edges == 0 or src.numel() == 0:
         return
     s, d = torch.index_select(b.n_id, 0, b.edge_index[0]), torch.index_select(b.n_id, 0, b.edge_index[1])
@@ -318,113 +338,3 @@ def _drop_seed_pairs(sampled: Sampled, src: torch.Tensor, dst: torch.Tensor, ety
     b.num_sampled_edges = torch.bincount(hop[keep], minlength=len(b.num_sampled_edges)).tolist()
     b.edge_index = torch.index_select(b.edge_index, 1, keep)
     b.e_id = torch.index_select(b.e_id, 0, keep)
-
-
-def _reverse_type(part: Any, edge_type: int) -> Optional[int]:
-    """The edge type holding the seed type's reverse copies when the result was made with --add-reverse (None:
-    it was not)."""
-    reverse = part.manifest.get("reverse")
-    if not reverse:
-        return None
-    if not getattr(part, "is_hetero", False):
-        return 0
-    seed_type = list(part.edge_types[edge_type])
-    for entry in reverse.get("edge_types", []):
-        if entry.get("reverses") == seed_type:
-            return part.edge_types.index(tuple(entry["edge_type"]))
-    return None
-
-
-@dataclass
-class _SeedEdges:
-    """This rank's seed edges as given: endpoints (erased global ids), or edge ids whose endpoints are looked up."""
-
-    edge_type: int
-    src: Optional[torch.Tensor]
-    dst: Optional[torch.Tensor]
-    eids: Optional[torch.Tensor]  # erased edge ids when given as ids
-    problem: Optional[str]
-
-    @classmethod
-    def parse(cls, part: Any, given: Any) -> "_SeedEdges":
-        dev, typed = part.device, bool(getattr(part, "is_hetero", False))
-        none = torch.zeros(0, dtype=torch.int64, device=dev)
-        r, edge_offset, src_off, dst_off = 0, 0, 0, 0
-        if typed:
-            if not (isinstance(given, (tuple, list)) and len(given) == 2 and isinstance(given[0], (tuple, list))):
-                return cls(-1, none, none, None, "seed edges of a typed graph are ((src, rel, dst), ids or [2, B] node ids)")
-            etype, given = tuple(str(x) for x in given[0]), given[1]
-            if etype not in part.edge_types:
-                return cls(-1, none, none, None, f"unknown seed edge type {etype}")
-            r = part.edge_types.index(etype)
-            edge_offset = int(part.edge_offsets[r])
-            src_off = int(part.node_offsets[part.node_types.index(etype[0])])
-            dst_off = int(part.node_offsets[part.node_types.index(etype[2])])
-        ids = torch.as_tensor(given)
-        if ids.dtype == torch.bool or ids.dtype.is_floating_point or ids.dtype.is_complex:
-            return cls(r, none, none, None, f"seed edges must be integer ids, got dtype {ids.dtype}")
-        ids = ids.to(device=dev, dtype=torch.int64)
-        if ids.dim() == 2 and ids.shape[0] == 2:
-            return cls(r, ids[0] + src_off, ids[1] + dst_off, None, _range_problem(part, ids, r, typed))
-        if ids.dim() != 1:
-            return cls(r, none, none, None, f"seed edges are 1-D edge ids or [2, B] node ids, got shape {list(ids.shape)}")
-        limit = int(part.edge_offsets[r + 1] - part.edge_offsets[r]) if typed else int(part.num_edges)
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= limit):
-            return cls(r, none, none, None, f"seed edge ids outside 0..{limit - 1}")
-        return cls(r, None, None, ids + edge_offset, None)
-
-    def resolve(self, part: Any, timeout_s: float) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
-        """(sources, destinations, edge ids or None): ids held by other partitions are looked up in one
-        exchange with every rank (a collective whenever torch.distributed is on, ids given or not)."""
-        eids = self.eids if self.eids is not None else torch.zeros(0, dtype=torch.int64, device=part.device)
-        ends = _local_endpoints(part, eids)
-        _, world_size = world()
-        if world_size > 1:
-            ends = _remote_endpoints(part, eids, ends, world_size, timeout_s)
-        if self.eids is None:
-            return self.src, self.dst, None
-        typed_ids = self.eids - int(part.edge_offsets[self.edge_type]) if getattr(part, "is_hetero", False) else self.eids
-        return ends[:, 0].contiguous(), ends[:, 1].contiguous(), typed_ids
-
-
-def _range_problem(part: Any, pairs: torch.Tensor, r: int, typed: bool) -> Optional[str]:
-    if not pairs.numel():
-        return None
-    if typed:
-        s_t, _, d_t = part.edge_types[r]
-        limits = [part.num_nodes_of(s_t), part.num_nodes_of(d_t)]
-    else:
-        limits = [part.num_nodes, part.num_nodes]
-    for row, limit in zip(pairs, limits):
-        if int(row.min()) < 0 or int(row.max()) >= limit:
-            return f"seed edges hold node ids outside 0..{limit - 1}"
-    return None
-
-
-def _local_endpoints(part: Any, eids: torch.Tensor) -> torch.Tensor:
-    """[n, 2] (source, destination) global ids of the edges this partition stores, -1 rows for the others."""
-    out = torch.full((eids.numel(), 2), -1, dtype=torch.int64, device=part.device)
-    stored = part.edge_ids
-    if not eids.numel() or not stored.numel():
-        return out
-    sorted_ids, order = torch.sort(stored)
-    at = torch.searchsorted(sorted_ids, eids).clamp_(max=sorted_ids.numel() - 1)
-    found = torch.nonzero(torch.index_select(sorted_ids, 0, at) == eids).reshape(-1)
-    pos = torch.index_select(order, 0, at[found])
-    col = torch.searchsorted(part.indptr, pos, right=True) - 1
-    src = torch.index_select(part.indices, 0, pos)
-    if part.num_parts > 1:
-        src = torch.index_select(part.node_ids, 0, src)
-    out[found] = torch.stack([src, torch.index_select(part.node_ids, 0, col)], 1)
-    return out
-
-
-def _remote_endpoints(part: Any, eids: torch.Tensor, ends: torch.Tensor, world_size: int, timeout_s: float) -> torch.Tensor:
-    """Ask every rank for the endpoints of the edges not stored here (3 collectives); every edge is stored once."""
-    missing = torch.nonzero(ends[:, 0] < 0).reshape(-1)
-    ask = torch.index_select(eids, 0, missing)
-    counts = exchange_counts([ask.numel()] * world_size, timeout_s=timeout_s)
-    asked = all_to_all_rows(ask.repeat(world_size), [ask.numel()] * world_size, counts, timeout_s=timeout_s)
-    answers = all_to_all_rows(_local_endpoints(part, asked), counts, [ask.numel()] * world_size, timeout_s=timeout_s)
-    ends[missing] = answers.reshape(world_size, ask.numel(), 2).amax(0)
-    return ends

@@ -7,7 +7,7 @@ erased batch by node and edge type.
     for batch in loader:            # a HeteroBatch (or a HeteroData with pyg=True)
         batch.x["paper"], batch.edge_index[("word", "in", "paper")], batch.batch_size
 
-The loader (gpart.runtime.loaders.node) samples typed graphs on erased ids, as it
+The sampling protocol (gpart.runtime.sampling.protocol) samples typed graphs on erased ids, as it
 does homogeneous ones; the erased batch is then split by type here: per node
 type the typed ids (seeds first), per edge type the edge_index in per-type
 positions and the typed edge ids, with a counting sort (no comparison sort,
@@ -85,7 +85,7 @@ class HeteroBatch:
 
 def typed_batch(b: Any, part: Any, sampled: list[int], input_type: str, node_data: dict[Hashable, torch.Tensor],
                 y: Optional[torch.Tensor], first_name: Optional[str]) -> HeteroBatch:
-    """The erased batch `b` (a gpart.runtime.loaders.node.Batch) split by node and edge type; `sampled`: the edge type
+    """The erased batch `b` (a gpart.runtime.sampling.sampled.Sampled) split by node and edge type; `sampled`: the edge type
     indices with a fanout; `node_data`: rows keyed (ntype, name), in type order then name order."""
     node_types, keys = part.node_types, part.edge_types
     nodes = _by_type(b.n_id, part.node_offsets, b.num_sampled_nodes)

@@ -1,2 +1,2 @@
-"""The distributed sampling protocol's pieces: local sampling kernels, the owner's sampler, the
-exchange between partitions and the row fetcher."""
+"""The distributed sampling protocol (protocol.DistSampler) and its pieces: local sampling kernels, the owner's
+sampler, the exchange between partitions, the row fetcher and the row source it reads, the epoch streams."""

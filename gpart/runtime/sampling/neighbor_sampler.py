@@ -12,16 +12,21 @@ column (no type tables are looked up). Every (column, edge type) pair is a
 segment; the segments are listed column by column, types in type order, and
 drawn with gpart.runtime.sampling.kernels.sample_segments once per distinct fanout of
 the hop, so the edges come out grouped by column without a sort.
-`sample_table` is the static-shape form for one edge type and a positive
-fanout ([columns, fanout] positions, -1 padded, no host synchronisation),
-which the loader uses on the device when there is one partition. Tensor
+
+Two hop strategies (`table_hops`): compact hops (sample, the default on the
+CPU) and table hops (sample_table, the default on CUDA with one partition):
+the static-shape form for one edge type and a positive fanout ([columns,
+fanout] positions, -1 padded, no host synchronisation), whose draws differ
+from the compact hops' (gpart.runtime.loaders.node states what reproduces);
+hops it cannot take (a typed graph, fanout -1, several partitions) are
+compact whatever the strategy. Tensor
 operations only (no loop per node), on CPU or CUDA alike: the partition's
 tensors and the generator decide the device.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -29,9 +34,11 @@ from gpart.runtime.sampling.kernels import sample_segments, sample_table
 
 
 class LocalSampler:
-    """Samples owned columns of `part` with `hop_fanouts[hop][edge type]` (-1: all, 0: that type not sampled)."""
+    """Samples owned columns of `part` with `hop_fanouts[hop][edge type]` (-1: all, 0: that type not sampled).
 
-    def __init__(self, part: Any, hop_fanouts: list[list[int]], replace: bool = False):
+    table_hops: take the hops that allow it as tables (None: on CUDA with one partition); settable."""
+
+    def __init__(self, part: Any, hop_fanouts: list[list[int]], replace: bool = False, table_hops: Optional[bool] = None):
         self.part, self.replace = part, bool(replace)
         self.typed = bool(getattr(part, "is_hetero", False))
         self.num_hops = len(hop_fanouts)
@@ -39,6 +46,8 @@ class LocalSampler:
         self.hop_values = [sorted({f for f in fans if f}) for fans in hop_fanouts]
         self.sampled_types = [r for r in range(len(hop_fanouts[0]) if hop_fanouts else 0) if any(fans[r] for fans in hop_fanouts)]
         self.remote_ids = part.num_parts > 1  # with one partition local ids are the global ids (SPEC.md 4.1)
+        # tables need one partition: a table's positions are relabelled as global ids, which local ids then are
+        self.table_hops = part.device.type == "cuda" and not self.remote_ids if table_hops is None else bool(table_hops)
         if self.typed:
             self._typed_tables(hop_fanouts)
 
@@ -74,8 +83,10 @@ class LocalSampler:
         return counts, src, torch.index_select(part.edge_ids, 0, positions)
 
     def table_fanout(self, hop: int) -> int:
-        """The fanout F of hop `hop` when it can be sampled as a [columns, F] table (sample_table): one edge type, a
-        positive fanout; 0 when not (a typed graph, or -1: every in-edge)."""
+        """The fanout F of hop `hop` when it is taken as a [columns, F] table (sample_table): table hops on, one
+        partition, one edge type, a positive fanout; 0 when not (compact hops, a typed graph, or -1: every in-edge)."""
+        if not self.table_hops or self.remote_ids:
+            return 0
         values = self.hop_values[hop]
         return values[0] if not self.typed and len(values) == 1 and values[0] > 0 else 0
 

@@ -1,6 +1,6 @@
 """What a loader samples, checked on this rank: seeds, fanouts per hop and edge type, and the rows it carries.
 
-    plan = plan_for(part, seeds, fanouts, node_data, labels)
+    plan = plan_for(part, seeds, fanouts, node_data, labels, source)   # source: the row source
     plan.seeds          # erased global ids (a typed seed type's ids shifted by its offset), on the device
     plan.hop_fanouts    # [hop][edge type]: -1 all, 0 not sampled (a homogeneous graph has one edge type)
     plan.rows           # the row fetcher: one kind per node type (one kind when homogeneous)
@@ -20,6 +20,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from gpart.runtime.sampling.row_fetcher import PlainRows, RowFetcher, TypedRows
+from gpart.runtime.sampling.row_source import RowSource
 
 
 @dataclass
@@ -32,11 +33,12 @@ class SamplingPlan:
     problem: Optional[str]
 
 
-def plan_for(part: Any, seeds: Any, fanouts: Any, names: list[str], labels: Optional[str]) -> SamplingPlan:
-    """The plan for a homogeneous LoadedPartition or a typed HeteroPartition."""
+def plan_for(part: Any, seeds: Any, fanouts: Any, names: list[str], labels: Optional[str],
+             source: RowSource) -> SamplingPlan:
+    """The plan for a homogeneous LoadedPartition or a typed HeteroPartition, its rows read from `source`."""
     if getattr(part, "is_hetero", False):
-        return _typed_plan(part, seeds, fanouts, names, labels)
-    return _plain_plan(part, seeds, fanouts, names, labels)
+        return _typed_plan(part, seeds, fanouts, names, labels, source)
+    return _plain_plan(part, seeds, fanouts, names, labels, source)
 
 
 def _integer_ids(ids: Any, device: torch.device, what: str) -> tuple[torch.Tensor, Optional[str]]:
@@ -46,28 +48,32 @@ def _integer_ids(ids: Any, device: torch.device, what: str) -> tuple[torch.Tenso
     return ids.reshape(-1).to(device=device, dtype=torch.int64), None
 
 
-def _plain_plan(part: Any, seeds: Any, fanouts: Sequence[int], names: list[str], labels: Optional[str]) -> SamplingPlan:
+def _plain_plan(part: Any, seeds: Any, fanouts: Sequence[int], names: list[str], labels: Optional[str],
+                source: RowSource) -> SamplingPlan:
     fans = [int(f) for f in fanouts]
     ids, problem = _integer_ids(seeds, part.device, "global node ids")
     if problem is None and ids.numel():
         lo, hi = (int(v) for v in torch.aminmax(ids))
         if lo < 0 or hi >= part.num_nodes:
             ids, problem = ids[:0], f"seeds hold ids outside 0..{part.num_nodes - 1} (min {lo}, max {hi})"
-    missing = [n for n in names + ([labels] if labels is not None else []) if n not in part.node_data]
+    have_keys = list(source.keys())
+    missing = [n for n in names + ([labels] if labels is not None else []) if n not in have_keys]
     if missing:
-        have = ", ".join(part.node_data) or "none"
+        have = ", ".join(map(str, have_keys)) or "none"
         problem = f"no node data {', '.join(map(repr, missing))} loaded (loaded: {have})"
     if not fans or any(f == 0 or f < -1 for f in fans):
         problem = f"fanouts must be a non-empty list of positive integers or -1, got {fans}"
-    rows = PlainRows(part, names, labels) if not missing else None
-    settings = f"fanouts={fans} node_data={names} labels={labels}"
+    rows = PlainRows(part, source, names, labels) if not missing else None
+    # a row source's layouts size the answers' bytes, so every rank must agree on them too
+    settings = f"fanouts={fans} node_data={names} labels={labels}" + (f" rows={rows.describe()}" if rows is not None else "")
     return SamplingPlan(ids, [[f] for f in fans], rows, None, settings, problem)
 
 
-def _typed_plan(part: Any, seeds: Any, fanouts: Any, names: list[str], labels: Optional[str]) -> SamplingPlan:
+def _typed_plan(part: Any, seeds: Any, fanouts: Any, names: list[str], labels: Optional[str],
+                source: RowSource) -> SamplingPlan:
     hop_fanouts, problem = _typed_fanouts(part, fanouts)
-    ids, input_type, seed_problem = _typed_seeds(part, seeds, names, labels)
-    rows = TypedRows(part, names, labels, input_type) if seed_problem is None else None
+    ids, input_type, seed_problem = _typed_seeds(part, seeds, names, labels, set(source.keys()))
+    rows = TypedRows(part, source, names, labels, input_type) if seed_problem is None else None
     listed = sorted((r, fans) for r, fans in enumerate(zip(*hop_fanouts)) if any(fans)) if hop_fanouts else []
     # the rows' layouts size the answers' bytes, so every rank must agree on them too
     settings = (f"typed fanouts={listed} input_type={input_type} node_data={names} labels={labels} "
@@ -96,7 +102,8 @@ def _typed_fanouts(part: Any, fanouts: Any) -> tuple[list[list[int]], Optional[s
     return [[per_type.get(r, [0] * lengths[0])[h] for r in range(len(part.edge_types))] for h in range(lengths[0])], None
 
 
-def _typed_seeds(part: Any, seeds: Any, names: list[str], labels: Optional[str]) -> tuple[torch.Tensor, str, Optional[str]]:
+def _typed_seeds(part: Any, seeds: Any, names: list[str], labels: Optional[str],
+                 have: set) -> tuple[torch.Tensor, str, Optional[str]]:
     """(erased seed ids, the seed node type, None; or no ids and the problem)."""
     none = torch.zeros(0, dtype=torch.int64, device=part.device)
     if not isinstance(seeds, dict) or len(seeds) != 1:
@@ -111,9 +118,9 @@ def _typed_seeds(part: Any, seeds: Any, names: list[str], labels: Optional[str])
     n = part.num_nodes_of(ntype)
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
         return none, ntype, f"seeds hold ids outside 0..{n - 1} of node type {ntype!r}"
-    missing = [name for name in names + ([labels] if labels else []) if not any(k[1] == name for k in part.node_data)]
+    missing = [name for name in names + ([labels] if labels else []) if not any(k[1] == name for k in have)]
     if missing:
         return none, ntype, f"no typed node data named {', '.join(map(repr, missing))} loaded"
-    if labels is not None and (ntype, labels) not in part.node_data:
+    if labels is not None and (ntype, labels) not in have:
         return none, ntype, f"no labels {labels!r} of the seed node type {ntype!r} loaded"
     return ids + part.node_offsets[part.node_types.index(ntype)], ntype, None

@@ -8,11 +8,11 @@ node's rows (`locate`: owned, or a halo node with stored data), which
 requests must be answered with rows (`requests`), packs the rows an owner
 sends (`pack_owned`) and puts the frontier's rows together from the held
 rows and the answers (`frontier_rows`). Rows are read from node data on
-its own device (GPU memory, or pinned host memory with the gather done on
-the host and the copy issued without blocking) and land on the loader's.
+the row source (gpart.runtime.sampling.row_source: the partition's node
+data by default, or the caller's) and land on the loader's device.
 
-    PlainRows(part, ["feat"], "label")                     # homogeneous: one kind
-    TypedRows(part, ["feat"], "label", "paper")            # typed: one kind per node type
+    PlainRows(part, source, ["feat"], "label")                 # homogeneous: one kind
+    TypedRows(part, source, ["feat"], "label", "paper")        # typed: one kind per node type
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any, Hashable, Optional, Sequence
 import torch
 
 from gpart.runtime.sampling.packed_rows import RowLayout
+from gpart.runtime.sampling.row_source import RowSource
 
 
 @dataclass
@@ -38,9 +39,10 @@ class Requests:
 
 
 class RowFetcher(ABC):
-    """The rows of `data_keys` (keys of part.node_data) per kind; `label_key`'s rows of the seeds."""
+    """The rows of `data_keys` (keys of the row source) per kind; `label_key`'s rows of the seeds."""
 
     part: Any
+    source: RowSource
     device: torch.device
     kind_keys: list[list[Hashable]]  # per kind: its node data keys, in the loader's name order
     label_key: Optional[Hashable]
@@ -66,7 +68,7 @@ class RowFetcher(ABC):
         cache = self.__dict__.setdefault("_layouts", {})
         marker = repr(keys)
         if marker not in cache:
-            cache[marker] = [RowLayout.of([self.part.node_data[key][:0] for key in kind]) for kind in keys]
+            cache[marker] = [RowLayout(tuple(_spec(self.source, key) for key in kind)) for kind in keys]
         return cache[marker]
 
     def describe(self) -> str:
@@ -121,9 +123,8 @@ class RowFetcher(ABC):
             if local_rows.numel() == count:  # every row held here: one read, no scatter
                 out.update((key, self.read(key, local_rows)) for key in kind_keys)
                 continue
-            for key, answered in zip(kind_keys, layout.unpack(row_bytes[t])):
-                table = self.part.node_data[key]
-                rows = torch.empty((count, *table.shape[1:]), dtype=table.dtype, device=self.device)
+            for key, answered, (dtype, shape) in zip(kind_keys, layout.unpack(row_bytes[t]), layout.fields):
+                rows = torch.empty((count, *shape), dtype=dtype, device=self.device)
                 rows.index_copy_(0, remote, answered.to(self.device))
                 rows.index_copy_(0, local_at, self.read(key, local_rows))
                 out[key] = rows
@@ -147,27 +148,25 @@ class RowFetcher(ABC):
         return packed, per_kind
 
     def read(self, key: Hashable, local: torch.Tensor) -> torch.Tensor:
-        """Rows `local` of this partition's node data `key`, on the fetcher's device: gathered where the table
-        lives; from pinned host memory into a pinned buffer, then copied without blocking."""
-        table = self.part.node_data[key]
-        if table.device == self.device:
-            return torch.index_select(table, 0, local)
-        local = local.to(table.device)
-        if self.device.type == "cuda" and table.is_pinned():
-            return _gather_pinned(table, local, self.device)
-        return torch.index_select(table, 0, local).to(self.device)
+        """Rows `local` of `key` from the row source, on the fetcher's device."""
+        rows = self.source.read(key, local)
+        return rows if rows.device == self.device else rows.to(self.device)
 
 
 class PlainRows(RowFetcher):
     """A homogeneous LoadedPartition: one kind, rows at local ids (owned first, then halo)."""
 
-    def __init__(self, part: Any, names: Sequence[str], labels: Optional[str]):
-        self.part, self.device, self.kind_keys, self.label_key, self.seed_kind = part, part.device, [list(names)], labels, 0
+    def __init__(self, part: Any, source: RowSource, names: Sequence[str], labels: Optional[str]):
+        self.part, self.source, self.device = part, source, part.device
+        self.kind_keys, self.label_key, self.seed_kind = [list(names)], labels, 0
 
     def locate(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.part.num_parts == 1:  # every node is here at its global id (the loader's ids are checked)
             return torch.zeros_like(ids), ids
-        return torch.zeros_like(ids), self.part.local_rows(ids)
+        rows = self.part.local_rows(ids)
+        if not self.source.holds_halo:  # halo rows are asked of their owners
+            rows = rows.masked_fill_(rows >= self.part.num_owned, -1)
+        return torch.zeros_like(ids), rows
 
     def owned(self, cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.zeros_like(cols), cols
@@ -176,36 +175,27 @@ class PlainRows(RowFetcher):
 class TypedRows(RowFetcher):
     """A HeteroPartition over erased ids: one kind per node type, the arrays of `names` that type has."""
 
-    def __init__(self, part: Any, names: Sequence[str], labels: Optional[str], input_type: str):
-        self.part, self.device = part, part.device
-        self.kind_keys = [[(ntype, name) for name in names if (ntype, name) in part.node_data] for ntype in part.node_types]
+    def __init__(self, part: Any, source: RowSource, names: Sequence[str], labels: Optional[str], input_type: str):
+        self.part, self.source, self.device = part, source, part.device
+        have = set(source.keys())
+        self.kind_keys = [[(ntype, name) for name in names if (ntype, name) in have] for ntype in part.node_types]
         self.label_key = (input_type, labels) if labels is not None else None
         self.seed_kind = part.node_types.index(input_type)
+        self.owned_counts = torch.as_tensor(part.num_owned_by_type, dtype=torch.int64, device=part.device)
 
     def locate(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.part.erased_rows(ids)
+        kind, rows = self.part.erased_rows(ids)
+        if not self.source.holds_halo:  # halo rows are asked of their owners
+            rows = rows.masked_fill_(rows >= torch.index_select(self.owned_counts, 0, kind), -1)
+        return kind, rows
 
     def owned(self, cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.part.owned_rows(cols)
 
 
-# Rows gathered on the host per piece when node data lives in pinned host memory: the copy of one piece to the
-# GPU runs while the host gathers the next.
-PINNED_PIECE_BYTES = 8 << 20
-
-
-def _gather_pinned(table: torch.Tensor, rows: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """table[rows] (table in pinned host memory) on CUDA `device`: the host gathers piece by piece into pinned
-    buffers, each piece's copy issued without blocking, so gathering and copying overlap."""
-    out = torch.empty((rows.numel(), *table.shape[1:]), dtype=table.dtype, device=device)
-    row_bytes = max(1, table[:1].numel() * table.element_size())
-    step = max(1, PINNED_PIECE_BYTES // row_bytes)
-    for at in range(0, rows.numel(), step):  # a loop over pieces of megabytes, not over rows
-        piece = rows[at:at + step]
-        staged = torch.empty((piece.numel(), *table.shape[1:]), dtype=table.dtype, pin_memory=True)
-        torch.index_select(table, 0, piece, out=staged)
-        out[at:at + piece.numel()].copy_(staged, non_blocking=True)  # the caching host allocator keeps `staged`
-    return out
+def _spec(source: RowSource, key: Hashable) -> tuple[torch.dtype, tuple[int, ...]]:
+    dtype, shape = source.row_spec(key)
+    return dtype, tuple(int(d) for d in shape)
 
 
 def per_peer_and_kind(mask: torch.Tensor, kind: torch.Tensor, counts: list[int], num_kinds: int) -> list[list[int]]:

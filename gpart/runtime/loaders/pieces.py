@@ -1,0 +1,67 @@
+"""What every loader composes: the trainer layout, the exchange, the plan, the sampler and the protocol.
+
+    pieces = compose(part, seeds, fanouts, names, labels, replace=False, disjoint=False, timeout_s=60.0)
+    sampled = pieces.protocol.sample(seeds, generator)
+
+The caller may pass its own sampler (an object with LocalSampler's
+interface, built for the same number of hops) and its own row source
+(gpart.runtime.sampling.row_source.RowSource); the defaults are the
+partition's in-edges and node data. `problem` says what is wrong with this
+rank's arguments or its place in the job (None: nothing); the loader makes
+every rank raise it through its settings agreement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from gpart.runtime.partition.trainers import TrainerLayout, trainer_layout, wrong_partition
+from gpart.runtime.sampling.exchange import Exchange
+from gpart.runtime.sampling.neighbor_sampler import LocalSampler
+from gpart.runtime.sampling.plan import SamplingPlan, plan_for
+from gpart.runtime.sampling.protocol import DistSampler
+from gpart.runtime.sampling.row_source import PartitionRows, RowSource
+
+
+@dataclass
+class Pieces:
+    layout: TrainerLayout
+    exchange: Exchange
+    plan: SamplingPlan
+    sampler: Any  # a LocalSampler, or the caller's sampler with its interface
+    protocol: Optional[DistSampler]  # None when the plan has a problem
+    stats: dict
+    problem: Optional[str]
+
+
+def new_stats() -> dict:
+    """A loader's counters: batches, seeds, sampled edges, collectives and the seconds spent."""
+    return {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
+
+
+def compose(part: Any, seeds: Any, fanouts: Any, names: list[str], labels: Optional[str], replace: bool, disjoint: bool,
+            timeout_s: float, sampler: Any = None, row_source: Optional[RowSource] = None,
+            carry_rows: bool = True) -> Pieces:
+    """The pieces of a loader over `part` for `seeds` (see the module); no collective."""
+    layout = trainer_layout(part.num_parts, timeout_s, path=part.directory)
+    stats = new_stats()
+    exchange = Exchange(layout, timeout_s, stats)
+    plan = plan_for(part, seeds, fanouts, names, labels, row_source if row_source is not None else PartitionRows(part))
+    problem = plan.problem or _placement_problem(part, layout)
+    if sampler is not None and not problem and sampler.num_hops != len(plan.hop_fanouts):
+        problem = f"the sampler takes {sampler.num_hops} hops, the fanouts {len(plan.hop_fanouts)}"
+    if problem:
+        return Pieces(layout, exchange, plan, sampler, None, stats, problem)
+    sampler = sampler if sampler is not None else LocalSampler(part, plan.hop_fanouts, replace)
+    protocol = DistSampler(part, sampler, exchange, plan.rows, disjoint, carry_rows)
+    return Pieces(layout, exchange, plan, sampler, protocol, stats, problem)
+
+
+def _placement_problem(part: Any, layout: TrainerLayout) -> Optional[str]:
+    """What is wrong with this rank's place in the job (None: nothing)."""
+    if layout.world_size > 1 and layout.partition != part.rank:
+        return wrong_partition(layout.rank, layout.world_size, part.num_parts, part.rank, "the loader")
+    if layout.world_size == 1 and part.num_parts > 1:
+        return f"has {part.num_parts} partitions: initialise torch.distributed with one rank per partition (or several)"
+    return None

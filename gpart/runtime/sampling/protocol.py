@@ -1,0 +1,275 @@
+"""The distributed sampling protocol: one batch's hops and rows across partitions, with collectives only.
+
+    protocol = DistSampler(part, sampler, exchange, rows, disjoint=False)
+    sampled = protocol.sample(seeds, generator)      # a collective: every rank calls it as often, seeds or none
+
+The node loader, the link loader and layer-wise inference compose it
+(gpart.runtime.loaders); its pieces are passed in: the owner's sampler
+(gpart.runtime.sampling.neighbor_sampler.LocalSampler, or one with its
+interface), the exchange (gpart.runtime.sampling.exchange: the collectives,
+routed to one serving rank per partition) and the row fetcher
+(gpart.runtime.sampling.row_fetcher, reading a row source).
+
+Per hop the frontier (the nodes the previous hop added; the seeds first) is
+grouped by owning partition; a request round sends every owner its
+requests (local column ids, a flag each: whether the requester needs the
+node's rows: it does not when it holds them, owned or a halo node whose
+rows the source holds), the owner samples the columns and answers with the
+sampled counts and the flagged nodes' rows (the first hop's also with the
+seeds' labels), then with the sampled edges: 4 collectives per hop. The
+answers are relabelled into the batch's node list. The last hop's added
+nodes are never requested for sampling, so their rows take one more round
+of flagged requests and rows (3 collectives, every array at once). A rank
+without seeds (an empty batch) makes the same calls, so it keeps serving
+its peers' requests until every rank is done. With one partition nothing
+travels: the hops sample locally and rows are read.
+
+With carry_rows=False (for benchmarks and equivalence tests, not the public
+loaders) the rows are fetched after sampling instead, through the same
+round, one array at a time over the whole node list (and the labels over
+the seeds): 3 collectives per array and node type + 3; the batches are the
+same.
+
+disjoint=True (PyG's disjoint): every seed gets its own sub-graph. A batch
+node is a key seed index * num_nodes + global id, so the relabelling
+(gpart.runtime.sampling.kernels.KeyRelabeller) keeps a node once per seed
+that reaches it and `batch` gives each node's seed. A hop asks each
+distinct node once, with its multiplicity (how many seeds reached it); the
+owner samples it that many times, independently, and the answers spread
+back to the keys; a node's rows travel once per batch whatever its
+multiplicity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Hashable, Optional, Union
+
+import torch
+
+from gpart.runtime.sampling.answer_message import answer_message, split_answers
+from gpart.runtime.sampling.exchange import Exchange
+from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
+from gpart.runtime.sampling.neighbor_sampler import LocalSampler
+from gpart.runtime.sampling.row_fetcher import Requests, RowFetcher
+from gpart.runtime.sampling.sampled import Sampled
+
+Keys = list[list[Hashable]]  # per kind, the node data keys a round carries
+Draw = Optional[tuple[int, torch.Generator]]  # (hop, generator) of a sampling round; None: rows alone
+
+
+@dataclass
+class _Answer:
+    counts: torch.Tensor  # sampled in-edges per requested node (per draw, when drawn several times), order frontier[order]
+    src: torch.Tensor
+    eid: torch.Tensor
+    order: torch.Tensor
+    node_rows: dict[Hashable, torch.Tensor]  # per key: rows of the requested nodes of its kind, in frontier order
+
+
+@dataclass
+class _Hops:
+    """The hops of one batch as they accumulate: per hop the edges (source positions, destinations, edge ids) and
+    the nodes added; per key the rows of each n_id segment."""
+
+    n_ids: list[torch.Tensor]
+    got: dict[Hashable, list[torch.Tensor]]
+    srcs: list[torch.Tensor]
+    dsts: list[torch.Tensor]
+    eids: list[torch.Tensor]
+    num_nodes: list[int]
+    num_edges: list[int]
+
+
+class DistSampler:
+    """The protocol over one partition's pieces (see the module); `sample` gives one batch."""
+
+    def __init__(self, part: Any, sampler: LocalSampler, exchange: Exchange, rows: RowFetcher, disjoint: bool = False,
+                 carry_rows: bool = True):
+        self.part, self.device = part, part.device
+        self.sampler, self.exchange, self.rows = sampler, exchange, rows
+        self.disjoint = bool(disjoint)
+        self.carry_rows = bool(carry_rows) and exchange.active  # one partition: rows are read, nothing to carry
+        self.num_hops = sampler.num_hops
+        self._relabel: Optional[Union[Relabeller, KeyRelabeller]] = None
+
+    def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None) -> Sampled:
+        """One batch for this rank's `seeds` (erased global ids on the device, distinct unless disjoint; any number,
+        none too): the hops, then the rows. With disjoint sampling `seed_batch` is each seed's `batch` value (None:
+        its position). A collective: every rank calls it as often, in the same order."""
+        if self._relabel is None:  # the global-size map, made once, on first use (disjoint keys: sorted instead)
+            self._relabel = KeyRelabeller() if self.disjoint else Relabeller(self.part.num_nodes, self.device)
+        if self.disjoint:  # a node of seed i is the key i * num_nodes + node: the seeds' keys are distinct
+            seeds = torch.arange(seeds.numel(), device=self.device).mul_(self.part.num_nodes).add_(seeds)
+        hops, frontier = self._hops(seeds, gen)
+        n_id = torch.cat(hops.n_ids)
+        node_data, y = self._rows_of(hops, frontier, seeds, n_id)
+        edge_index = torch.empty((2, sum(hops.num_edges)), dtype=torch.int64, device=self.device)
+        torch.cat(hops.srcs, out=edge_index[0])
+        torch.cat(hops.dsts, out=edge_index[1])
+        sampled = Sampled(n_id, int(seeds.numel()), edge_index, torch.cat(hops.eids), hops.num_nodes, hops.num_edges,
+                          node_data=node_data, y=y)
+        if self.disjoint:  # keys back to global ids, and each node's seed
+            seed_of = torch.div(n_id, self.part.num_nodes, rounding_mode="floor")
+            sampled.batch = seed_of if seed_batch is None else torch.index_select(seed_batch.to(self.device), 0, seed_of)
+            sampled.n_id = torch.remainder(n_id, self.part.num_nodes)
+        return sampled
+
+    def _hops(self, seeds: torch.Tensor, gen: torch.Generator) -> tuple[_Hops, torch.Tensor]:
+        """Every hop from `seeds` (rows carried in the answers when carry_rows); the last hop's added nodes."""
+        relabel, rows = self._relabel, self.rows
+        relabel.start(seeds)
+        hops = _Hops([seeds], {key: [] for key in rows.data_keys + [rows.label_key]}, [], [], [], [int(seeds.numel())], [])
+        frontier, first = seeds, 0
+        nothing: Keys = [[] for _ in rows.kind_keys]
+        for hop in range(self.num_hops):
+            final = hop == self.num_hops - 1
+            if not self.disjoint and self.sampler.table_fanout(hop):
+                pos, dst, eid, added = self._table_hop(frontier, hop, gen, first, final)
+            else:
+                answer = self._keyed_round(frontier, rows.keys(hop == 0) if self.carry_rows else nothing, (hop, gen))
+                dst = torch.repeat_interleave(answer.order + first, answer.counts, output_size=int(answer.src.numel()))
+                (pos, added), eid = relabel.add_unique(answer.src, final=final), answer.eid
+                for key, part_rows in answer.node_rows.items():
+                    hops.got[key].append(part_rows)
+            first += int(frontier.numel())
+            hops.srcs.append(pos), hops.dsts.append(dst), hops.eids.append(eid), hops.n_ids.append(added)
+            hops.num_nodes.append(int(added.numel())), hops.num_edges.append(int(pos.numel()))
+            frontier = added
+        relabel.reset()
+        return hops, frontier
+
+    def _rows_of(self, hops: _Hops, frontier: torch.Tensor, seeds: torch.Tensor,
+                 n_id: torch.Tensor) -> tuple[dict[Hashable, torch.Tensor], Optional[torch.Tensor]]:
+        """(rows of n_id per key, the seeds' labels): the carried rows and one round for the last hop's nodes, or
+        (carry_rows off) rounds after sampling."""
+        rows, carry = self.rows, self.carry_rows
+        if carry and rows.data_keys:  # the last hop's nodes: one round of requests and rows for every array
+            for key, part_rows in self._keyed_round(frontier, rows.keys(False), None).node_rows.items():
+                hops.got[key].append(part_rows)
+        node_data = {key: torch.cat(hops.got[key]) for key in rows.data_keys} if carry else self._fetch_after(n_id)
+        y = None
+        if rows.label_key is not None:
+            y = hops.got[rows.label_key][0] if carry else \
+                self._keyed_round(seeds, rows.only(rows.label_key, rows.seed_kind), None).node_rows[rows.label_key]
+        return node_data, y
+
+    def _table_hop(self, frontier: torch.Tensor, hop: int, gen: torch.Generator, first: int, final: bool):
+        """One hop with one partition as a [columns, fanout] table: (positions of the sources, destinations, edge
+        ids, nodes added), with one host synchronisation (Relabeller.add_masked); local ids are the global ids."""
+        part = self.part
+        table = self.sampler.sample_table(frontier, hop, gen)
+        positions = table.clamp(min=0).reshape(-1)
+        src = torch.index_select(part.indices, 0, positions)
+        pos, added, keep = self._relabel.add_masked(src, (table >= 0).reshape(-1), final=final)
+        eid = torch.index_select(part.edge_ids, 0, torch.index_select(positions, 0, keep))
+        dst = torch.div(keep, table.shape[1], rounding_mode="floor").add_(first)
+        return pos, dst, eid, added
+
+    def _fetch_after(self, n_id: torch.Tensor) -> dict[Hashable, torch.Tensor]:
+        """Rows of every array for the whole node list, after sampling: one round per array (and kind)."""
+        rows = self.rows
+        out = {}
+        for kind, keys in enumerate(rows.kind_keys):
+            for key in keys:
+                out[key] = self._keyed_round(n_id, rows.only(key, kind), None).node_rows[key]
+        return out
+
+    def _keyed_round(self, frontier: torch.Tensor, keys: Keys, sample: Draw) -> _Answer:
+        """round() for a frontier of keys (node ids, or disjoint keys seed * num_nodes + node): across partitions each
+        distinct node is asked once, drawn once per key when sampling, and the answers (edges, sources as keys,
+        rows) spread back to the keys; with one partition nothing travels and the keys' nodes are sampled as they are."""
+        if not self.disjoint:
+            return self.round(frontier, keys, sample)
+        n = self.part.num_nodes
+        nodes = torch.remainder(frontier, n)
+        if not self.exchange.active:
+            answer = self.round(nodes, keys, sample)
+            order, node_rows = answer.order, answer.node_rows
+        else:
+            nodes, inverse, mult = torch.unique(nodes, return_inverse=True, return_counts=True)
+            answer = self.round(nodes, keys, sample, mult if sample is not None else None)
+            node_rows, order = self._spread_rows(answer.node_rows, keys, nodes, inverse), answer.order
+            if sample is not None:  # the draws of node u answer, in group order, the keys of u in frontier order
+                rank = torch.empty_like(order).index_copy_(0, order, torch.arange(nodes.numel(), device=self.device))
+                order = torch.sort(torch.index_select(rank, 0, inverse), stable=True).indices
+        src = answer.src
+        if sample is not None:  # sources as keys of the seed of the key they were drawn for
+            seed_base = torch.index_select(frontier, 0, order).div_(n, rounding_mode="floor").mul_(n)
+            src = src + torch.repeat_interleave(seed_base, answer.counts, output_size=int(src.numel()))
+        return _Answer(answer.counts, src, answer.eid, order, node_rows)
+
+    def _spread_rows(self, node_rows: dict[Hashable, torch.Tensor], keys: Keys, nodes: torch.Tensor,
+                     inverse: torch.Tensor) -> dict[Hashable, torch.Tensor]:
+        """Rows of the sorted distinct `nodes` (per array, the rows of the nodes of its kind) for the keys
+        nodes[inverse], in key order among the keys of that kind."""
+        if len(keys) == 1:
+            return {key: torch.index_select(rows, 0, inverse) for key, rows in node_rows.items()}
+        # typed: a node type's erased ids are one range, so its nodes are one block of the sorted nodes
+        starts = torch.searchsorted(nodes, self.part.node_offsets)
+        kind = torch.searchsorted(starts, torch.arange(nodes.numel(), device=nodes.device), right=True) - 1
+        within = torch.arange(nodes.numel(), device=nodes.device) - torch.index_select(starts, 0, kind)
+        key_kind, key_within = torch.index_select(kind, 0, inverse), torch.index_select(within, 0, inverse)
+        out = {}
+        for t, names in enumerate(keys):  # a loop over node types
+            at = torch.masked_select(key_within, key_kind == t)
+            out.update((name, torch.index_select(node_rows[name], 0, at)) for name in names if name in node_rows)
+        return out
+
+    def round(self, frontier: torch.Tensor, keys: Keys, sample: Draw, draws: Optional[torch.Tensor] = None) -> _Answer:
+        """Requests for `frontier` to their owners; answers: the sampled in-edges (when `sample` = (hop, generator);
+        `draws[i]` independent samples of frontier[i], one when None, the counts then per draw) and the rows of
+        `keys` of the flagged requests. 4 collectives with sampling, 3 for rows alone, none in a world of one
+        partition."""
+        rows, exchange = self.rows, self.exchange
+        layouts = rows.layouts(keys)
+        widths = [layout.row_bytes for layout in layouts]
+        located = rows.located(frontier, widths)
+        if not exchange.active:
+            return self._local_round(frontier, keys, layouts, located, sample, draws)
+        asked = None
+        if sample is None:  # rows alone: only the nodes whose rows are not held here are asked for
+            asked = torch.nonzero(rows.needs(*located, widths)).reshape(-1)
+        owner, cols = self.part.book.owner_and_local(frontier if asked is None else torch.index_select(frontier, 0, asked))
+        send_cols, send_counts, order = exchange.group_by_partition(cols, owner)
+        order = order if asked is None else torch.index_select(asked, 0, order)
+        req = rows.requests(located, order, send_counts, widths)
+        recv_counts = exchange.counts(send_counts)
+        flagged = send_cols * 2 + req.need
+        if draws is not None:  # each request with its number of draws
+            draws = torch.index_select(draws, 0, order)
+            flagged = exchange.rows(torch.stack([flagged, draws], 1), send_counts, recv_counts)
+            flagged, recv_draws = flagged[:, 0], flagged[:, 1]
+        else:
+            flagged = exchange.rows(flagged, send_counts, recv_counts)
+        cols, wanted = torch.div(flagged, 2, rounding_mode="floor"), torch.remainder(flagged, 2).bool()
+        src = eid = counts = cols[:0]
+        count_split = got_counts = [0] * exchange.num_peers  # rows alone: no counts ahead of them
+        if sample is not None:
+            drawn, count_split, got_counts = cols, recv_counts, send_counts
+            if draws is not None:  # a column per draw; counts per draw both ways
+                drawn = torch.repeat_interleave(cols, recv_draws, output_size=int(recv_draws.sum()))
+                count_split = [int(d.sum()) for d in recv_draws.split(recv_counts)]
+                got_counts = [int(d.sum()) for d in draws.split(send_counts)]
+            counts, src, eid = self.sampler.sample(drawn, *sample)
+        packed, per_kind = rows.pack_owned(keys, layouts, cols, wanted, recv_counts)
+        message, sizes = answer_message(packed, per_kind, counts, count_split)
+        got_sizes = [8 * c + sum(n * layout.row_bytes for n, layout in zip(kinds, layouts)) for c, kinds in zip(got_counts, req.per_kind)]
+        got = exchange.rows(message, sizes, got_sizes)
+        got_counts_t, row_bytes = split_answers(got, got_counts, got_sizes, req.per_kind, layouts)
+        if sample is not None:  # the sampled edges, sized by the counts both sides now know
+            answer_rows = [int(c.sum()) for c in counts.split(count_split)]
+            got_rows = [int(c.sum()) for c in got_counts_t.split(got_counts)]
+            edges = exchange.rows(torch.stack([src, eid], 1), answer_rows, got_rows)
+            src, eid = edges[:, 0], edges[:, 1]
+        return _Answer(got_counts_t, src, eid, order, rows.frontier_rows(keys, layouts, row_bytes, req))
+
+    def _local_round(self, frontier, keys, layouts, located, sample, draws) -> _Answer:
+        """A round with one partition: every node is owned here (local ids are the global ids, SPEC.md 4.1)."""
+        order = torch.arange(frontier.numel(), device=self.device)
+        src = eid = counts = frontier[:0]
+        if sample is not None:
+            cols = frontier if draws is None else torch.repeat_interleave(frontier, draws, output_size=int(draws.sum()))
+            counts, src, eid = self.sampler.sample(cols, *sample)
+        req = Requests(located[0], located[1], order, torch.zeros_like(frontier, dtype=torch.bool), [])
+        return _Answer(counts, src, eid, order, self.rows.frontier_rows(keys, layouts, [None] * len(layouts), req))
