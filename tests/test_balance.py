@@ -179,7 +179,7 @@ def test_bounded_output_is_byte_identical(tmp_path, monkeypatch, method, storage
     expected = tree_bytes(tmp_path / "memory")
     for block_edges in (None, 97):  # one block per partition; many blocks (they end between columns)
         if block_edges:
-            monkeypatch.setattr(partition_module, "block_edges_for", lambda limit: block_edges)
+            monkeypatch.setattr(partition_module, "block_edges_for", lambda limit, block_edges=block_edges: block_edges)
         out = tmp_path / f"bounded-{block_edges}"
         bounded = partition_graph(graph_path, out, 3, method, max_memory="1MB", **kwargs)
         assert memory == bounded
@@ -372,7 +372,7 @@ def test_default_keeps_the_lower_cut_of_its_two_weightings_side_by_side_or_not(m
 
     one_run = assign_bytes(balanced_module.BalancedMethod, graph.num_edges)
     for cores, max_memory in [(1, None), (2, None), (2, 1 << 40), (2, one_run)]:
-        monkeypatch.setattr(balanced_module, "_free_cores", lambda: cores)
+        monkeypatch.setattr(balanced_module, "_free_cores", lambda cores=cores: cores)
         results.append(assign(graph, 4, "balanced", max_memory=max_memory))
     assert workers == [1, 2, 2, 1]
     assert len({r.book.owner_array.tobytes() for r in results}) == 1
@@ -411,20 +411,20 @@ def test_kaminpar_runs_side_by_side_each_at_its_tolerance():
     if kaminpar_missing():
         pytest.skip(kaminpar_missing())
     from gpart.engines.balance import combined_weights
-    from gpart.engines.kaminpar import kaminpar_partition, kaminpar_partitions
+    from gpart.engines.kaminpar import KaminparRun, kaminpar_partition, kaminpar_partitions
     from gpart.engines.symmetric import symmetric_csr
 
     _, graph = graph_of("enron")
     xadj, adjncy = symmetric_csr(graph)
     weights = combined_weights(graph.num_nodes, in_degrees(graph), [], node_share=0.0)
-    runs = kaminpar_partitions(xadj, adjncy, [weights, weights], 4, seed=0, imbalance=[0.01, 0.2], threads=1,
-                               preset="fast", workers=2)
+    runs = kaminpar_partitions(xadj, adjncy, [weights, weights], 4, KaminparRun(seed=0, imbalance=[0.01, 0.2], threads=1,
+                               preset="fast"), workers=2)
     for (owner, _, _), tolerance in zip(runs, [0.01, 0.2]):
         alone = kaminpar_partition(xadj, adjncy, weights, 4, seed=0, imbalance=tolerance, threads=1, preset="fast")
         assert np.array_equal(owner, alone), tolerance
     assert not np.array_equal(runs[0][0], runs[1][0])
     with pytest.raises(ValueError, match="1 tolerances for 2 weightings"):
-        kaminpar_partitions(xadj, adjncy, [weights, weights], 4, seed=0, imbalance=[0.01], threads=1, preset="fast")
+        kaminpar_partitions(xadj, adjncy, [weights, weights], 4, KaminparRun(seed=0, imbalance=[0.01], threads=1, preset="fast"))
 
 
 def test_kaminpar_preset_reproduces_a_seed_and_is_recorded():

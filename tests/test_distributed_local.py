@@ -121,7 +121,7 @@ def test_missing_chunk_is_named_on_every_rank(tmp_path):
     gone.unlink()
     results = finish(launch(tmp_path, 2, "--parts", 4))
     assert [rc for rc, _ in results] == [2, 2], results
-    for rc, err in results:
+    for _rc, err in results:
         assert err.count("\n") == 1 and "chunks/edges/src-3.npy: no such file: rank 1 of 2 reads this edge chunk" in err
     assert "failed on rank 1" in results[0][1]
     assert no_output(tmp_path, 2)

@@ -169,7 +169,7 @@ def test_bad_chunk_fails_every_rank_and_writes_nothing(tmp_path, chunks):
     results = finish(launch(2, bad, "--parts", 4, "-o", tmp_path / "out"))
     assert time.monotonic() - start < 60
     assert [rc for rc, _ in results] == [2, 2], results
-    for rc, err in results:
+    for _rc, err in results:
         assert err.count("\n") == 1 and f"{dst}: dst chunk holds id 1000000 outside [0, 2708)" in err
     assert "failed on rank 1" in results[0][1]
     assert not (tmp_path / "out").exists() and not [p for p in tmp_path.iterdir() if ".gpart-" in p.name]

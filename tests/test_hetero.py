@@ -188,7 +188,7 @@ def test_small_typed_graph_roundtrip_and_key_without_type(capsys, tmp_path):
 
     out = tmp_path / "parts_binary"
     m = json.loads((out / "manifest.json").read_text())
-    for p, part in enumerate(m["partitions"]):
+    for part in m["partitions"]:
         entry = part["arrays"].get("edge_data/author.writes.paper/weight")
         if entry and entry["shape"][0]:
             path = out / entry["file"]

@@ -60,9 +60,11 @@ class ConvertTarget(ABC):
 
     def check_options(self, options: ConvertOptions) -> None:
         """Refuse options the layout cannot take, before the result is read (default: all are fine)."""
+        return None  # a hook with a default, not an abstract method
 
     def require(self) -> None:
         """Raise a one-line InputError when a package the writer needs is missing (default: none needed)."""
+        return None  # a hook with a default, not an abstract method
 
     @abstractmethod
     def plan(self, reader: PartitionReader, options: ConvertOptions, where: PathLike) -> ConvertPlan:

@@ -104,7 +104,7 @@ def method_options(method: PartitionMethod, options: Mapping[str, Any], where: O
     if unknown:
         raise TypeError(f"unknown partition option {unknown[0]!r} (the methods take {', '.join(defaults)})")
     own = {option.name for option in fields(method.options_type)}
-    for name, value in given_options(options).items():
+    for name in given_options(options):
         if name not in own:
             flag = name.replace("_", "-")
             raise InputError(where, f"--{flag} applies to --method {', '.join(option_takers(name))} only; "
