@@ -43,6 +43,7 @@ def make_graph(num_rows: int, dim: int, seed: int = 0):
 
 def write_partition(graph, directory: Path, num_parts: int, kind: str, storage: str = "binary") -> None:
     from gpart.formats.partition.book import ArrayBook, remainder_book
+    from gpart.pipeline.write_plan import ResultPlan
     from gpart.pipeline.write_result import partition_with_book
 
     if kind == "remainder":
@@ -50,7 +51,7 @@ def write_partition(graph, directory: Path, num_parts: int, kind: str, storage: 
     else:  # an array book, as metis and random produce
         owner = np.random.default_rng(1).integers(0, num_parts, graph.num_nodes).astype(np.int32)
         book = ArrayBook(owner, num_parts)
-    partition_with_book(graph, book, directory, method=kind if kind == "remainder" else "random", storage=storage, force=True)
+    partition_with_book(graph, book, directory, ResultPlan(kind if kind == "remainder" else "random", storage=storage), force=True)
 
 
 # --------------------------------------------------------------------------- local gather

@@ -411,20 +411,20 @@ def test_kaminpar_runs_side_by_side_each_at_its_tolerance():
     if kaminpar_missing():
         pytest.skip(kaminpar_missing())
     from gpart.engines.balance import combined_weights
-    from gpart.engines.kaminpar import kaminpar_partition, kaminpar_partitions
+    from gpart.engines.kaminpar import KaminparRun, kaminpar_partition, kaminpar_partitions
     from gpart.engines.symmetric import symmetric_csr
 
     _, graph = graph_of("enron")
     xadj, adjncy = symmetric_csr(graph)
     weights = combined_weights(graph.num_nodes, in_degrees(graph), [], node_share=0.0)
-    runs = kaminpar_partitions(xadj, adjncy, [weights, weights], 4, seed=0, imbalance=[0.01, 0.2], threads=1,
-                               preset="fast", workers=2)
+    runs = kaminpar_partitions(xadj, adjncy, [weights, weights], 4, KaminparRun(seed=0, imbalance=[0.01, 0.2], threads=1,
+                               preset="fast"), workers=2)
     for (owner, _, _), tolerance in zip(runs, [0.01, 0.2]):
         alone = kaminpar_partition(xadj, adjncy, weights, 4, seed=0, imbalance=tolerance, threads=1, preset="fast")
         assert np.array_equal(owner, alone), tolerance
     assert not np.array_equal(runs[0][0], runs[1][0])
     with pytest.raises(ValueError, match="1 tolerances for 2 weightings"):
-        kaminpar_partitions(xadj, adjncy, [weights, weights], 4, seed=0, imbalance=[0.01], threads=1, preset="fast")
+        kaminpar_partitions(xadj, adjncy, [weights, weights], 4, KaminparRun(seed=0, imbalance=[0.01], threads=1, preset="fast"))
 
 
 def test_kaminpar_preset_reproduces_a_seed_and_is_recorded():

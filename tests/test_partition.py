@@ -24,6 +24,7 @@ from gpart.formats.partition.book import ArrayBook, range_book, remainder_book
 from gpart.formats.partition.reader import PartitionReader
 from gpart.inspection.result import info, verify
 from gpart.pipeline.partition import partition_graph
+from gpart.pipeline.write_plan import ResultPlan
 from gpart.pipeline.write_result import partition_with_book
 
 REPO = Path(__file__).resolve().parents[1]
@@ -248,7 +249,7 @@ def small_graph(seed: int = 0, n: int = 60, e: int = 400) -> Graph:
 def test_rule_and_array_books_with_data(tmp_path, storage, halo, make_book):
     g = small_graph()
     book = make_book(g.num_nodes, 5)
-    partition_with_book(g, book, tmp_path / "out", method="test", storage=storage, halo=halo)
+    partition_with_book(g, book, tmp_path / "out", ResultPlan("test", storage=storage, halo=halo))
     check_against_spec(tmp_path / "out", g)
     assert verify(tmp_path / "out", g)["ok"]
     with PartitionReader(tmp_path / "out") as reader:
@@ -269,7 +270,7 @@ def test_parts_with_no_nodes_or_no_edges(tmp_path):
     # 3 isolated nodes and one self-loop; an ArrayBook leaves partition 1 empty
     g = Graph.from_arrays([2], [2], 3)
     book = ArrayBook(np.array([0, 0, 2]), 3)
-    manifest = partition_with_book(g, book, tmp_path / "out", method="test")
+    manifest = partition_with_book(g, book, tmp_path / "out", ResultPlan("test"))
     assert [p["num_owned"] for p in manifest["partitions"]] == [2, 0, 1]
     assert [p["num_edges"] for p in manifest["partitions"]] == [0, 0, 1]
     assert (tmp_path / "out" / "part_1" / "indices.bin").stat().st_size == 0
@@ -282,7 +283,7 @@ def test_narrow_and_big_endian_inputs_are_stored_little_endian(tmp_path):
     src = rng.integers(0, 30, 200).astype(np.uint16)
     dst = rng.integers(0, 30, 200).astype(">i4")
     g = Graph(30, src, dst, {"x": rng.random((30, 2)).astype(">f8")}, {})
-    partition_with_book(g, range_book(30, 3), tmp_path / "out", method="range", storage="binary")
+    partition_with_book(g, range_book(30, 3), tmp_path / "out", ResultPlan("range", storage="binary"))
     check_against_spec(tmp_path / "out", g)
     assert verify(tmp_path / "out", g)["ok"]
 
@@ -373,7 +374,7 @@ def test_output_may_not_replace_the_input(tmp_path):
 def result(tmp_path):
     g = small_graph()
     out = tmp_path / "out"
-    partition_with_book(g, ArrayBook(np.arange(g.num_nodes) % 3, 3), out, method="test")
+    partition_with_book(g, ArrayBook(np.arange(g.num_nodes) % 3, 3), out, ResultPlan("test"))
     return g, out
 
 
@@ -446,7 +447,7 @@ def test_verify_finds_a_consistent_lie(result):
 def test_verify_hdf5_damage(tmp_path):
     g = small_graph()
     out = tmp_path / "out"
-    partition_with_book(g, remainder_book(g.num_nodes, 2), out, method="remainder", storage="hdf5")
+    partition_with_book(g, remainder_book(g.num_nodes, 2), out, ResultPlan("remainder", storage="hdf5"))
     with h5py.File(out / "partitions.h5", "r") as f:
         offset = f["part_1/indices"].id.get_offset()
     flip_byte(out / "partitions.h5", offset + 3)

@@ -26,7 +26,8 @@ from gpart.base.graph import Graph
 from gpart.engines import stream_refine
 from gpart.engines.balance import BALANCE_BOUND, balances, in_degrees, train_mask
 from gpart.engines.spill import bucket_rows
-from gpart.engines.stream import BALANCE_SLACK, DEFAULT_IMBALANCE, PASSES, _both_directions, stream_book
+from gpart.engines.spilled_graph import SpilledGraph, both_directions
+from gpart.engines.stream import BALANCE_SLACK, DEFAULT_IMBALANCE, PASSES, stream_book
 from gpart.engines.stream_refine import refine, tighten, worst_balance
 from gpart.formats.files.scratch import ScratchDir
 from gpart.formats.input.readers import read_graph
@@ -105,7 +106,7 @@ def test_stream_against_random_and_the_default(name, ids):
 def buckets_of(scratch: ScratchDir, graph: Graph, block: int):
     """The spilled edges as gpart.engines.stream keeps them: both directions, bucketed by the node's block."""
     return bucket_rows(scratch, graph.num_edges, -(-graph.num_nodes // block),
-                       _both_directions(graph, block, np.dtype(np.int32)), {"node": np.int32, "neighbour": np.int32})
+                       both_directions(graph, block, np.dtype(np.int32)), {"node": np.int32, "neighbour": np.int32})
 
 
 def test_tighten_and_refine_a_random_assignment():
@@ -118,8 +119,9 @@ def test_tighten_and_refine_a_random_assignment():
     assert worst_balance(start, shares, parts) > 1.03
     with ScratchDir() as scratch:
         buckets = buckets_of(scratch, graph, block)
-        tight = tighten(buckets, start, shares, parts, block, 0.03)
-        refined, cuts, _ = refine(buckets, tight, shares, parts, block, 0.03, graph.num_edges, lambda owner, cut: (0.0, cut))
+        spilled = SpilledGraph(buckets, shares, parts, block, 0.03, graph.num_edges)
+        tight = tighten(spilled, start)
+        refined, cuts, _ = refine(spilled, tight, lambda owner, cut: (0.0, cut))
     assert worst_balance(tight, shares, parts) <= 1.03 + 1e-9
     assert worst_balance(refined, shares, parts) <= 1.03 + 1e-9
     assert cuts[0] == pytest.approx(cut_of(graph, tight)) and cut_of(graph, refined) == pytest.approx(min(cuts))
@@ -138,7 +140,7 @@ def test_swaps_fix_what_full_parts_block(monkeypatch):
     shares = np.ones((8, 1))
     with ScratchDir() as scratch:
         buckets = buckets_of(scratch, graph, 64)
-        refined, cuts, _ = refine(buckets, owner, shares, 2, 64, 0.0, graph.num_edges, lambda owner, cut: (0.0, cut))
+        refined, cuts, _ = refine(SpilledGraph(buckets, shares, 2, 64, 0.0, graph.num_edges), owner, lambda owner, cut: (0.0, cut))
     assert cuts[0] == pytest.approx(6 / 12) and cut_of(graph, refined) == 0.0, cuts
     assert np.bincount(refined, minlength=2).tolist() == [4, 4]
 
@@ -146,19 +148,19 @@ def test_swaps_fix_what_full_parts_block(monkeypatch):
 def test_the_graph_of_clusters_keeps_its_heaviest_pairs_symmetric_and_bounded():
     """Where clusters are dense in edges, METIS gets at most `most` pairs of clusters: the heaviest, both directions
     of each, every one where there are fewer."""
-    from gpart.engines.stream import _heaviest_pairs
+    from gpart.engines.stream_cluster_graph import heaviest_pairs
 
     rng = np.random.default_rng(3)
     n = 700
     weights = rng.integers(0, 40, (n, n)).astype(np.int32)
     weights = np.triu(weights, 1) + np.triu(weights, 1).T
     dense = weights.ravel()
-    assert np.array_equal(_heaviest_pairs(dense, dense.size), np.flatnonzero(dense))
-    assert _heaviest_pairs(np.zeros(n * n, dtype=np.int32), 10).size == 0  # clusters with no rows between them
-    heaviest = _heaviest_pairs(dense, 10)  # more than 10 cells weigh the most: those, and no lighter one
+    assert np.array_equal(heaviest_pairs(dense, dense.size), np.flatnonzero(dense))
+    assert heaviest_pairs(np.zeros(n * n, dtype=np.int32), 10).size == 0  # clusters with no rows between them
+    heaviest = heaviest_pairs(dense, 10)  # more than 10 cells weigh the most: those, and no lighter one
     assert heaviest.size > 10 and np.array_equal(heaviest, np.flatnonzero(dense == dense.max()))
     for most in (100_000, 30_000):
-        kept = _heaviest_pairs(dense, most)
+        kept = heaviest_pairs(dense, most)
         assert 0 < kept.size <= most and np.all(np.diff(kept) > 0)
         assert np.array_equal(np.sort((kept % n) * n + kept // n), kept)  # every pair with its mirror
         lightest = dense[kept].min()
@@ -169,7 +171,7 @@ def test_a_failed_metis_on_the_clusters_is_recorded(monkeypatch):
     """Where METIS on the graph of clusters fails (its child killed at a memory cap, a pymetis without
     multi-constraint METIS) the clusters are packed greedily and the manifest params say so, instead of a
     weaker result passing unseen; a run where METIS works records nothing."""
-    from gpart.engines import stream
+    from gpart.engines import stream_cluster_graph
 
     graph = read_graph(Path(__file__).resolve().parents[1] / "sample_data" / "cora.npz")
     assert "clusters_packed" not in stream_book(graph, 4, passes=2)[1]
@@ -177,7 +179,7 @@ def test_a_failed_metis_on_the_clusters_is_recorded(monkeypatch):
     def killed(*args, **kwargs):
         raise RuntimeError("the worker process was killed by SIGKILL")
 
-    monkeypatch.setattr(stream, "part_graph_multiconstraint", killed)
+    monkeypatch.setattr(stream_cluster_graph, "part_graph_multiconstraint", killed)
     book, params = stream_book(graph, 4, passes=2)
     assert params["clusters_packed"] == ["METIS on the graph of clusters failed (the worker process was killed by "
                                          "SIGKILL); clusters packed greedily"], params

@@ -13,6 +13,7 @@ needs DGL importable). All of them read the result one partition at a time
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from gpart.base.errors import InputError
@@ -26,6 +27,17 @@ from gpart.formats.files.manifest import write_manifest
 from gpart.formats.partition.reader import PartitionReader
 
 CONVERT_FORMAT = "gpart.convert"
+
+
+@dataclass(frozen=True)
+class ConvertRequest:
+    """One conversion: the target layout (`to`, a registered target), the target's options, whether an
+    existing output is replaced, and where progress goes."""
+
+    to: str
+    options: ConvertOptions
+    force: bool = False
+    progress: Optional[Progress] = None
 
 
 def convert_partitions(
@@ -48,9 +60,18 @@ def convert_partitions(
     glt: one node feature table (`node_feat`, default `feat`), one edge feature
     table (`edge_feat`, default `edge_feat`) and whole-graph labels (`label`,
     default `label`), the slots GLT has; other arrays are listed as not converted.
+
+    The keywords are the library's documented API (as sqlite-utils' table methods take theirs): they are
+    packed at once into a ConvertRequest, which every step below takes (`convert_request`).
     """
-    target = get_target(to)
     options = ConvertOptions(rename=dict(rename or {}), node_feat=node_feat, edge_feat=edge_feat, label=label, graph_name=graph_name)
+    return convert_request(parts_dir, out_dir, ConvertRequest(to, options, force, progress))
+
+
+def convert_request(parts_dir: PathLike, out_dir: PathLike, request: ConvertRequest) -> dict[str, Any]:
+    """convert_partitions with its keywords packed."""
+    to, options = request.to, request.options
+    target = get_target(to)
     target.check_options(options)
     reader = PartitionReader(parts_dir)
     typed = reader.hetero is not None
@@ -63,9 +84,9 @@ def convert_partitions(
     else:
         refuse_halo_rows(reader, to, parts_dir)
         plan = target.plan(reader, options, parts_dir)
-    with staged_output(out_dir, force=force, inputs=[parts_dir]) as stage:
+    with staged_output(out_dir, force=request.force, inputs=[parts_dir]) as stage:
         write = target.write_typed if typed else target.write
-        files = write(reader, plan, stage, or_null(progress), options)
+        files = write(reader, plan, stage, or_null(request.progress), options)
         remove_scratch(stage)
         summary = _summary(reader, to, parts_dir, plan, files)
         write_manifest(stage, summary)

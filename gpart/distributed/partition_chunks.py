@@ -71,6 +71,21 @@ class MethodRun:
     context: MethodContext
 
 
+@dataclass(frozen=True)
+class ChunksRequest:
+    """partition_chunks' keywords, packed (as partition_chunks describes them): `max_message` bytes per
+    message of the shuffles, `log` a line sink for progress (None: silent)."""
+
+    num_parts: int
+    method: Optional[str] = None
+    storage: str = "binary"
+    halo: int = 0
+    force: bool = False
+    max_message: int = DEFAULT_MAX_MESSAGE
+    log: Log = None
+    method_params: dict[str, Any] = field(default_factory=dict)
+
+
 def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method: Optional[str] = None, *,
                      storage: str = "binary", halo: int = 0, force: bool = False,
                      max_message: int = DEFAULT_MAX_MESSAGE, timeout_s: float = 600.0, comm: Optional[Comm] = None,
@@ -84,19 +99,30 @@ def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method
     gather the graph on rank 0).
     Raises on every rank, within `timeout_s` of a peer's failure, when any rank
     fails; the manifest is then not written.
+
+    The keywords are the library's documented API (as partition_graph's): they are packed at once into
+    a ChunksRequest, which every step below takes (`partition_chunks_request`).
     """
-    comm = comm or Comm(timeout_s)
-    job, run = _open_input(comm, chunks, num_parts, method, method_params, storage, halo, max_message, log)
+    request = ChunksRequest(num_parts, method, storage=storage, halo=halo, force=force, max_message=max_message, log=log,
+                            method_params=method_params)
+    return partition_chunks_request(comm or Comm(timeout_s), chunks, out_dir, request)
+
+
+def partition_chunks_request(comm: Comm, chunks: PathLike, out_dir: PathLike, request: ChunksRequest) -> RunInfo:
+    """partition_chunks with its keywords packed, on the ranks of `comm`."""
+    job, run = _open_input(comm, chunks, request)
+    method_params = request.method_params
     with ExitStack() as stack:
         inputs = [chunks] + ([method_params["assignment"]] if isinstance(method_params.get("assignment"), (str, os.PathLike)) else [])
-        out = stage_output(comm, stack, out_dir, force, inputs)
+        out = stage_output(comm, stack, out_dir, request.force, inputs)
         reports, book_json, params = _run(job, out, run)
         manifest = commit_output(comm, out, stack, lambda: _manifest(job, chunks, book_json, run.method.name, params, reports))
     largest = max(r["largest_message"] for r in reports)
     return RunInfo(manifest, comm.world, largest, dict(job.rounds), [r["peak_rss"] for r in reports])
 
 
-def _check_options(storage: str, halo: int, max_message: int) -> None:
+def _check_options(request: ChunksRequest) -> None:
+    storage, halo, max_message = request.storage, request.halo, request.max_message
     if storage != "binary":
         raise InputError(None, f"the distributed partitioner writes binary storage only, not {storage!r}")
     if halo not in (0, 1):
@@ -114,15 +140,15 @@ def _method_run(chunks: PathLike, method: Optional[str], method_params: dict) ->
     return MethodRun(chosen, method_options(chosen, params, where), context)
 
 
-def _open_input(comm: Comm, chunks: PathLike, num_parts: int, method: Optional[str], method_params: dict, storage: str, halo: int,
-                max_message: int, log: Log) -> tuple[PartitionJob, MethodRun]:
+def _open_input(comm: Comm, chunks: PathLike, request: ChunksRequest) -> tuple[PartitionJob, MethodRun]:
     """Metadata, part count and this rank's chunk files (the only ones its machine must hold); the
     arrays' dtypes and row shapes from rank 0 (which reads chunk 0); the method; every rank agrees or raises."""
     job, error, layouts, run = None, None, None, None
     try:
-        _check_options(storage, halo, max_message)
-        run = _method_run(chunks, method, method_params)
-        job = PartitionJob(comm, ChunkedGraph(chunks), int(num_parts), int(max_message), log, int(halo))
+        _check_options(request)
+        run = _method_run(chunks, request.method, request.method_params)
+        job = PartitionJob(comm, ChunkedGraph(chunks), int(request.num_parts), int(request.max_message), request.log,
+                           int(request.halo))
         _check_files(job)
         if comm.rank == 0:
             layouts = json.dumps([layouts_json(job.cg.data_layout(kind)) for kind in ("node", "edge")]).encode()

@@ -20,6 +20,7 @@ KaMinPar's accesses to its neighbours' entries then hit the cache.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -50,6 +51,19 @@ def kaminpar_version() -> str:
     return str(getattr(kaminpar, "__version__", "unknown"))
 
 
+@dataclass(frozen=True)
+class KaminparRun:
+    """How KaMinPar runs: its seed, its tolerance (one for every run, or one per weighting: KaMinPar keeps every
+    part's weight within (1 + imbalance) * total / num_parts), its threads and preset (PRESETS), and the vertex
+    order it sees (`order[i]` as node i; None: the input ids)."""
+
+    seed: int
+    imbalance: Union[float, Sequence[float]]
+    threads: int
+    preset: str = "default"
+    order: Optional[np.ndarray] = None
+
+
 def kaminpar_partition(
     xadj: np.ndarray,
     adjncy: np.ndarray,
@@ -69,8 +83,8 @@ def kaminpar_partition(
     `order`: KaMinPar sees node order[i] as node i (None: the input ids).
     Runs in a forked child process (gpart.engines.isolate).
     """
-    [(owner, _, _)] = kaminpar_partitions(xadj, adjncy, [weights], num_parts, seed=seed, imbalance=imbalance,
-                                          threads=threads, preset=preset, order=order)
+    [(owner, _, _)] = kaminpar_partitions(xadj, adjncy, [weights], num_parts,
+                                          KaminparRun(seed=seed, imbalance=imbalance, threads=threads, preset=preset, order=order))
     return owner
 
 
@@ -79,18 +93,14 @@ def kaminpar_partitions(
     adjncy: np.ndarray,
     weightings: Sequence[Optional[np.ndarray]],
     num_parts: int,
+    run: KaminparRun,
     *,
-    seed: int,
-    imbalance: Union[float, Sequence[float]],
-    threads: int,
-    preset: str = "default",
     workers: int = 1,
     then: Optional[Callable[[int, np.ndarray], tuple[np.ndarray, Any]]] = None,
-    order: Optional[np.ndarray] = None,
 ) -> list[tuple[np.ndarray, float, Any]]:
     """`kaminpar_partition` once per vertex weighting, up to `workers` runs at a time, each in its own child
     process: (owner, KaMinPar's seconds, what `then` said) per weighting, in their order. Each run is what
-    `kaminpar_partition` gives for its weights, whatever runs beside it. `imbalance`: one tolerance for
+    `kaminpar_partition` gives for its weights, whatever runs beside it. `run.imbalance`: one tolerance for
     every run, or one per weighting.
 
     `then(i, owner)`, when given, runs in the same child right after KaMinPar (so the work that follows a
@@ -104,20 +114,21 @@ def kaminpar_partitions(
         raise ValueError(f"{n} nodes exceed KaMinPar's 32-bit vertex ids")
     if num_parts == 1:
         return _single_part([np.zeros(n, dtype=np.int32) for _ in weightings], then)
+    imbalance, order = run.imbalance, run.order
     tolerances = [float(imbalance)] * len(weightings) if np.isscalar(imbalance) else [float(t) for t in imbalance]
     if len(tolerances) != len(weightings):
         raise ValueError(f"{len(tolerances)} tolerances for {len(weightings)} weightings")
-    context = _context(kaminpar, preset)
+    context = _context(kaminpar, run.preset)
     with ScratchDir() as scratch:
         paths = _write_parhips(scratch, xadj, adjncy, weightings, order)
 
-        def run(index: int, path) -> Callable[[np.ndarray], dict[str, Any]]:
+        def child(index: int, path) -> Callable[[np.ndarray], dict[str, Any]]:
             def partition(out: np.ndarray) -> dict[str, Any]:
                 start = time.perf_counter()
                 graph = kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP)
                 path.unlink()
-                kaminpar.reseed(int(seed))
-                solver = kaminpar.KaMinPar(int(threads), context)
+                kaminpar.reseed(int(run.seed))
+                solver = kaminpar.KaMinPar(int(run.threads), context)
                 owner = np.fromiter(solver.compute_partition(graph, int(num_parts), tolerances[index]), dtype=np.int32, count=n)
                 owner = _in_input_ids(owner, order)
                 seconds = time.perf_counter() - start
@@ -130,7 +141,7 @@ def kaminpar_partitions(
         # In child processes: the binding holds the GIL for the whole run (measured: a Python thread
         # ticking every 0.1 s ran 6 times in a 20 s run), which froze the progress display at `0/?`
         # and kept Ctrl-C waiting; the parent waits without it. Each graph is read from its file there.
-        results = call_isolated_many([run(i, path) for i, path in enumerate(paths)], n, np.int32, workers=workers)
+        results = call_isolated_many([child(i, path) for i, path in enumerate(paths)], n, np.int32, workers=workers)
     return [(owner, float(status["seconds"]), status["then"]) for status, owner in results]
 
 

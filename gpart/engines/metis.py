@@ -5,6 +5,7 @@ vertex weights from balance constraints, options, and `metis_book`.
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -98,8 +99,26 @@ def ufactor_of(imbalance: float) -> int:
     return max(1, int(round(float(imbalance) * 1000)))
 
 
-def metis_book(graph: Graph, num_parts: int, *, seed, imbalance, objective, algorithm, trials, iterations,
-                balance, balance_edges, progress: Progress) -> tuple[ArrayBook, dict[str, Any]]:
+@dataclass(frozen=True)
+class MetisRun:
+    """What METIS is asked for: its seed and tolerance (`ufactor_of`), the objective ("cut" or "volume"), the
+    algorithm ("auto": `resolve_algorithm`), trials (NCUTS) and iterations (NITER, None: METIS's default), and
+    the balance constraints beyond node count (`vertex_weights`: 0/1 node arrays, and the in-degree)."""
+
+    seed: int
+    imbalance: float
+    objective: str = "cut"
+    algorithm: str = "auto"
+    trials: int = 1
+    iterations: Optional[int] = None
+    balance: Sequence[str] = ()
+    balance_edges: bool = False
+
+
+def metis_book(graph: Graph, num_parts: int, run: MetisRun, progress: Progress) -> tuple[ArrayBook, dict[str, Any]]:
+    """METIS on the symmetrised graph (in a forked child: METIS traps SIGTERM), and the parameters as run."""
+    seed, imbalance, objective, algorithm = run.seed, run.imbalance, run.objective, run.algorithm
+    trials, iterations, balance, balance_edges = run.trials, run.iterations, run.balance, run.balance_edges
     weights, constraints = vertex_weights(graph, balance, balance_edges)
     ran = resolve_algorithm(algorithm, objective, num_parts, len(constraints))
     xadj, adjncy = symmetric_csr(graph, progress)

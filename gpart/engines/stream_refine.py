@@ -1,6 +1,6 @@
 """Streaming refinement for `--method stream`: balanced label propagation and swaps over the spilled edges.
 
-`refine`: each pass reads the buckets of gpart.engines.stream (every neighbour of a
+`refine`: each pass reads the buckets of gpart.engines.spilled_graph (every neighbour of a
 block's nodes, block by block) once, one bincount of (node, owner of
 neighbour) per block giving each node's neighbours per part
 (`neighbour_counts`, [N, P] int32), from which the cut of the owners as they
@@ -12,7 +12,7 @@ neighbours in its own part). Then one vectorised batch of moves (`_moves`):
   alone and swap places together); they claim room best gain first, grouped
   by target part, no part past (1 + imbalance) times its mean in any
   balanced share (nodes, in-edges, training nodes or the named masks:
-  gpart.engines.stream's `shares`); room freed by nodes leaving counts in the next
+  SpilledGraph.shares); room freed by nodes leaving counts in the next
   of ROUNDS rounds;
 - full parts block most of those moves (facebook, 8 parts at 3%: 150-400
   candidates a pass, 0-9 fit), so then, for every two parts a and b, the
@@ -43,6 +43,7 @@ from typing import Callable
 import numpy as np
 
 from gpart.engines.refine import rebalance
+from gpart.engines.spilled_graph import SpilledGraph
 
 PASSES = 12
 # STALL_PASSES passes in a row that do not lower the best cut by SETTLED of it end the refinement (R-MAT 1M/10M,
@@ -58,17 +59,18 @@ TIGHTEN_PASSES = 4  # refinement passes at each of those bounds
 Rank = Callable[[np.ndarray, float], tuple[float, float]]
 
 
-def refine(buckets, owner: np.ndarray, shares: np.ndarray, num_parts: int, block: int, imbalance: float,
-           num_edges: int, rank: Rank, passes: int = PASSES, bar=None) -> tuple[np.ndarray, list[float], tuple[float, float]]:
+def refine(spilled: SpilledGraph, owner: np.ndarray, rank: Rank, passes: int = PASSES,
+           bar=None) -> tuple[np.ndarray, list[float], tuple[float, float]]:
     """The best of `owner` and up to `passes` refinement passes from it (by `rank`: lower is better), the cut
     (fraction of the input edges) of every pass, `owner`'s first, and the best one's rank."""
-    limit = (1.0 + imbalance) * shares.sum(axis=0) / num_parts
+    shares, num_parts = spilled.shares, spilled.num_parts
+    limit = (1.0 + spilled.imbalance) * shares.sum(axis=0) / num_parts
     cuts: list[float] = []
     best, best_key, stalled = owner, (np.inf, np.inf), 0
     for done in range(passes + 1):
-        counts = neighbour_counts(buckets, owner, num_parts, block)
+        counts = neighbour_counts(spilled, owner)
         rows = np.arange(owner.shape[0])
-        cuts.append(float(counts.sum(dtype=np.int64) - counts[rows, owner].sum(dtype=np.int64)) / max(2 * num_edges, 1))
+        cuts.append(float(counts.sum(dtype=np.int64) - counts[rows, owner].sum(dtype=np.int64)) / max(2 * spilled.num_edges, 1))
         key = rank(owner, cuts[-1])
         settled = key[0] == best_key[0] and key[1] > best_key[1] * (1.0 - SETTLED)
         stalled = stalled + 1 if key >= best_key or settled else 0
@@ -84,7 +86,7 @@ def refine(buckets, owner: np.ndarray, shares: np.ndarray, num_parts: int, block
     return best, cuts, best_key
 
 
-def tighten(buckets, owner: np.ndarray, shares: np.ndarray, num_parts: int, block: int, imbalance: float) -> np.ndarray:
+def tighten(spilled: SpilledGraph, owner: np.ndarray) -> np.ndarray:
     """`owner` (far past the bound, e.g. a partition of clusters) moved within 1 + imbalance in every share, by
     steps: at each bound 1 + imbalance * 2^k (k = TIGHTEN_STAGES .. 1, those `owner` is not within already),
     then 1 + imbalance, the nodes move until every share is within it (gpart.engines.refine.rebalance, each move
@@ -95,23 +97,24 @@ def tighten(buckets, owner: np.ndarray, shares: np.ndarray, num_parts: int, bloc
     node / in-edge balance 1.42 / 1.57, cut 0.06) the repair cuts 0.213 and the refinement ends at 0.205;
     by steps 0.48, 0.24, 0.12, 0.06 it ends at 0.200 (ids as read 0.204 and 0.196).
     """
-    worst = worst_balance(owner, shares, num_parts)
+    worst = worst_balance(owner, spilled.shares, spilled.num_parts)
     for k in range(TIGHTEN_STAGES, -1, -1):
-        bound = 1.0 + imbalance * 2**k
+        bound = 1.0 + spilled.imbalance * 2**k
         if k and bound >= worst:
             continue
-        owner = _repair(buckets, owner, shares, num_parts, block, bound)
+        owner = _repair(spilled, owner, bound)
         if k:
-            owner = refine(buckets, owner, shares, num_parts, block, bound - 1.0, int(buckets.offsets[-1]) // 2,
-                           lambda owner, cut: (0.0, cut), TIGHTEN_PASSES)[0]
+            # the cut of these passes counts the spilled rows (self-loops left out), not the input's edges
+            at_bound = spilled.at(bound - 1.0, int(spilled.buckets.offsets[-1]) // 2)
+            owner = refine(at_bound, owner, lambda owner, cut: (0.0, cut), TIGHTEN_PASSES)[0]
     return owner
 
 
-def _repair(buckets, owner: np.ndarray, shares: np.ndarray, num_parts: int, block: int, bound: float) -> np.ndarray:
+def _repair(spilled: SpilledGraph, owner: np.ndarray, bound: float) -> np.ndarray:
     """gpart.engines.refine.rebalance to `bound`, a move priced by the mover's neighbours in its part minus in the receiver
     (counted once, before the moves)."""
-    counts = neighbour_counts(buckets, owner, num_parts, block)
-    return rebalance(owner, shares, num_parts, bound,
+    counts = neighbour_counts(spilled, owner)
+    return rebalance(owner, spilled.shares, spilled.num_parts, bound,
                      lambda current, nodes, part, to: counts[nodes, part] - counts[nodes, to], counts.sum(axis=1))
 
 
@@ -126,11 +129,12 @@ def loads(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> np.ndarray:
     return np.column_stack([np.bincount(owner, weights=shares[:, c], minlength=num_parts) for c in range(shares.shape[1])])
 
 
-def neighbour_counts(buckets, owner: np.ndarray, num_parts: int, block: int) -> np.ndarray:
+def neighbour_counts(spilled: SpilledGraph, owner: np.ndarray) -> np.ndarray:
     """[N, P] int32: each node's neighbours in each part (one read of the buckets)."""
+    buckets, num_parts, block = spilled.buckets, spilled.num_parts, spilled.block
     n = owner.shape[0]
     counts = np.zeros((n, num_parts), dtype=np.int32)
-    for b in range(buckets.offsets.shape[0] - 1):
+    for b in range(spilled.num_blocks):
         first, last = b * block, min((b + 1) * block, n)
         local = buckets.rows(b, "node").astype(np.int64) - first
         counts[first:last] = np.bincount(local * num_parts + owner[buckets.rows(b, "neighbour")],

@@ -19,6 +19,7 @@ from gpart.base.graph import Graph
 from gpart.base.progress import Progress
 from gpart.bytes.reader import drop_pages, own_mapping
 from gpart.bytes.sink import map_new_file
+from gpart.formats.filelist.layout import FILELIST_CHUNK_BYTES
 from gpart.formats.filelist.sets import ExportSetWriter
 from gpart.formats.input.readers import read_graph
 
@@ -258,24 +259,30 @@ def _scatter(out: np.ndarray, positions: np.ndarray, values: np.ndarray) -> None
 CSR_PARTS = ("row_ptr", "col_idx", "edge_perm")
 
 
-def export_csr(
-    spec: str,
-    out_dir: Union[str, os.PathLike],
-    name: Optional[str],
-    files: int,
-    add_reverse: bool,
-    dedup: bool,
-    force: bool,
-    progress: Progress,
-    chunk_bytes: int,
-    chunk_edges: int,
-) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class CsrExport:
+    """One CSR export set: its prefix (`name`, None: CSR_DEFAULT_NAME), part files per array, reverse edges added
+    (`add_reverse`) and duplicate (src, dst) pairs dropped (`dedup`), an older set replaced (`force`), and the
+    steps: bytes per file-list write (`chunk_bytes`), edges per step of the CSR build (`chunk_edges`)."""
+
+    name: Optional[str] = None
+    files: int = 1
+    add_reverse: bool = False
+    dedup: bool = False
+    force: bool = False
+    chunk_bytes: int = FILELIST_CHUNK_BYTES
+    chunk_edges: int = CSR_CHUNK_EDGES
+
+
+def export_csr(spec: str, out_dir: Union[str, os.PathLike], export: CsrExport, progress: Progress) -> list[dict[str, Any]]:
     """Stream the CSR of a graph file into three exports, one export set `<prefix>`; return their manifests.
 
     col_idx / edge_perm are filled out of order into scratch files (hidden files in the
     set's staging folder, deleted on commit or failure), then exported from read-only maps
     of them (kernel copies), so memory stays O(N) plus a chunk of edges.
     """
+    name, files, add_reverse, dedup, force = export.name, export.files, export.add_reverse, export.dedup, export.force
+    chunk_bytes, chunk_edges = export.chunk_bytes, export.chunk_edges
     with progress.stage("read graph"):
         graph = read_graph(spec)
     num_nodes, num_edges = int(graph.num_nodes), int(graph.num_edges)

@@ -29,7 +29,7 @@ from gpart.base.progress import Progress, or_null
 from gpart.bytes.buffers import BufferRing
 from gpart.bytes.crc import OnTheWayCrc
 from gpart.bytes.reader import release_rows
-from gpart.export.csr import CSR_CHUNK_EDGES, export_csr
+from gpart.export.csr import CSR_CHUNK_EDGES, CsrExport, export_csr
 from gpart.export.typed import typed_exports
 from gpart.formats.filelist.convert import FLOAT_TARGETS, INT_TARGETS, Converter
 from gpart.formats.filelist.layout import FILELIST_CHUNK_BYTES, json_file_name
@@ -51,6 +51,29 @@ class _Plan:
     data: Union[np.ndarray, RowSource]
     dtype: Optional[str]
     extra: Optional[dict[str, Any]] = None
+
+
+@dataclass(frozen=True)
+class FeatExport:
+    """export_feat's keywords, packed (as export_feat describes them)."""
+
+    name: Optional[str] = None
+    files: int = 1
+    dtype: Optional[str] = None
+    allow_overflow: bool = False
+    csr: bool = False
+    add_reverse: bool = False
+    dedup: bool = False
+    force: bool = False
+    progress: Optional[Progress] = None
+    chunk_bytes: int = FILELIST_CHUNK_BYTES
+    csr_chunk_edges: int = CSR_CHUNK_EDGES
+    node_type: Optional[str] = None
+
+    def csr_export(self) -> CsrExport:
+        """The CSR export set these keywords ask for (`csr=True`)."""
+        return CsrExport(self.name, self.files, self.add_reverse, self.dedup, self.force, self.chunk_bytes,
+                         self.csr_chunk_edges)
 
 
 def export_feat(
@@ -78,22 +101,33 @@ def export_feat(
     (SPEC.md 5.3); `files` is the number of part files per export. `csr_chunk_edges` is
     the number of edges per step of the streaming CSR build. `node_type` picks
     the node type of a typed partition result (SPEC.md 8.5).
+
+    The keywords are the library's documented API (as sqlite-utils' table methods take theirs): they are
+    packed at once into a FeatExport, which every step below takes (`export_features`).
     """
+    return export_features(input, out_dir, FeatExport(
+        name=name, files=files, dtype=dtype, allow_overflow=allow_overflow, csr=csr, add_reverse=add_reverse, dedup=dedup,
+        force=force, progress=progress, chunk_bytes=chunk_bytes, csr_chunk_edges=csr_chunk_edges, node_type=node_type))
+
+
+def export_features(input: Union[str, os.PathLike], out_dir: Union[str, os.PathLike], export: FeatExport) -> dict[str, Any]:
+    """export_feat with its keywords packed."""
     started = time.perf_counter()
-    progress = or_null(progress)
+    progress = or_null(export.progress)
     spec = os.fspath(input)
-    _check_options(files, dtype, csr, add_reverse, dedup)
-    if csr:
-        manifests = export_csr(spec, out_dir, name, files, add_reverse, dedup, force, progress, chunk_bytes, csr_chunk_edges)
+    name, files, dtype, allow_overflow = export.name, export.files, export.dtype, export.allow_overflow
+    _check_options(export)
+    if export.csr:
+        manifests = export_csr(spec, out_dir, export.csr_export(), progress)
         return _summary(spec, out_dir, manifests, started)
     if Path(spec).is_dir():
-        plans = _partition_plans(spec, name, dtype, node_type)
+        plans = _partition_plans(spec, name, dtype, export.node_type)
     else:
         plans = _array_plans(spec, name, dtype)
     for plan in plans:  # refuse impossible conversions before writing anything
         Converter(plan.data.dtype, plan.dtype, spec, allow_overflow)
     input_path = Path(spec.rsplit(":", 1)[0]) if ":" in spec and not Path(spec).exists() else Path(spec)
-    with ExportSetWriter(out_dir, force=force, inputs=[input_path], chunk_bytes=chunk_bytes, progress=progress) as writer:
+    with ExportSetWriter(out_dir, force=export.force, inputs=[input_path], chunk_bytes=export.chunk_bytes, progress=progress) as writer:
         writer.check_names([p.name for p in plans])
         for plan in plans:
             writer.add(plan.name, plan.data, files, plan.dtype, allow_overflow=allow_overflow, source=spec, extra=plan.extra)
@@ -114,7 +148,8 @@ def _summary(spec: str, out_dir: Union[str, os.PathLike], manifests: list[dict[s
     }
 
 
-def _check_options(files: int, dtype: Optional[str], csr: bool, add_reverse: bool, dedup: bool) -> None:
+def _check_options(export: FeatExport) -> None:
+    files, dtype, csr, add_reverse, dedup = export.files, export.dtype, export.csr, export.add_reverse, export.dedup
     if not isinstance(files, (int, np.integer)) or isinstance(files, bool) or files < 1:
         raise InputError(None, f"--files must be an integer of at least 1, got {files!r}")
     if dtype is not None and dtype not in FLOAT_TARGETS + INT_TARGETS:

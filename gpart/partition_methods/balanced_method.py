@@ -18,8 +18,8 @@ from gpart.base.errors import GpartError
 from gpart.base.graph import Graph
 from gpart.base.progress import Progress
 from gpart.engines.balance import BALANCE_BOUND, TRAIN_MASK, balances, combined_weights, in_degrees, share_balance, train_mask, within_bound
-from gpart.engines.kaminpar import KaminparUnavailable, kaminpar_partitions, kaminpar_version
-from gpart.engines.metis import balance_column, metis_book
+from gpart.engines.kaminpar import KaminparRun, KaminparUnavailable, kaminpar_partitions, kaminpar_version
+from gpart.engines.metis import MetisRun, balance_column, metis_book
 from gpart.engines.refine import balance_shares, edge_cut, repair_balance
 from gpart.engines.symmetric import symmetric_csr
 from gpart.formats.partition.book import ArrayBook, PartitionBook
@@ -32,7 +32,6 @@ from gpart.partition_methods.typed_input import TypedInput
 from gpart.partition_methods.typed_runs import repair_types
 
 METIS, KAMINPAR = MetisMethod(), KaminparMethod()  # the backends the default tries
-
 
 @dataclass
 class BalancedOptions(KaminparRunOptions):
@@ -164,9 +163,9 @@ def _balanced_book(graph: Graph, num_parts: int, options: BalancedOptions, *, ma
         params.update(backend="kaminpar", backend_params=closest.backend, tried=tried, bound_missed=True)
         return ArrayBook(closest.owner, num_parts), params
     with _Timer() as timer:
-        book, backend = metis_book(graph, num_parts, seed=options.seed, imbalance=DEFAULT_IMBALANCE, objective="cut",
-                                   algorithm="kway", trials=1, iterations=None, balance=masks, balance_edges=True,
-                                   progress=progress)
+        metis_run = MetisRun(seed=options.seed, imbalance=DEFAULT_IMBALANCE, objective="cut", algorithm="kway", trials=1,
+                             iterations=None, balance=masks, balance_edges=True)
+        book, backend = metis_book(graph, num_parts, metis_run, progress)
     tried.append({"backend": "metis", **balances(book.owner_array, num_parts, degree, train), "seconds": timer.seconds})
     params.update(backend="metis", backend_params=backend, tried=tried)
     return book, params
@@ -195,11 +194,11 @@ def _kaminpar_tries(graph: Graph, csr: tuple[np.ndarray, np.ndarray, Optional[np
         return owner, facts
 
     with progress.stage("kaminpar"):
-        runs = kaminpar_partitions(xadj, adjncy, weights, num_parts, seed=options.seed,
-                                   imbalance=[w.imbalance for w in weightings],
-                                   threads=options.threads, preset=options.preset,
+        kaminpar_run = KaminparRun(seed=options.seed, imbalance=[w.imbalance for w in weightings], threads=options.threads,
+                                   preset=options.preset, order=order)
+        runs = kaminpar_partitions(xadj, adjncy, weights, num_parts, kaminpar_run,
                                    workers=_side_by_side(options.threads, max_memory, graph.num_edges),
-                                   then=measured_and_repaired, order=order)
+                                   then=measured_and_repaired)
     del weights
     version = kaminpar_version()
     tries = []

@@ -13,7 +13,7 @@ import numpy as np
 
 from gpart.base.graph import Graph
 from gpart.engines.balance import BALANCE_BOUND, share_balance
-from gpart.engines.metis import metis_book
+from gpart.engines.metis import MetisRun, metis_book
 from gpart.formats.partition.book import ArrayBook, PartitionBook
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import BalanceOptions, OptionError, check_count, replaced
@@ -55,9 +55,10 @@ class MetisMethod(PartitionMethod):
     bytes_per_edge = 300  # multi-constraint METIS 2.78 GB, pymetis 2.7 GB on the 1M/10M power-law graph (gpart.pipeline.memory_plan)
 
     def run(self, graph: Graph, num_parts: int, options: MetisOptions, context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
-        return metis_book(graph, num_parts, seed=options.seed, imbalance=options.imbalance, objective=options.objective,
-                          algorithm=options.algorithm, trials=options.trials, iterations=options.iterations,
-                          balance=options.balance, balance_edges=options.balance_edges, progress=context.progress)
+        run = MetisRun(seed=options.seed, imbalance=options.imbalance, objective=options.objective,
+                       algorithm=options.algorithm, trials=options.trials, iterations=options.iterations,
+                       balance=options.balance, balance_edges=options.balance_edges)
+        return metis_book(graph, num_parts, run, context.progress)
 
     def run_typed(self, typed: TypedInput, num_parts: int, options: MetisOptions,
                   context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:

@@ -21,7 +21,7 @@ checksums, writes and fsyncs of binary files run on a background thread
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Optional, Union
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
@@ -34,15 +34,11 @@ from gpart.partition_methods.memory import check_assign_memory
 from gpart.partition_methods.method import MethodContext
 from gpart.partition_methods.registry import bounded_method_names, method_options, resolve_method
 from gpart.pipeline.memory_plan import check_node_memory
+from gpart.pipeline.request import PartitionRequest, VerboseLog
 from gpart.pipeline.reverse_edges import reverse_scratch_dir, with_reverse_edges
-from gpart.pipeline.typed import partition_hetero
+from gpart.pipeline.typed import partition_typed
+from gpart.pipeline.write_plan import DataSpec, PathLike, ResultPlan
 from gpart.pipeline.write_result import check_graph, check_options, write_within
-
-PathLike = Union[str, "os.PathLike[str]"]
-DataSpec = Optional[Mapping[str, PathLike]]
-VerboseLog = Optional[Callable[[str, float, float], None]]
-
-# Edges handled per vectorised step when building sort keys.
 
 
 def partition_graph(
@@ -74,38 +70,51 @@ def partition_graph(
     stop up front. `node_data`/`edge_data` add NAME -> .npy arrays to an input
     path. `add_reverse` stores every edge in both directions (gpart.pipeline.reverse_edges,
     SPEC.md 4.7). Returns the manifest that was written.
+
+    The keywords are the library's documented API (as sqlite-utils' table methods take theirs): they are
+    packed at once into a gpart.pipeline.request.PartitionRequest, which every step below takes
+    (`partition_request`).
     """
-    check_options(storage, halo)
+    scratch_dir = method_params.pop("scratch_dir", None)
+    request = PartitionRequest(num_parts, method, storage=storage, halo=halo, force=force, max_memory=max_memory,
+                               node_data=node_data, edge_data=edge_data, progress=progress, verbose_log=verbose_log,
+                               add_reverse=add_reverse, scratch_dir=scratch_dir, method_params=method_params)
+    return partition_request(input, out_dir, request)
+
+
+def partition_request(input: Union[PathLike, Graph], out_dir: PathLike, request: PartitionRequest) -> dict[str, Any]:
+    """partition_graph with its keywords packed: typed inputs to gpart.pipeline.typed, the rest here."""
+    check_options(request.storage, request.halo)
     if not isinstance(input, Graph) and is_typed_npz(input):  # typed graphs: SPEC.md section 8, gpart.pipeline.typed
-        return partition_hetero(input, out_dir, num_parts, method, storage=storage, halo=halo, force=force, progress=progress,
-                                verbose_log=verbose_log, node_data=node_data, edge_data=edge_data, max_memory=max_memory,
-                                add_reverse=add_reverse, **method_params)
-    limit = parse_memory_size(max_memory) or default_max_memory()
-    timer = StageTimer(verbose_log)
+        return partition_typed(input, out_dir, request)
+    limit = parse_memory_size(request.max_memory) or default_max_memory()
+    timer = StageTimer(request.verbose_log)
+    progress, num_parts, method_params = request.progress, request.num_parts, request.method_params
     source = None if isinstance(input, Graph) else input
-    inputs = _input_paths(source, node_data, edge_data, method_params.get("assignment"))
+    inputs = _input_paths(source, request.node_data, request.edge_data, method_params.get("assignment"))
     if num_parts < 1:
         raise InputError(source, f"number of parts must be at least 1, got {num_parts}")
     where = input.source if isinstance(input, Graph) else os.fspath(input)
-    scratch_dir = method_params.pop("scratch_dir", None)
-    chosen = resolve_method(method, method_params, where)
+    chosen = resolve_method(request.method, method_params, where)
     options = method_options(chosen, method_params, where)  # before any work: a bad option stops here
-    with staged_output(out_dir, force=force, inputs=inputs) as stage, reverse_scratch_dir(add_reverse, stage) as scratch:
+    with staged_output(out_dir, force=request.force, inputs=inputs) as stage, \
+            reverse_scratch_dir(request.add_reverse, stage) as scratch:
         with timer("read graph"):
-            graph = _load_graph(input, node_data, edge_data)
+            graph = _load_graph(input, request.node_data, request.edge_data)
         check_graph(graph, num_parts, source)
         check_node_memory(chosen.name, graph.num_nodes, limit, graph.source)
         reverse = None
-        if add_reverse:
+        if request.add_reverse:
             with timer("add reverse edges"), or_null(progress).stage("add reverse edges"):
                 graph, reverse = with_reverse_edges(graph, scratch, limit)
         check_assign_memory(chosen, graph.num_edges, limit, graph.source, bounded_method_names())
         # the method may use `limit` (balanced skips a METIS fallback that cannot fit) and spills next to the output, not to /tmp
-        context = MethodContext(or_null(progress), limit, stage.parent if scratch_dir is None else scratch_dir)
+        context = MethodContext(or_null(progress), limit, stage.parent if request.scratch_dir is None else request.scratch_dir)
         with timer("assign"):
             assignment = chosen.assign(graph, num_parts, options, context)
-        manifest = write_within(limit, graph, assignment.book, stage, assignment.method, assignment.params, storage,
-                                 halo, progress, timer, node_data, edge_data, reverse=reverse)
+        plan = ResultPlan(assignment.method, assignment.params, request.storage, request.halo, request.node_data,
+                          request.edge_data, reverse=reverse)
+        manifest = write_within(limit, graph, assignment.book, stage, plan, progress, timer)
     return manifest
 
 

@@ -37,12 +37,12 @@ from gpart.partition_methods.method import MethodContext
 from gpart.partition_methods.registry import bounded_method_names, method_options, resolve_method
 from gpart.partition_methods.typed_input import TypedInput
 from gpart.pipeline.memory_plan import check_node_memory
+from gpart.pipeline.request import PartitionRequest
 from gpart.pipeline.reverse_edges import hetero_with_reverse_edges
-from gpart.pipeline.typed_edges import edge_types_of, write_typed_edges
+from gpart.pipeline.typed_edges import ErasedTypes, edge_types_of, write_typed_edges
 from gpart.pipeline.write_arrays import gather_chunks
+from gpart.pipeline.write_plan import PathLike, ResultPlan
 from gpart.pipeline.write_result import partition_with_book
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 
 def partition_hetero(
@@ -55,20 +55,24 @@ def partition_hetero(
     """Partition a typed graph (a typed `.npz` path or a HeteroGraph); returns the manifest written.
 
     `options` are gpart.pipeline.partition.partition_graph's keywords (storage, halo,
-    force, max_memory, progress, verbose_log, add_reverse) and the method's parameters.
+    force, max_memory, progress, verbose_log, add_reverse) and the method's parameters,
+    packed at once into a gpart.pipeline.request.PartitionRequest (`partition_typed`).
     """
-    add_reverse = options.pop("add_reverse", False)
-    write = {key: options.pop(key) for key in ("storage", "halo", "force", "verbose_log") if key in options}
-    progress, force, method_params = options.pop("progress", None), write.get("force", False), options
+    return partition_typed(input, out_dir, PartitionRequest.of(num_parts, method, options))
+
+
+def partition_typed(input: Union[PathLike, HeteroGraph], out_dir: PathLike, request: PartitionRequest) -> dict[str, Any]:
+    """partition_hetero with its keywords packed; `request.node_data` / `edge_data` are refused (typed arrays
+    live in the typed .npz)."""
+    num_parts, progress, force = request.num_parts, request.progress, request.force
     hg = input if isinstance(input, HeteroGraph) else read_hetero_graph(input)
     where = hg.source
-    for key in ("node_data", "edge_data"):
-        if method_params.pop(key, None):
+    for key, given in (("node_data", request.node_data), ("edge_data", request.edge_data)):
+        if given:
             raise InputError(where, f"--{key.replace('_', '-')} adds arrays to homogeneous inputs; put typed arrays into the typed .npz")
-    limit = parse_memory_size(method_params.pop("max_memory", None)) or default_max_memory()
-    scratch_dir = method_params.pop("scratch_dir", None)
-    chosen = resolve_method(method, method_params, where)
-    run_options = method_options(chosen, method_params, where)
+    limit = parse_memory_size(request.max_memory) or default_max_memory()
+    chosen = resolve_method(request.method, request.method_params, where)
+    run_options = method_options(chosen, request.method_params, where)
     total = sum(hg.num_nodes.values())
     check_node_memory(chosen.name, total, limit, where)
     # methods holding the whole adjacency stop up front (SPEC.md 4.6)
@@ -78,11 +82,11 @@ def partition_hetero(
     check_output_dir(out_dir, force, [where] if where else [])  # before any work: an existing result without --force
     parent = Path(os.path.abspath(out_dir)).parent
     # spill next to the output, as for homogeneous input; the repair after `stream` is skipped past `limit`
-    context = MethodContext(or_null(progress), limit, parent if scratch_dir is None else scratch_dir)
+    context = MethodContext(or_null(progress), limit, parent if request.scratch_dir is None else request.scratch_dir)
     # the erased ids live in scratch files next to the output (mapped, pages released as the pass goes)
     with ScratchDir(parent) as scratch:
         reverse = None
-        if add_reverse:  # the reverse relations become edge types of the typed graph (gpart.pipeline.reverse_edges)
+        if request.add_reverse:  # the reverse relations become edge types of the typed graph (gpart.pipeline.reverse_edges)
             with or_null(progress).stage("add reverse edges"):
                 hg, reverse = hetero_with_reverse_edges(hg, scratch, limit)
             check_assign_memory(chosen, sum(hg.num_edges(e) for e in hg.edge_types), limit, where, bounded_method_names())
@@ -90,8 +94,9 @@ def partition_hetero(
         book, params = chosen.run_typed(TypedInput(hg, erased), num_parts, run_options, context)
         ext = TypedArrays(hg, erased, book.owner_array, book.num_parts)
         # the writer chooses the in-memory or the bounded pass within `limit`, as for homogeneous input
-        return partition_with_book(erased, book, out_dir, method=chosen.name, params=params,
-                                   progress=progress, extension=ext, max_memory=limit, reverse=reverse, **write)
+        plan = ResultPlan(chosen.name, params, request.storage, request.halo, extension=ext, reverse=reverse)
+        return partition_with_book(erased, book, out_dir, plan, force=force, progress=progress,
+                                   verbose_log=request.verbose_log, max_memory=limit)
 
 
 # --------------------------------------------------------------------------- typed arrays of the result
@@ -120,8 +125,8 @@ class TypedArrays:
         (halo sources have local ids >= num_owned; halo ids ascend); without it (the bounded
         path) gpart.pipeline.typed_edges streams the blocks of `chunks()` (edge ids, sources)."""
         if topology is None:
-            self.counts.setdefault(p, {}).update(write_typed_edges(writer, p, part, chunks, self.owner, self.mark, self.noff, self.eoff,
-                                                                   self.meta.edge_types, self.hg.edge_data))
+            types = ErasedTypes(self.noff, self.eoff, self.meta.edge_types, self.hg.edge_data)
+            self.counts.setdefault(p, {}).update(write_typed_edges(writer, p, part, chunks, types, self.owner, self.mark))
             return
         ids = np.concatenate([np.asarray(c, dtype=np.int64) for c, _ in chunks()] or [np.zeros(0, np.int64)])
         etype = edge_types_of(ids, self.eoff)

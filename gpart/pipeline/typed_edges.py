@@ -13,6 +13,7 @@ in-memory path (gpart.pipeline.typed.TypedArrays.edges), so the bytes are the sa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -30,15 +31,28 @@ def edge_types_of(ids: np.ndarray, edge_offsets: np.ndarray) -> np.ndarray:
     return (np.searchsorted(edge_offsets, ids, side="right") - 1).astype(EDGE_TYPE_DTYPE)
 
 
-def write_typed_edges(writer: Any, p: int, part: dict[str, Any], chunks: EdgeChunks, owner: np.ndarray, mark: np.ndarray,
-                      node_offsets: np.ndarray, edge_offsets: np.ndarray, edge_types: Sequence[EdgeType],
-                      edge_data: Mapping[EdgeType, Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+@dataclass(frozen=True)
+class ErasedTypes:
+    """Where each type's ids lie among the erased ids, and the typed edge data rows: node type t holds erased
+    node ids node_offsets[t]..node_offsets[t+1]-1, edge type r (edge_types[r]) erased edge ids
+    edge_offsets[r]..edge_offsets[r+1]-1."""
+
+    node_offsets: np.ndarray
+    edge_offsets: np.ndarray
+    edge_types: Sequence[EdgeType]
+    edge_data: Mapping[EdgeType, Mapping[str, np.ndarray]]
+
+
+def write_typed_edges(writer: Any, p: int, part: dict[str, Any], chunks: EdgeChunks, types: ErasedTypes, owner: np.ndarray,
+                      mark: np.ndarray) -> dict[str, np.ndarray]:
     """Partition p's `edge_type` and typed edge data arrays from `chunks()` ((edge ids, sources) per block,
     callable again); adds their entries to `part["arrays"]` and returns the per-type counts
     {num_edges, num_cut} (per edge type) and num_halo (per node type).
 
-    `mark` is an all-False bool array over erased node ids, left all False again: the
-    halo (the distinct remote sources) is marked in it rather than sorted out of the blocks."""
+    `owner`: the part of every erased node id. `mark` is an all-False bool array over erased node ids,
+    left all False again: the halo (the distinct remote sources) is marked in it rather than sorted out
+    of the blocks."""
+    node_offsets, edge_offsets, edge_types, edge_data = types.node_offsets, types.edge_offsets, types.edge_types, types.edge_data
     num_types = len(edge_types)
     num_edges = np.zeros(num_types, dtype=np.int64)
     num_cut = np.zeros(num_types, dtype=np.int64)

@@ -17,23 +17,27 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 
 from gpart.base.graph import Graph
+from gpart.base.progress import StageTimer
 from gpart.bytes.crc import CHUNK_BYTES
 from gpart.bytes.reader import release_rows
 from gpart.formats.partition.writer import PartitionWriter, data_key, part_entry
 from gpart.pipeline.csc_order import OwnerBucketOrder
 from gpart.pipeline.layout import Layout, NodeOrder, Scratch, layout_of
+from gpart.pipeline.write_plan import ResultPlan
 
 
-def write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension=None,
-                       threads: int = 1, sources: Optional[np.ndarray] = None) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
-    """Every partition's topology and edge data, one partition at a time; returns parts and halos.
-    In memory, `threads` layouts are computed at once (gpart.pipeline.memory_plan.layout_threads), each gathering its
-    edge sources from `sources` (graph.src or its copy in RAM, gpart.pipeline.memory_plan.resident_sources).
+def write_all_topology(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, edges: Any, plan: ResultPlan, threads: int,
+                       bar: Any, timer: StageTimer, sources: Optional[np.ndarray] = None) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
+    """Every partition's topology and edge data, one partition at a time; returns parts and halos (empty
+    without `plan.halo`). In memory, `threads` layouts are computed at once (gpart.pipeline.memory_plan.layout_threads),
+    each gathering its edge sources from `sources` (graph.src or its copy in RAM,
+    gpart.pipeline.memory_plan.resident_sources).
 
-    `extension.edges(writer, p, part, chunks, topology)` (typed graphs, gpart.pipeline.typed) runs after
+    `plan.extension.edges(writer, p, part, chunks, topology)` (typed graphs, gpart.pipeline.typed) runs after
     each partition: in memory `topology` is (node_ids, indices, num_owned) and `chunks()` yields
     (edge ids, None); on the bounded path `topology` is None and `chunks()` yields (edge ids,
     sources) per block (gpart.pipeline.write_result.partition_with_book)."""
+    halo, extension = plan.halo, plan.extension
     with timer("write topology"):
         parts, halos = [], []
         num_parts = nodes.offsets.shape[0] - 1

@@ -10,10 +10,9 @@ a staging directory (formats.commit.staged_output).
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -30,50 +29,33 @@ from gpart.formats.files.scratch import ScratchDir
 from gpart.formats.partition.book import PartitionBook
 from gpart.formats.partition.reverse import write_reverse
 from gpart.formats.partition.writer import STORAGES, PartitionManifest, PartitionWriter
-from gpart.pipeline.csc_order import MAX_BLOCK_EDGES
 from gpart.pipeline.layout import NodeOrder, node_order, order_edges
 from gpart.pipeline.memory_plan import block_edges_for, layout_threads, resident_sources
-from gpart.pipeline.reverse_edges import ReverseEdges
+from gpart.pipeline.request import VerboseLog
 from gpart.pipeline.write_arrays import write_all_topology, write_node_data
-
-PathLike = Union[str, "os.PathLike[str]"]
-DataSpec = Optional[Mapping[str, PathLike]]
-VerboseLog = Optional[Callable[[str, float, float], None]]
+from gpart.pipeline.write_plan import LayoutPass, PathLike, ResultPlan
 
 # Edges handled per vectorised step when building sort keys.
 EDGE_CHUNK = 1 << 22
 
 
-def partition_with_book(
-    graph: Graph,
-    book: PartitionBook,
-    out_dir: PathLike,
-    *,
-    method: str,
-    params: Optional[dict[str, Any]] = None,
-    storage: str = "binary",
-    halo: int = 0,
-    force: bool = False,
-    progress: Optional[Progress] = None,
-    verbose_log: VerboseLog = None,
-    extension: Any = None,
-    max_memory: Union[str, int, None] = None,
-    reverse: Optional[ReverseEdges] = None,
-) -> dict[str, Any]:
-    """Write the partition result of `graph` under an assignment already made (`book`).
+def partition_with_book(graph: Graph, book: PartitionBook, out_dir: PathLike, plan: ResultPlan, *, force: bool = False,
+                        progress: Optional[Progress] = None, verbose_log: VerboseLog = None,
+                        max_memory: Union[str, int, None] = None) -> dict[str, Any]:
+    """Write the partition result of `graph` under an assignment already made (`book`), as `plan` says.
 
     `max_memory` (bytes or '2GB'; default: a fraction of the available RAM)
     chooses the in-memory or the bounded pass as partition_graph does.
-    `extension` (typed graphs, gpart.pipeline.typed) adds arrays and manifest fields:
+    `plan.extension` (typed graphs, gpart.pipeline.typed) adds arrays and manifest fields:
     `nodes(writer, owned, halos) -> [array entries per partition]` beside the node data,
     `edges(writer, p, part, chunks, topology)` after each partition's topology:
     in memory `topology` is its (node_ids, indices, num_owned) and `chunks()` yields
     (edge ids, None) once; on the bounded path `topology` is None and `chunks()`
     (callable again) yields (edge ids, their erased sources) block by block, in CSC order.
-    `manifest(m)` comes last. `reverse`: `graph` holds reverse copies (gpart.pipeline.reverse_edges), recorded
+    `manifest(m)` comes last. `plan.reverse`: `graph` holds reverse copies (gpart.pipeline.reverse_edges), recorded
     in the manifest's `reverse` object.
     """
-    check_options(storage, halo)
+    check_options(plan.storage, plan.halo)
     check_graph(graph, book.num_parts, graph.source)
     if book.num_nodes != graph.num_nodes:
         raise ValueError(f"book covers {book.num_nodes} nodes, graph has {graph.num_nodes}")
@@ -81,20 +63,21 @@ def partition_with_book(
     inputs = [graph.source] if graph.source and Path(graph.source).exists() else []
     with staged_output(out_dir, force=force, inputs=inputs) as stage:
         limit = parse_memory_size(max_memory) or default_max_memory()
-        return write_within(limit, graph, book, stage, method, params or {}, storage, halo, progress, timer, None, None,
-                             extension=extension, reverse=reverse)
+        return write_within(limit, graph, book, stage, plan, progress, timer)
 
 
-def write_within(limit: int, graph: Graph, book: PartitionBook, stage: Path, *args: Any, **kwargs: Any) -> dict[str, Any]:
+def write_within(limit: int, graph: Graph, book: PartitionBook, stage: Path, plan: ResultPlan, progress: Optional[Progress],
+                 timer: StageTimer) -> dict[str, Any]:
     """_write_result within `limit` bytes (SPEC.md 4.6): in memory with as many layout threads as fit
     (gpart.pipeline.memory_plan.layout_threads), or, where the in-memory pass does not fit, with edges bucketed
     on disk in a scratch directory next to the output."""
     threads = layout_threads(graph.num_nodes, graph.num_edges, book.num_parts, limit)
     if threads:
         resident = resident_sources(graph.num_nodes, graph.num_edges, book.num_parts, threads, limit)
-        return _write_result(graph, book, stage, *args, layout_threads=threads, resident_sources=resident, **kwargs)
+        return _write_result(graph, book, stage, plan, LayoutPass(threads=threads, resident_sources=resident), progress, timer)
     with ScratchDir(stage.parent, prefix=f"{stage.name}-scratch-") as scratch:
-        return _write_result(graph, book, stage, *args, scratch=scratch, block_edges=block_edges_for(limit), **kwargs)
+        layouts = LayoutPass(scratch=scratch, block_edges=block_edges_for(limit))
+        return _write_result(graph, book, stage, plan, layouts, progress, timer)
 
 
 def check_options(storage: str, halo: int) -> None:
@@ -116,28 +99,13 @@ def check_graph(graph: Graph, num_parts: int, source: Optional[PathLike]) -> Non
                 raise InputError(where, f"{kind} array {name!r}: dtype {arr.dtype} with {arr.ndim} dimensions cannot be stored")
 
 
-def _write_result(
-    graph: Graph,
-    book: PartitionBook,
-    stage: Path,
-    method: str,
-    params: dict[str, Any],
-    storage: str,
-    halo: int,
-    progress: Optional[Progress],
-    timer: StageTimer,
-    node_data: DataSpec,
-    edge_data: DataSpec,
-    scratch: Optional[ScratchDir] = None,
-    block_edges: int = MAX_BLOCK_EDGES,
-    extension: Any = None,
-    layout_threads: int = 1,
-    reverse: Optional[ReverseEdges] = None,
-    resident_sources: bool = False,
-) -> dict[str, Any]:
-    """Write every partition and the manifest; with `scratch`, edges are ordered through buckets on disk;
-    `resident_sources`: the layouts gather edge sources from a copy in RAM (gpart.pipeline.memory_plan.resident_sources)."""
+def _write_result(graph: Graph, book: PartitionBook, stage: Path, plan: ResultPlan, layouts: LayoutPass,
+                  progress: Optional[Progress], timer: StageTimer) -> dict[str, Any]:
+    """Write every partition and the manifest; with `layouts.scratch`, edges are ordered through buckets on disk;
+    `layouts.resident_sources`: the layouts gather edge sources from a copy in RAM
+    (gpart.pipeline.memory_plan.resident_sources)."""
     progress = or_null(progress)
+    storage, reverse, extension = plan.storage, plan.reverse, plan.extension
     num_parts, num_edges = book.num_parts, graph.num_edges
     with timer("order nodes"):
         nodes = node_order(book)
@@ -147,13 +115,12 @@ def _write_result(
         with progress.stage("write partitions", total=num_parts * arrays_per_part, unit="arrays") as bar:
             book_json = writer.write_book(book)
             reverse_json = None if reverse is None else write_reverse(writer, reverse.meta, reverse.input_edge)
-            parts, halos, node_entries = _write_partitions(writer, graph, nodes, halo, bar, timer, scratch, block_edges, extension,
-                                                           layout_threads, resident_sources)
+            parts, halos, node_entries = _write_partitions(writer, graph, nodes, plan, layouts, bar, timer)
             for part, entries in zip(parts, node_entries):
                 part["arrays"].update(entries)
         _count_train(graph, nodes, parts)
         del nodes, halos
-        manifest = _manifest(graph, book_json, method, params, storage, halo, parts, node_data, edge_data, reverse_json)
+        manifest = _manifest(graph, book_json, plan, parts, reverse_json)
         if extension is not None:
             extension.manifest(manifest)
         assert sum(p["num_owned"] for p in parts) == graph.num_nodes and sum(p["num_edges"] for p in parts) == num_edges
@@ -166,16 +133,17 @@ def _write_result(
     return manifest
 
 
-def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, halo: int, bar: Any, timer: StageTimer,
-                      scratch: Optional[ScratchDir], block_edges: int, extension: Any, threads: int,
-                      resident: bool) -> tuple[list, list, list]:
+def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, plan: ResultPlan, layouts: LayoutPass,
+                      bar: Any, timer: StageTimer) -> tuple[list, list, list]:
     """Every partition's topology and node data: (part entries, halo ids per part, node data entries per part)."""
-    if halo:
+    scratch, block_edges, threads, resident = layouts.scratch, layouts.block_edges, layouts.threads, layouts.resident_sources
+    extension = plan.extension
+    if plan.halo:
         # Halo rows follow owned rows in each node data file: the halos come from the topology.
         edges, seconds = order_edges(graph, nodes, scratch, block_edges)
         timer.record("order edges", seconds)
         sources = np.array(graph.src) if resident else graph.src
-        parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension, threads, sources)
+        parts, halos = write_all_topology(writer, graph, nodes, edges, plan, threads, bar, timer, sources)
         with timer("write node data"):
             node_entries = _node_entries(writer, graph, nodes, halos, bar, extension)
         return parts, halos, node_entries
@@ -193,7 +161,7 @@ def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, h
             edges, seconds = ordering.result()
             sources = copying.result() if copying is not None else graph.src
     timer.record("order edges (overlapped)", seconds)
-    parts, halos = write_all_topology(writer, graph, nodes, edges, halo, bar, timer, extension, threads, sources)
+    parts, halos = write_all_topology(writer, graph, nodes, edges, plan, threads, bar, timer, sources)
     return parts, halos, node_entries
 
 
@@ -206,18 +174,11 @@ def _node_entries(writer, graph: Graph, nodes: NodeOrder, halos: list[np.ndarray
     return entries
 
 
-def _manifest(
-    graph: Graph,
-    book_json: dict[str, Any],
-    method: str,
-    params: dict[str, Any],
-    storage: str,
-    halo: int,
-    parts: list[dict[str, Any]],
-    node_data: DataSpec,
-    edge_data: DataSpec,
-    reverse: Optional[dict[str, Any]] = None,
-) -> dict[str, Any]:
+def _manifest(graph: Graph, book_json: dict[str, Any], plan: ResultPlan, parts: list[dict[str, Any]],
+              reverse: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """The manifest of a result (SPEC.md 4.4): what `plan` records, the book, the parts and their statistics."""
+    method, params, storage, halo = plan.method, plan.params, plan.storage, plan.halo
+    node_data, edge_data = plan.node_data, plan.edge_data
     num_cut = sum(p.pop("num_cut") for p in parts)
     graph_json: dict[str, Any] = {
         "source": graph.source,
