@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 import click
-from rich.table import Table
 
 from gpart.base.errors import InputError
 from gpart.cli.output.ui import (
@@ -218,44 +217,9 @@ def export_ckpt(
                      f"{world_size} ranks) -> {out}")
 
 
-def _policy_text(policy: Optional[dict[str, Any]]) -> str:
-    if not policy:
-        return "-"
-    b = policy.get("boundaries")  # the policies that split rows at boundaries (range) show where
-    if b is None:
-        return str(policy.get("name"))
-    shown = ",".join(map(str, b[:6])) + (",..." if len(b) > 6 else "")
-    return f"{policy.get('name')} [{shown}]"
-
-
 def render_checkpoint_info(info: dict[str, Any]) -> None:
-    """Print `gpart.ckpt.checkpoint_info(...)` as rich tables (used by `gpart info`)."""
-    opt = info["optimizer"]
-    params = ", ".join(f"{k}={v}" for k, v in opt.items() if k != "type")
-    head = Table.grid(padding=(0, 2))
-    head.add_row("checkpoint", str(info["path"]))
-    head.add_row("layout", f"{info['layout']}" + (f", world size {info['world_size']}" if info["layout"] == "sharded" else ""))
-    head.add_row("optimizer", opt["type"] + (f" ({params})" if params else ""))
-    head.add_row("size", f"{human_bytes(info['total_bytes'])} in {info['num_files']} files")
-    if info.get("created_by"):
-        head.add_row("created by", str(info["created_by"]))
-    stdout.print(head)
+    """Print `gpart.ckpt.checkpoint_info(...)` as `gpart info` does (gpart.inspection.checkpoint_kind draws it)."""
+    from gpart.cli.output.blocks import print_blocks
+    from gpart.inspection.checkpoint_kind import checkpoint_view
 
-    emb = Table(title="embeddings", title_justify="left")
-    for col in ("name", "rows", "row shape", "dtype", "policy", "states", "size"):
-        emb.add_column(col, justify="right" if col in ("rows", "size") else "left", overflow="fold")
-    for e in info["embeddings"]:
-        pol = _policy_text(e["policy"]) if e["policy"] else f"global (from {_policy_text(e.get('source_policy'))})"
-        emb.add_row(e["name"], f"{e['num_rows']:,}", str(e["row_shape"]), e["dtype"], pol, ", ".join(e["states"]) or "-", human_bytes(e["bytes"]))
-    stdout.print(emb)
-
-    ten = Table(title="tensors", title_justify="left")
-    for col in ("tensor", "role", "dtype", "row shape", "rows per shard", "size"):
-        # tensor names are what users type into other tools: never break them
-        ten.add_column(col, justify="right" if col == "size" else "left", overflow="fold", no_wrap=col == "tensor")
-    for t in info["tensors"]:
-        rows = t["shard_rows"]
-        shown = ", ".join(f"{r:,}" for r in rows[:8]) + (", ..." if len(rows) > 8 else "")
-        role = t["role"] if t["role"] == "embedding" else f"state {t['state']}"
-        ten.add_row(t["name"], role, t["dtype"], str(t["row_shape"]), shown, human_bytes(t["bytes"]))
-    stdout.print(ten)
+    print_blocks(checkpoint_view(info))
