@@ -35,7 +35,7 @@ from gpart.collectives.agreement import agree_or_raise
 from gpart.runtime.loaders.batch import Batch, present
 from gpart.runtime.loaders.link_seeds import SeedEdges, reverse_type
 from gpart.runtime.loaders.node import DEFAULT_NODE_DATA, present_defaults
-from gpart.runtime.loaders.pieces import compose
+from gpart.runtime.loaders.pieces import SamplingRequest, compose
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.sampling.epochs import LINK_SALTS, EpochStreams, agreed_batch_count
 from gpart.runtime.sampling.negatives import MODES, NegativeSampler
@@ -183,8 +183,9 @@ class LinkNeighborLoader:
         names, _ = present_defaults(row_source.keys() if row_source is not None else part.node_data, options.node_data, None)
         self.node_data_names = names
         none = torch.zeros(0, dtype=torch.int64)
-        pieces = compose(part, {self._src_type(): none} if self.typed and seeds.problem is None else none, options.fanouts,
-                         names, None, bool(options.replace), self.disjoint, wait, sampler, row_source)
+        request = SamplingRequest(options.fanouts, names, None, bool(options.replace), self.disjoint, wait)
+        pieces = compose(part, {self._src_type(): none} if self.typed and seeds.problem is None else none, request, sampler,
+                         row_source)
         problem = seeds.problem or self._problem() or pieces.problem
         self.negatives = NegativeSampler(part, max(seeds.edge_type, 0), self.mode or "binary", self.ratio,
                                          bool(options.strict_negatives)) if self.mode in MODES and problem is None else None

@@ -55,7 +55,7 @@ import torch
 
 from gpart.collectives.agreement import agree_or_raise
 from gpart.runtime.loaders.batch import Batch, present
-from gpart.runtime.loaders.pieces import compose
+from gpart.runtime.loaders.pieces import SamplingRequest, compose
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.sampling.epochs import NODE_SALTS, EpochStreams, agreed_batch_count
 from gpart.runtime.sampling.row_source import RowSource
@@ -171,8 +171,9 @@ class NeighborLoader:
         source_keys = row_source.keys() if row_source is not None else part.node_data
         self.node_data_names, labels = present_defaults(source_keys, options.node_data, options.labels)
         self.timeout_s = float(options.timeout_s if options.timeout_s is not None else part.timeout_s)
-        pieces = compose(part, seeds, options.fanouts, self.node_data_names, labels, bool(options.replace),
-                         bool(options.disjoint), self.timeout_s, sampler, row_source, carry_rows)
+        request = SamplingRequest(options.fanouts, self.node_data_names, labels, bool(options.replace), bool(options.disjoint),
+                                  self.timeout_s)
+        pieces = compose(part, seeds, request, sampler, row_source, carry_rows)
         self.plan, self.sampler, self.protocol, self.stats = pieces.plan, pieces.sampler, pieces.protocol, pieces.stats
         self.rank, self.world_size = pieces.layout.rank, pieces.layout.world_size
         self.seeds = self.plan.seeds

@@ -1,6 +1,6 @@
 """What every loader composes: the trainer layout, the exchange, the plan, the sampler and the protocol.
 
-    pieces = compose(part, seeds, fanouts, names, labels, replace=False, disjoint=False, timeout_s=60.0)
+    pieces = compose(part, seeds, SamplingRequest(fanouts, names, labels, timeout_s=60.0))
     sampled = pieces.protocol.sample(seeds, generator)
 
 The caller may pass its own sampler (an object with LocalSampler's
@@ -24,6 +24,18 @@ from gpart.runtime.sampling.protocol import DistSampler
 from gpart.runtime.sampling.row_source import PartitionRows, RowSource
 
 
+@dataclass(frozen=True)
+class SamplingRequest:
+    """What a loader asks of its pieces: the hops' fanouts, the rows carried, and how the hops draw."""
+
+    fanouts: Any
+    names: list[str]  # node data carried for every batch node
+    labels: Optional[str]  # the seeds' labels (None: none)
+    replace: bool = False
+    disjoint: bool = False
+    timeout_s: float = 60.0
+
+
 @dataclass
 class Pieces:
     layout: TrainerLayout
@@ -40,21 +52,20 @@ def new_stats() -> dict:
     return {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
 
 
-def compose(part: Any, seeds: Any, fanouts: Any, names: list[str], labels: Optional[str], replace: bool, disjoint: bool,
-            timeout_s: float, sampler: Any = None, row_source: Optional[RowSource] = None,
+def compose(part: Any, seeds: Any, request: SamplingRequest, sampler: Any = None, row_source: Optional[RowSource] = None,
             carry_rows: bool = True) -> Pieces:
     """The pieces of a loader over `part` for `seeds` (see the module); no collective."""
-    layout = trainer_layout(part.num_parts, timeout_s, path=part.directory)
+    layout = trainer_layout(part.num_parts, request.timeout_s, path=part.directory)
     stats = new_stats()
-    exchange = Exchange(layout, timeout_s, stats)
-    plan = plan_for(part, seeds, fanouts, names, labels, row_source if row_source is not None else PartitionRows(part))
+    exchange = Exchange(layout, request.timeout_s, stats)
+    plan = plan_for(part, seeds, request.fanouts, request.names, request.labels, row_source if row_source is not None else PartitionRows(part))
     problem = plan.problem or _placement_problem(part, layout)
     if sampler is not None and not problem and sampler.num_hops != len(plan.hop_fanouts):
         problem = f"the sampler takes {sampler.num_hops} hops, the fanouts {len(plan.hop_fanouts)}"
     if problem:
         return Pieces(layout, exchange, plan, sampler, None, stats, problem)
-    sampler = sampler if sampler is not None else LocalSampler(part, plan.hop_fanouts, replace)
-    protocol = DistSampler(part, sampler, exchange, plan.rows, disjoint, carry_rows)
+    sampler = sampler if sampler is not None else LocalSampler(part, plan.hop_fanouts, request.replace)
+    protocol = DistSampler(part, sampler, exchange, plan.rows, request.disjoint, carry_rows)
     return Pieces(layout, exchange, plan, sampler, protocol, stats, problem)
 
 
