@@ -171,7 +171,7 @@ def test_bad_manifests_give_clear_errors(parts, tmp_path):
     src = parts["cora_metis_2"]
     d = _copy(src, tmp_path / "version")
     _edit_manifest(d, lambda m: m.update(version=2))
-    with pytest.raises(InputError, match="manifest.json: gpart.pipeline.partition version 2 is not supported"):
+    with pytest.raises(InputError, match="manifest.json: gpart.partition version 2 is not supported"):
         gr.load_partition(d, 0, device="cpu")
 
     d = _copy(src, tmp_path / "missing")
