@@ -72,8 +72,9 @@ class Stager:
                     ev.synchronize()  # the previous copy out of this buffer is done
                 buf[: stop - start].copy_(src_bytes[start:stop])
                 dst_bytes[start:stop].copy_(buf[: stop - start], non_blocking=True)
-                self._events[slot] = torch.cuda.Event()
-                self._events[slot].record(stream)
+                done = torch.cuda.Event()
+                done.record(stream)
+                self._events[slot] = done
             stream.synchronize()
 
 

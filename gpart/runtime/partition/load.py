@@ -54,40 +54,47 @@ def load_partition(
     """
     directory = Path(path)
     reader, rank = _open_reader(directory, rank)
-    if hetero and reader.hetero is not None:
+    try:
+        typed = hetero and reader.hetero is not None
+        # a typed result: its erased partition without data, then the typed data over it
+        base = _load_erased(reader, directory, rank, device, feature_device, verify, [] if typed else node_data,
+                            [] if typed else edge_data, timeout_s)
+    finally:
         reader.close()
-        base = load_partition(directory, rank, device, feature_device, verify, node_data=[], edge_data=[], timeout_s=timeout_s,
-                              hetero=False)
+    if typed:
         return load_hetero_partition(base, feature_device, verify, node_data=node_data, edge_data=edge_data)
+    return base
+
+
+def _load_erased(reader: PartitionReader, directory: Path, rank: Any, device: DeviceLike, feature_device: DeviceLike,
+                 verify: bool, node_data: Optional[Sequence[str]], edge_data: Optional[Sequence[str]],
+                 timeout_s: float) -> LoadedPartition:
+    """Partition `rank` of the result `reader` opened, over erased ids, with the node and edge data named."""
     rank = _check_rank(rank, reader.num_parts, directory)
     dev = resolve_device(device)
     fdev = resolve_device(feature_device) if feature_device is not None else dev
     names = _select(reader.node_data_names(), node_data, "node data", directory)
     edge_names = _select(reader.edge_data_names(), edge_data, "edge data", directory)
-    try:
-        info = reader.part_info(rank)
-        fields = dict(
-            directory=directory,
-            manifest=reader.manifest,
-            digest=_manifest_digest(reader.manifest_file),
-            rank=rank,
-            num_parts=reader.num_parts,
-            num_nodes=reader.num_nodes,
-            num_edges=reader.num_edges,
-            num_owned=int(info["num_owned"]),
-            num_halo=int(info["num_halo"]),
-            halo=bool(reader.halo),
-            device=dev,
-            feature_device=fdev,
-            timeout_s=timeout_s,
-            **_load_arrays(reader, rank, verify, dev, fdev, names, edge_names),
-        )
-    finally:
-        reader.close()
-    return LoadedPartition(**fields)
+    info = reader.part_info(rank)
+    return LoadedPartition(
+        directory=directory,
+        manifest=reader.manifest,
+        digest=_manifest_digest(reader.manifest_file),
+        rank=rank,
+        num_parts=reader.num_parts,
+        num_nodes=reader.num_nodes,
+        num_edges=reader.num_edges,
+        num_owned=int(info["num_owned"]),
+        num_halo=int(info["num_halo"]),
+        halo=bool(reader.halo),
+        device=dev,
+        feature_device=fdev,
+        timeout_s=timeout_s,
+        **_load_arrays(reader, rank, verify, dev, fdev, names, edge_names),
+    )
 
 
-def _open_reader(directory: Path, rank: Optional[int]) -> tuple[Any, Any]:
+def _open_reader(directory: Path, rank: Optional[int]) -> tuple[PartitionReader, Any]:
     """(the result's reader, checking only partition `rank`'s files and the book: a per-machine output holds its
     own partitions only, SPEC.md 10.4; the partition). rank None: this job's, r // L with L trainers per partition."""
     if rank is None and world()[1] > 1:

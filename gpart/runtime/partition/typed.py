@@ -233,7 +233,7 @@ def load_hetero_partition(base: LoadedPartition, feature_device: Any = None, ver
     with PartitionReader(path) as reader:
         meta = reader.hetero
         keys = [(t, n) for t in meta.node_types for n in meta.node_data[t]]
-        wanted = keys if node_data is None else [tuple(k) if isinstance(k, (tuple, list)) else tuple(str(k).split("/", 1)) for k in node_data]
+        wanted = keys if node_data is None else [_node_key(k) for k in node_data]
         unknown = [k for k in wanted if k not in keys]
         if unknown:
             raise InputError(Path(path), f"no typed node data {unknown[0]!r} (has: {', '.join('/'.join(k) for k in keys) or 'none'})")
@@ -255,6 +255,11 @@ def load_hetero_partition(base: LoadedPartition, feature_device: Any = None, ver
         counts = {c: np.array([reader.part_info(p)[HETERO_KEY][c] for p in range(reader.num_parts)], dtype=np.int64).reshape(reader.num_parts, -1)
                   for c in ("num_owned", "num_halo")}
     return HeteroPartition(base, meta, data, edge_type, counts["num_owned"], counts["num_halo"], edata)
+
+
+def _node_key(key: Any) -> TypedKey:
+    """(ntype, name) from that form or "ntype/name" (other shapes come back as tuples, reported as unknown)."""
+    return tuple(key) if isinstance(key, (tuple, list)) else tuple(str(key).split("/", 1))  # type: ignore[return-value]
 
 
 def _edge_key(key: Any) -> tuple[tuple[str, str, str], str]:
