@@ -198,3 +198,14 @@ def test_typed_partition_offers_its_base_explicitly(results):
     assert torch.equal(part.owned_ids_of("word"), part.owned_ids("word"))
     with pytest.raises(AttributeError):
         part.node_data_names  # noqa: B018 - the erased partition's names of untyped data are not the typed partition's
+
+
+def test_node_split_of_a_typed_partition_takes_erased_ids(results):
+    part = gr.load_partition(results["typed"], 1, device="cpu")
+    paper = torch.arange(part.num_nodes_of("paper")) + int(part.node_offsets[part.node_types.index("paper")])
+    mask = torch.from_numpy(_arrays(HETERO)["paper/train_mask"])
+    # one process, 2 partitions: the one-line error of every split without torch.distributed, not a crash
+    with pytest.raises(InputError, match="has 2 partitions: node_split needs torch.distributed"):
+        gr.node_split(part, paper[mask])
+    with pytest.raises(InputError, match=r"no node data 'train_mask' loaded \(loaded: paper/feat, "):
+        gr.node_split(part, "train_mask")
