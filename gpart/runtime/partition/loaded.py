@@ -35,7 +35,7 @@ import torch
 from gpart.base.errors import InputError, NotLocalError
 from gpart.runtime.partition.book import DeviceBook
 from gpart.runtime.partition.interface import PLAIN_EDGE_TYPE, PLAIN_NODE_TYPE
-from gpart.runtime.partition.serving import ServingRanks, gather_rows
+from gpart.runtime.partition.serving import ServingRanks, gather_rows, read_rows
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -229,7 +229,7 @@ class LoadedPartition:
         table = self._table(name)
         shape = torch.as_tensor(gids).shape
         rows = gather_rows(self.serving, lambda: self._ids(gids).reshape(-1), self._resolve,
-                           lambda wanted: self._index(table, wanted), self._not_local, timeout_s or self.timeout_s)
+                           lambda wanted: read_rows(table, wanted, self.device), self._not_local, timeout_s or self.timeout_s)
         return rows.reshape(*shape, *table.shape[1:])
 
     def _table(self, name: str) -> torch.Tensor:
@@ -238,17 +238,6 @@ class LoadedPartition:
         except KeyError:
             have = ", ".join(self.node_data) or "none"
             raise KeyError(f"{self.directory}: no node data {name!r} (loaded: {have})") from None
-
-    def _index(self, table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """table[rows] on the table's device, returned on the partition's device."""
-        if table.device == self.device:
-            return torch.index_select(table, 0, rows)
-        rows = rows.to(table.device)
-        if self.device.type == "cuda":
-            out = torch.empty((rows.shape[0], *table.shape[1:]), dtype=table.dtype, pin_memory=True)
-            torch.index_select(table, 0, rows, out=out)
-            return out.to(self.device, non_blocking=True)
-        return torch.index_select(table, 0, rows).to(self.device)
 
     def _not_local(self, ids: torch.Tensor, owner: torch.Tensor, missing: torch.Tensor) -> NotLocalError:
         n = int(missing.sum())

@@ -96,6 +96,19 @@ def gather_rows(serving: ServingRanks, parse: Callable[[], torch.Tensor], locate
     return exchange_rows(serving.exchange(timeout_s), ids, locate, read)
 
 
+def read_rows(table: torch.Tensor, rows: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """table[rows] read where the table lives, returned on `device` (a partition's node data may stay in
+    pinned host memory while its ids are on a GPU: the rows go through a pinned buffer, without blocking)."""
+    if table.device == device:
+        return torch.index_select(table, 0, rows.to(device))
+    rows = rows.to(table.device)
+    if device.type == "cuda":
+        out = torch.empty((rows.shape[0], *table.shape[1:]), dtype=table.dtype, pin_memory=True)
+        torch.index_select(table, 0, rows, out=out)
+        return out.to(device, non_blocking=True)
+    return torch.index_select(table, 0, rows).to(device)
+
+
 def exchange_rows(exchange: Exchange, ids: torch.Tensor, locate: Locate,
                   read: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
     """Rows of `ids` from the partitions that answer them (this one included), in request order: two

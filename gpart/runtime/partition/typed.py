@@ -26,7 +26,7 @@ from gpart.formats.partition.reader import PartitionReader
 from gpart.formats.partition.typed import HETERO_KEY, edge_data_key, node_data_key
 from gpart.runtime.partition.device import place, resolve_device
 from gpart.runtime.partition.loaded import LoadedPartition
-from gpart.runtime.partition.serving import gather_rows
+from gpart.runtime.partition.serving import gather_rows, read_rows
 
 TypedKey = tuple[str, str]
 
@@ -118,7 +118,7 @@ class HeteroPartition:
         table = self._table((ntype, name))
         shape = torch.as_tensor(ids).shape
         rows = gather_rows(self.base.serving, lambda: self._typed_ids(t, ids), lambda flat: self._rows(t, flat),
-                           lambda wanted: self._index(table, wanted), self._not_local(t), timeout_s or self.base.timeout_s)
+                           lambda wanted: read_rows(table, wanted, self.base.device), self._not_local(t), timeout_s or self.base.timeout_s)
         return rows.reshape(*shape, *table.shape[1:])
 
     def _table(self, key: TypedKey) -> torch.Tensor:
@@ -189,9 +189,6 @@ class HeteroPartition:
             raise IndexError(f"{int(wrong.sum())} of {flat.numel()} stored edges are not of edge type {':'.join(full[0])}")
         table = self.edge_data[full]
         return torch.index_select(table, 0, self.edge_rows[flat].to(table.device)).reshape(*pos.shape, *table.shape[1:])
-
-    def _index(self, table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        return torch.index_select(table, 0, rows.to(table.device)).to(self.base.device)
 
     def _not_local(self, t: int) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], NotLocalError]:
         def error(ids: torch.Tensor, owner: torch.Tensor, away: torch.Tensor) -> NotLocalError:
