@@ -22,7 +22,8 @@ from gpart.runtime.loaders.link import DistLinkNeighborLoader, HeteroLinkBatch, 
 from gpart.runtime.loaders.node import DistNeighborLoader
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.partition.filelist_slice import load_rows
-from gpart.runtime.partition.loaded import LoadedPartition, load_partition
+from gpart.runtime.partition.load import load_partition
+from gpart.runtime.partition.loaded import LoadedPartition
 from gpart.runtime.partition.split import edge_split, node_split
 from gpart.runtime.partition.typed import HeteroPartition
 from gpart.runtime.sampling.row_source import RowSource

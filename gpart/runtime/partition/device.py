@@ -1,5 +1,5 @@
-"""Devices for the runtime: resolving a device, copying host tensors onto it through reused
-pinned buffers (`Stager`, `place`), and the partition book on a device (`DeviceBook`)."""
+"""Devices for the runtime: resolving a device, and copying host tensors onto it through reused
+pinned buffers (`Stager`, `place`). The partition book on a device is gpart.runtime.partition.book."""
 
 from __future__ import annotations
 
@@ -72,8 +72,9 @@ class Stager:
                     ev.synchronize()  # the previous copy out of this buffer is done
                 buf[: stop - start].copy_(src_bytes[start:stop])
                 dst_bytes[start:stop].copy_(buf[: stop - start], non_blocking=True)
-                self._events[slot] = torch.cuda.Event()
-                self._events[slot].record(stream)
+                done = torch.cuda.Event()
+                done.record(stream)
+                self._events[slot] = done
             stream.synchronize()
 
 
@@ -89,66 +90,3 @@ def place(host: torch.Tensor, device: torch.device, pin: bool = False, stager: O
         return host
     stager = stager or Stager(device)
     return stager.copy(host)
-
-
-# --------------------------------------------------------------------------- partition book on a device
-
-
-class DeviceBook:
-    """owner(g) and local(g) for tensors of global ids, computed on the device.
-
-    remainder: `g % P`, `g // P`; range: `searchsorted(boundaries)`, `g - b[owner]`
-    (P+1 boundaries); array books (metis, random, assignment): lookups in the
-    stored owner/local arrays. Ids must be in 0..num_nodes-1 (checked by callers).
-    """
-
-    def __init__(self, kind: str, num_nodes: int, num_parts: int, device: torch.device,
-                 boundaries: Optional[torch.Tensor] = None,
-                 owner_table: Optional[torch.Tensor] = None, local_table: Optional[torch.Tensor] = None):
-        self.kind = kind
-        self.num_nodes = int(num_nodes)
-        self.num_parts = int(num_parts)
-        self.device = device
-        self.boundaries = boundaries
-        self.owner_table = owner_table
-        self.local_table = local_table
-
-    def owner(self, gids: torch.Tensor) -> torch.Tensor:
-        """Owning partition of each id (int64, same shape, on the book's device)."""
-        return self._owner(gids.to(self.device)).to(torch.int64)
-
-    def to_local(self, gids: torch.Tensor) -> torch.Tensor:
-        """Row of each id within its owner's owned nodes (int64, same shape)."""
-        return self.owner_and_local(gids)[1]
-
-    def _owner(self, gids: torch.Tensor) -> torch.Tensor:
-        # int32 for array books (the stored table), int64 for rules; a fresh tensor either way.
-        if self.kind == "remainder":
-            return torch.remainder(gids, self.num_parts)
-        if self.kind == "range":
-            return torch.searchsorted(self.boundaries, gids, right=True).sub_(1)
-        return _lookup(self.owner_table, gids)
-
-    def owner_and_local(self, gids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(owner, local) in one pass; owner is an integer tensor (int32 for array books), both fresh."""
-        gids = gids.to(self.device)
-        if self.kind == "remainder":
-            return torch.remainder(gids, self.num_parts), torch.div(gids, self.num_parts, rounding_mode="floor")
-        if self.kind == "range":
-            owner = self._owner(gids)
-            return owner, gids - self.boundaries[owner]
-        return _lookup(self.owner_table, gids), _lookup(self.local_table, gids)
-
-    def counts(self) -> torch.Tensor:
-        """Owned nodes per partition (CPU int64)."""
-        if self.kind == "remainder":
-            p = torch.arange(self.num_parts)
-            return torch.clamp(-torch.div(-(self.num_nodes - p), self.num_parts, rounding_mode="floor"), min=0)
-        if self.kind == "range":
-            return torch.diff(self.boundaries).cpu()
-        return torch.bincount(self.owner_table.to(torch.int64), minlength=self.num_parts).cpu()
-
-
-def _lookup(table: torch.Tensor, gids: torch.Tensor) -> torch.Tensor:
-    # index_select is markedly faster than advanced indexing for 1-D lookups.
-    return torch.index_select(table, 0, gids.reshape(-1)).reshape(gids.shape)

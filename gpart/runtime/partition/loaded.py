@@ -16,38 +16,28 @@ on the partition's device. HDF5 results are mapped the same way (their
 datasets are contiguous); h5py is imported only for them.
 
 `gather` answers ids of this partition locally (owned rows, and halo rows when
-the result stores halo data). When torch.distributed is initialised with one
-rank per partition it fetches the other ids from their owners with two
-all_to_all exchanges (ids out, rows back); everything else is an error that
-says what is missing.
+the result stores halo data). When torch.distributed is initialised on P x L
+ranks (L trainers per partition) it fetches the other ids from the serving
+ranks of their owners (gpart.runtime.partition.serving: ids out, rows back);
+everything else is an error that says what is missing. The partition is the
+one-type case of the Partition interface (gpart.runtime.partition.interface).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, ClassVar, Optional, Union
 
-import numpy as np
 import torch
 
-from gpart.base.errors import InputError, IntegrityError, NotLocalError
-from gpart.bytes.torch_bridge import numpy_to_tensor
-from gpart.collectives.agreement import check_same_across_ranks
-from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts, group_by_owner
-from gpart.collectives.process_group import world
-from gpart.formats.partition.reader import PartitionReader
-from gpart.formats.partition.writer import data_key
-from gpart.runtime.partition.device import DeviceBook, DeviceLike, Stager, place, resolve_device
-from gpart.runtime.partition.trainers import partition_of_rank
-from gpart.runtime.partition.typed import HeteroPartition, load_hetero_partition
+from gpart.base.errors import InputError, NotLocalError
+from gpart.runtime.partition.book import DeviceBook
+from gpart.runtime.partition.interface import PLAIN_EDGE_TYPE, PLAIN_NODE_TYPE
+from gpart.runtime.partition.serving import ServingRanks, gather_rows, read_rows
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-# --------------------------------------------------------------------------- reading arrays
 
 
 # --------------------------------------------------------------------------- the loaded partition
@@ -85,7 +75,12 @@ class LoadedPartition:
     node_data: dict[str, torch.Tensor]
     edge_data: dict[str, torch.Tensor]
     timeout_s: float = 60.0
-    _checked_distributed: bool = field(default=False, init=False)
+    typed: ClassVar[bool] = False  # homogeneous: the one-type case of a typed partition
+    is_hetero: ClassVar[bool] = False  # the same, under the name callers probed for
+    serving: ServingRanks = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.serving = ServingRanks(self.directory, self.digest, self.rank, self.num_parts, self.device)
 
     # -- descriptive
 
@@ -162,6 +157,62 @@ class LoadedPartition:
                 rows[held] = pos[hit] + self.num_owned
         return owner, rows
 
+    # -- the one-type view (gpart.runtime.partition.interface.Partition)
+
+    @property
+    def node_types(self) -> list[str]:
+        return [PLAIN_NODE_TYPE]
+
+    @property
+    def edge_types(self) -> list[tuple[str, str, str]]:
+        return [PLAIN_EDGE_TYPE]
+
+    @property
+    def node_offsets(self) -> torch.Tensor:
+        return torch.tensor([0, self.num_nodes], dtype=torch.int64, device=self.device)
+
+    @property
+    def edge_offsets(self) -> torch.Tensor:
+        return torch.tensor([0, self.num_edges], dtype=torch.int64, device=self.device)
+
+    def num_nodes_of(self, ntype: str) -> int:
+        self._check_type(ntype)
+        return self.num_nodes
+
+    def owned_ids_of(self, ntype: str) -> torch.Tensor:
+        self._check_type(ntype)
+        return self.owned_ids
+
+    def erased_rows(self, erased: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(0, row in this partition's node data or -1) of each global id: local_rows, as the one type."""
+        return torch.zeros_like(erased), self.local_rows(erased)
+
+    def owned_rows(self, local: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(0, local) of owned local ids: their rows are their local ids."""
+        return torch.zeros_like(local), local
+
+    def gather_edges(self, key: Any, positions: Any) -> torch.Tensor:
+        """Rows of edge data `key` (a name, or (PLAIN_EDGE_TYPE, name)) at local CSC positions `positions`."""
+        name = key[1] if isinstance(key, (tuple, list)) else key
+        if isinstance(key, (tuple, list)) and tuple(key[0]) != PLAIN_EDGE_TYPE:
+            raise KeyError(f"{self.directory}: a homogeneous partition has no edge type {key[0]!r}")
+        try:
+            table = self.edge_data[name]
+        except KeyError:
+            have = ", ".join(self.edge_data) or "none"
+            raise KeyError(f"{self.directory}: no edge data {name!r} (loaded: {have})") from None
+        pos = torch.as_tensor(positions, device=self.device).to(torch.int64)
+        flat = pos.reshape(-1)
+        if flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= self.indices.numel()):
+            raise IndexError(f"edge positions outside 0..{self.indices.numel() - 1} of partition {self.rank}")
+        rows = torch.index_select(table, 0, flat.to(table.device))
+        return rows.reshape(*pos.shape, *table.shape[1:])
+
+    def _check_type(self, ntype: str) -> None:
+        if ntype != PLAIN_NODE_TYPE:
+            raise InputError(self.directory, f"unknown node type {ntype!r} (a homogeneous partition has the one "
+                                             f"node type {PLAIN_NODE_TYPE!r})")
+
     # -- lookups
 
     def gather(self, name: str, gids: Any, *, timeout_s: Optional[float] = None) -> torch.Tensor:
@@ -170,29 +221,15 @@ class LoadedPartition:
         The result has shape `gids.shape + row_shape`. Duplicates and empty
         requests are fine. Without torch.distributed (or in a world of one)
         every id must be in this partition (owned, or halo when halo data is
-        stored). With torch.distributed initialised and world size equal to the
-        number of partitions this is a collective: every rank must call it (with
-        its own ids, possibly none) and remote rows come from their owners.
+        stored). With torch.distributed initialised on P x L ranks (L trainers
+        per partition, rank r on partition r // L) this is a collective: every
+        rank must call it (with its own ids, possibly none) and remote rows come
+        from the serving ranks of their owners (gpart.runtime.partition.serving).
         """
         table = self._table(name)
-        rank, world_size = world()
-        try:
-            ids = self._ids(gids)
-        except (TypeError, IndexError):
-            if world_size > 1:
-                # The other ranks are about to ask this one for rows: serve them with an
-                # empty request of our own so they finish this gather rather than wait
-                # for the process group's timeout, then report the bad ids here.
-                self._check_distributed(world_size, rank, timeout_s)
-                self._gather_distributed(table, torch.zeros(0, dtype=torch.int64, device=self.device), world_size, timeout_s or self.timeout_s)
-            raise
-        shape = ids.shape
-        flat = ids.reshape(-1)
-        if world_size == 1:
-            rows = self._gather_local(table, flat)
-        else:
-            self._check_distributed(world_size, rank, timeout_s)
-            rows = self._gather_distributed(table, flat, world_size, timeout_s or self.timeout_s)
+        shape = torch.as_tensor(gids).shape
+        rows = gather_rows(self.serving, lambda: self._ids(gids).reshape(-1), self._resolve,
+                           lambda wanted: read_rows(table, wanted, self.device), self._not_local, timeout_s or self.timeout_s)
         return rows.reshape(*shape, *table.shape[1:])
 
     def _table(self, name: str) -> torch.Tensor:
@@ -202,196 +239,13 @@ class LoadedPartition:
             have = ", ".join(self.node_data) or "none"
             raise KeyError(f"{self.directory}: no node data {name!r} (loaded: {have})") from None
 
-    def _index(self, table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """table[rows] on the table's device, returned on the partition's device."""
-        if table.device == self.device:
-            return torch.index_select(table, 0, rows)
-        rows = rows.to(table.device)
-        if self.device.type == "cuda":
-            out = torch.empty((rows.shape[0], *table.shape[1:]), dtype=table.dtype, pin_memory=True)
-            torch.index_select(table, 0, rows, out=out)
-            return out.to(self.device, non_blocking=True)
-        return torch.index_select(table, 0, rows).to(self.device)
-
-    def _gather_local(self, table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        owner, rows = self._resolve(ids)
-        if self.num_parts > 1:
-            missing = owner != self.rank
-            if bool(missing.any()):
-                n = int(missing.sum())
-                first = int(torch.nonzero(missing)[0, 0])
-                raise NotLocalError(
-                    self.directory,
-                    f"{n} of {ids.numel()} requested ids are not in partition {self.rank} "
-                    f"(e.g. global id {int(ids[first])}, owned by partition {int(owner[first])}"
-                    f"{'' if self.halo else '; halo data is not stored'}); "
-                    f"initialise torch.distributed with one rank per partition ({self.num_parts}) to fetch remote rows",
-                )
-        return self._index(table, rows)
-
-    def _check_distributed(self, world_size: int, rank: int, timeout_s: Optional[float]) -> None:
-        if world_size != self.num_parts:
-            raise InputError(
-                self.directory,
-                f"has {self.num_parts} partitions but torch.distributed has world size {world_size}: "
-                f"a distributed gather needs one rank per partition",
-            )
-        if rank != self.rank:
-            raise InputError(self.directory, f"this process is rank {rank} but loaded partition {self.rank}")
-        if not self._checked_distributed:
-            # Once per loaded partition: all ranks must serve the same result.
-            check_same_across_ranks(
-                f"manifest {self.digest} ({self.num_parts} parts)",
-                "the partition result (manifest.json digest)",
-                timeout_s=timeout_s or self.timeout_s,
-                path=self.directory,
-            )
-            self._checked_distributed = True
-
-    def _gather_distributed(self, table: torch.Tensor, ids: torch.Tensor, world_size: int, timeout_s: Optional[float] = None) -> torch.Tensor:
-        # Ids go to their owners as rows of the owner's node data; rows held
-        # here (owned, or halo data) go to "self", a local copy in the exchange.
-        owner, rows = self._resolve(ids)
-        send_rows, send_counts, order = group_by_owner(rows, owner, world_size)
-        send_counts = send_counts.tolist()
-        recv_counts = exchange_counts(send_counts, timeout_s=timeout_s)
-        wanted = all_to_all_rows(send_rows, send_counts, recv_counts, timeout_s=timeout_s)
-        answer = self._index(table, wanted)
-        got = all_to_all_rows(answer, recv_counts, send_counts, timeout_s=timeout_s)
-        return torch.empty_like(got).index_copy_(0, order, got)
-
-
-# --------------------------------------------------------------------------- loading
-
-
-def load_partition(
-    path: PathLike,
-    rank: Optional[int] = None,
-    device: DeviceLike = None,
-    feature_device: DeviceLike = None,
-    verify: bool = False,
-    *,
-    node_data: Optional[Sequence[str]] = None,
-    edge_data: Optional[Sequence[str]] = None,
-    timeout_s: float = 60.0,
-    hetero: bool = True,
-) -> Union[LoadedPartition, HeteroPartition]:
-    """Load partition `rank` of the partition result in `path` onto `device`.
-
-    rank: None -> this job's partition: rank // L when P partitions run on
-    P x L ranks (L trainers per partition; 0 when not initialised).
-    device: None -> CUDA when available, else CPU. feature_device: where node
-    data lives (None: `device`; "cpu" keeps it in pinned host memory when
-    CUDA is used). verify: check the CRC-32 of every array read.
-    node_data / edge_data: names to load (None: all). timeout_s bounds the
-    cross-rank agreement check of distributed gathers. A typed result (SPEC.md 8)
-    gives a gpart.runtime.partition.typed.HeteroPartition (node_data then names typed
-    arrays, `(ntype, name)`); hetero=False loads its type-erased partition.
-    """
-    directory = Path(path)
-    reader, rank = _open_reader(directory, rank)
-    if hetero and reader.hetero is not None:
-        reader.close()
-        base = load_partition(directory, rank, device, feature_device, verify, node_data=[], edge_data=[], timeout_s=timeout_s,
-                              hetero=False)
-        return load_hetero_partition(base, feature_device, verify, node_data=node_data, edge_data=edge_data)
-    rank = _check_rank(rank, reader.num_parts, directory)
-    dev = resolve_device(device)
-    fdev = resolve_device(feature_device) if feature_device is not None else dev
-    names = _select(reader.node_data_names(), node_data, "node data", directory)
-    edge_names = _select(reader.edge_data_names(), edge_data, "edge data", directory)
-    try:
-        info = reader.part_info(rank)
-        fields = dict(
-            directory=directory,
-            manifest=reader.manifest,
-            digest=_manifest_digest(reader.manifest_file),
-            rank=rank,
-            num_parts=reader.num_parts,
-            num_nodes=reader.num_nodes,
-            num_edges=reader.num_edges,
-            num_owned=int(info["num_owned"]),
-            num_halo=int(info["num_halo"]),
-            halo=bool(reader.halo),
-            device=dev,
-            feature_device=fdev,
-            timeout_s=timeout_s,
-            **_load_arrays(reader, rank, verify, dev, fdev, names, edge_names),
+    def _not_local(self, ids: torch.Tensor, owner: torch.Tensor, missing: torch.Tensor) -> NotLocalError:
+        n = int(missing.sum())
+        first = int(torch.nonzero(missing)[0, 0])
+        return NotLocalError(
+            self.directory,
+            f"{n} of {ids.numel()} requested ids are not in partition {self.rank} "
+            f"(e.g. global id {int(ids[first])}, owned by partition {int(owner[first])}"
+            f"{'' if self.halo else '; halo data is not stored'}); "
+            f"initialise torch.distributed with one rank per partition ({self.num_parts}) to fetch remote rows",
         )
-    finally:
-        reader.close()
-    return LoadedPartition(**fields)
-
-
-def _open_reader(directory: Path, rank: Optional[int]) -> tuple[Any, Any]:
-    """(the result's reader, checking only partition `rank`'s files and the book: a per-machine output holds its
-    own partitions only, SPEC.md 10.4; the partition). rank None: this job's, r // L with L trainers per partition."""
-    if rank is None and world()[1] > 1:
-        probe = PartitionReader(directory, parts=[])  # the manifest alone: how many partitions share the ranks
-        try:
-            rank = partition_of_rank(probe.num_parts, path=directory)
-        finally:
-            probe.close()
-    mine = world()[0] if rank is None else rank
-    return PartitionReader(directory, parts=[mine] if isinstance(mine, int) else None), mine
-
-
-def _check_rank(rank: Any, num_parts: int, directory: Path) -> int:
-    if not isinstance(rank, (int, np.integer)) or not 0 <= int(rank) < num_parts:
-        raise InputError(directory, f"has {num_parts} partitions; rank {rank!r} is not one of 0..{num_parts - 1}")
-    return int(rank)
-
-
-def _load_arrays(reader: Any, rank: int, verify: bool, dev: torch.device, fdev: torch.device,
-                 names: list[str], edge_names: list[str]) -> dict[str, Any]:
-    """The book, topology and data tensors of partition `rank`, each mapped and placed on its device."""
-    stager = Stager(dev) if dev.type == "cuda" else None
-
-    def load(key: str, to: torch.device) -> torch.Tensor:
-        entry = reader.entry(rank, key)
-        host = numpy_to_tensor(reader.read_entry(entry, verify, mode="c"), entry.dtype)
-        pin = to.type == "cpu" and dev.type == "cuda"
-        return place(host, to, pin=pin, stager=stager if to.type == "cuda" else None)
-
-    arrays: dict[str, Any] = {"book": _load_book(reader, verify, dev, stager)}
-    arrays.update({key: load(key, dev) for key in ("node_ids", "indptr", "indices", "edge_ids")})
-    arrays["node_data"] = {name: load(data_key("node", name), fdev) for name in names}
-    arrays["edge_data"] = {name: load(data_key("edge", name), dev) for name in edge_names}
-    return arrays
-
-
-def _select(available: list[str], wanted: Optional[Sequence[str]], what: str, directory: Path) -> list[str]:
-    if wanted is None:
-        return list(available)
-    if isinstance(wanted, str):
-        wanted = [wanted]
-    unknown = [n for n in wanted if n not in available]
-    if unknown:
-        raise InputError(directory, f"no {what} named {', '.join(map(repr, unknown))} (has: {', '.join(available) or 'none'})")
-    return list(wanted)
-
-
-def _manifest_digest(manifest_file: Path) -> str:
-    try:
-        return hashlib.sha256(manifest_file.read_bytes()).hexdigest()[:16]
-    except OSError as exc:
-        raise InputError(manifest_file, f"cannot read: {exc.strerror or exc}") from None
-
-
-def _load_book(reader: Any, verify: bool, device: torch.device, stager: Optional[Stager]) -> DeviceBook:
-    spec = reader.manifest["book"]
-    kind = spec["kind"]
-    n, p = reader.num_nodes, reader.num_parts
-    if kind == "remainder":
-        return DeviceBook("remainder", n, p, device)
-    if kind == "range":
-        bounds = torch.tensor([int(b) for b in spec["boundaries"]], dtype=torch.int64, device=device)
-        return DeviceBook("range", n, p, device, boundaries=bounds)
-    entries = reader.book_entries()
-    owner = numpy_to_tensor(reader.read_entry(entries["owner"], verify, mode="c"), "int32")
-    local = numpy_to_tensor(reader.read_entry(entries["local"], verify, mode="c"), "int64")
-    if owner.numel():
-        lo, hi = torch.aminmax(owner)
-        if int(lo) < 0 or int(hi) >= p:
-            raise IntegrityError(Path(reader.directory) / entries["owner"].file, f"owner ids outside 0..{p - 1}")
-    return DeviceBook("array", n, p, device, owner_table=place(owner, device, stager=stager), local_table=place(local, device, stager=stager))

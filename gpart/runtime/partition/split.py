@@ -29,36 +29,39 @@ import torch
 from gpart.collectives.agreement import agree_or_raise
 from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts
 from gpart.collectives.process_group import world
+from gpart.runtime.partition.interface import Partition
 from gpart.runtime.partition.trainers import layout_problem, wrong_partition
 
 
-def node_split(part: Any, nodes: Any, *, timeout_s: Optional[float] = None) -> torch.Tensor:
+def node_split(part: Partition, nodes: Any, *, timeout_s: Optional[float] = None) -> torch.Tensor:
     """This rank's share of the selected nodes (sorted global ids, int64 on the partition's device).
 
     nodes: the name of a boolean node data array of the partition
     ("train_mask"), a boolean array of num_nodes entries, or global node ids.
     """
-    owned, problem = _owned_selection(part, nodes, "node", part.num_nodes, part.owned_ids, part.node_data, part.num_owned)
+    owned_ids = part.node_ids[: part.num_owned]  # erased ids: a typed partition's selections are erased ids
+    owned, problem = _owned_selection(nodes, "node", part.num_nodes, owned_ids, part.node_data, part.num_owned)
     return _even_share(part, owned, problem, "node_split", timeout_s)
 
 
-def edge_split(part: Any, edges: Any, *, timeout_s: Optional[float] = None) -> torch.Tensor:
+def edge_split(part: Partition, edges: Any, *, timeout_s: Optional[float] = None) -> torch.Tensor:
     """This rank's share of the selected edges (sorted global edge ids, the input's numbering).
 
     edges: the name of a boolean edge data array of the partition, a boolean
     array of num_edges entries (input edge order), or global edge ids.
     """
     stored = part.edge_ids
-    owned, problem = _owned_selection(part, edges, "edge", part.num_edges, stored, part.edge_data, stored.numel())
+    owned, problem = _owned_selection(edges, "edge", part.num_edges, stored, part.edge_data, stored.numel())
     return _even_share(part, owned, problem, "edge_split", timeout_s)
 
 
-def _owned_selection(part, selection, kind: str, total: int, owned_ids: torch.Tensor, data: dict, rows: int):
+def _owned_selection(selection: Any, kind: str, total: int, owned_ids: torch.Tensor, data: dict,
+                     rows: int) -> tuple[torch.Tensor, Optional[str]]:
     """(the selected ids this rank owns, sorted; or an empty tensor and the problem with `selection`)."""
     none = owned_ids[:0]
     if isinstance(selection, str):
         if selection not in data:
-            return none, f"no {kind} data {selection!r} loaded (loaded: {', '.join(data) or 'none'})"
+            return none, f"no {kind} data {selection!r} loaded (loaded: {', '.join(map(_key_text, data)) or 'none'})"
         mask = data[selection][:rows].to(owned_ids.device)
         if mask.dtype != torch.bool:
             return none, f"{kind} data {selection!r} has dtype {mask.dtype}, a {kind} mask must be bool"
@@ -84,6 +87,14 @@ def _owned_selection(part, selection, kind: str, total: int, owned_ids: torch.Te
     return sel[known[at] == sel], None
 
 
+def _key_text(key: Any) -> str:
+    """A data key as the user names it: "name", "ntype/name" or "s:r:d/name" (typed partitions)."""
+    if isinstance(key, tuple):
+        kind, name = key
+        return f"{':'.join(kind) if isinstance(kind, tuple) else kind}/{name}"
+    return str(key)
+
+
 def _quotas(counts: list[int]) -> list[int]:
     """Sizes differing by at most one; the larger ones go to the ranks with the most ids (ties: lower rank)."""
     world_size = len(counts)
@@ -98,7 +109,7 @@ def _overlap(a0: int, a1: int, b0: int, b1: int) -> int:
     return max(0, min(a1, b1) - max(a0, b0))
 
 
-def _even_share(part, owned: torch.Tensor, problem: Optional[str], what: str, timeout_s: Optional[float]) -> torch.Tensor:
+def _even_share(part: Partition, owned: torch.Tensor, problem: Optional[str], what: str, timeout_s: Optional[float]) -> torch.Tensor:
     rank, world_size = world()
     per_part = world_size // part.num_parts if world_size > 1 else 1
     problem = problem or _layout_problem(part, rank, world_size, what)
@@ -121,7 +132,7 @@ def _even_share(part, owned: torch.Tensor, problem: Optional[str], what: str, ti
     return torch.sort(torch.cat([owned[: keep[rank]], got.to(owned.device)])).values
 
 
-def _layout_problem(part, rank: int, world_size: int, what: str) -> Optional[str]:
+def _layout_problem(part: Partition, rank: int, world_size: int, what: str) -> Optional[str]:
     """Whether this rank trains on the partition it loaded (rank r on partition r // L, L trainers per partition)."""
     if world_size == 1:
         return f"has {part.num_parts} partitions: {what} needs torch.distributed with one rank per partition" \

@@ -15,21 +15,30 @@ same two all_to_all exchanges as homogeneous gathers.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
 
 from gpart.base.errors import InputError, NotLocalError
 from gpart.bytes.torch_bridge import numpy_to_tensor
-from gpart.collectives.agreement import check_same_across_ranks
-from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts, group_by_owner
-from gpart.collectives.process_group import world
 from gpart.formats.partition.reader import PartitionReader
 from gpart.formats.partition.typed import HETERO_KEY, edge_data_key, node_data_key
 from gpart.runtime.partition.device import place, resolve_device
+from gpart.runtime.partition.loaded import LoadedPartition
+from gpart.runtime.partition.serving import gather_rows, read_rows
 
 TypedKey = tuple[str, str]
+
+
+class _FromBase:
+    """An attribute of the erased partition (`base`) that the typed partition offers as its own."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, objtype: Optional[type] = None) -> Any:
+        return self if obj is None else getattr(obj.base, self.name)
 
 
 class HeteroPartition:
@@ -41,9 +50,18 @@ class HeteroPartition:
     edge type r of each owned column: one contiguous slice (SPEC.md 8.2).
     """
 
-    is_hetero = True
+    typed = True
+    is_hetero = True  # the same, under the name callers probed for
 
-    def __init__(self, base: Any, meta: Any, node_data: dict[TypedKey, torch.Tensor], edge_type: torch.Tensor,
+    # the erased partition's (gpart.runtime.partition.interface.Partition): erased ids, the book, the topology
+    directory, manifest, digest = _FromBase(), _FromBase(), _FromBase()
+    rank, num_parts, num_nodes, num_edges = _FromBase(), _FromBase(), _FromBase(), _FromBase()
+    num_owned, num_halo, halo, halo_ids = _FromBase(), _FromBase(), _FromBase(), _FromBase()
+    device, feature_device, timeout_s = _FromBase(), _FromBase(), _FromBase()
+    book, owner, to_local, serving = _FromBase(), _FromBase(), _FromBase(), _FromBase()
+    node_ids, indptr, indices, edge_ids = _FromBase(), _FromBase(), _FromBase(), _FromBase()
+
+    def __init__(self, base: LoadedPartition, meta: Any, node_data: dict[TypedKey, torch.Tensor], edge_type: torch.Tensor,
                  owned_counts: np.ndarray, halo_counts: Optional[np.ndarray] = None,
                  edge_data: Optional[dict[tuple[Any, str], torch.Tensor]] = None):
         self.base, self.meta, self.node_data, self.edge_type = base, meta, node_data, edge_type
@@ -65,13 +83,6 @@ class HeteroPartition:
         # typed edge data: rows per edge type in CSC order; edge_rows[k]: row of stored edge k in its type's arrays
         self.edge_data = dict(edge_data or {})
         self.edge_rows = _rank_within_type(self.edge_type, len(self.edge_types))
-        self._checked = False
-
-    # the erased partition's attributes the loader and callers use
-    def __getattr__(self, name: str) -> Any:
-        if name in ("base", "__setstate__"):
-            raise AttributeError(name)
-        return getattr(self.base, name)
 
     def __repr__(self) -> str:
         return (f"HeteroPartition({str(self.base.directory)!r}, rank={self.base.rank}/{self.base.num_parts}, "
@@ -87,6 +98,8 @@ class HeteroPartition:
         start = sum(self.num_owned_by_type[:t])
         return self.base.node_ids[start:start + self.num_owned_by_type[t]] - self.node_offsets[t]
 
+    owned_ids_of = owned_ids  # the interface's name: a homogeneous partition's owned_ids is a property
+
     def local_rows(self, ntype: str, ids: Any) -> torch.Tensor:
         """Row of each typed id of `ntype` in this partition's arrays of that type (owned, or halo when halo
         rows are stored), -1 elsewhere (as LoadedPartition.local_rows for homogeneous results)."""
@@ -98,25 +111,14 @@ class HeteroPartition:
 
     def gather(self, key: Any, ids: Any, *, timeout_s: Optional[float] = None) -> torch.Tensor:
         """Rows of typed node data `key` = (ntype, name) for typed ids `ids`, in request order (a collective
-        when torch.distributed is initialised: every rank calls it, with its own ids, possibly none)."""
+        when torch.distributed is initialised: every rank calls it, with its own ids, possibly none; P x L
+        ranks, rank r on partition r // L, as for homogeneous gathers)."""
         ntype, name = key if isinstance(key, (tuple, list)) else str(key).split("/", 1)
         t = self.meta.ntype_index(ntype, self.base.directory)
         table = self._table((ntype, name))
-        rank, world_size = world()
-        wait = timeout_s or self.base.timeout_s
-        try:
-            flat = self._typed_ids(t, ids)
-        except (TypeError, IndexError):
-            if world_size > 1:  # serve the peers' requests before reporting, so they do not wait for a timeout
-                self._check_distributed(world_size, rank, wait)
-                self._exchange(table, t, torch.zeros(0, dtype=torch.int64, device=self.base.device), world_size, wait)
-            raise
         shape = torch.as_tensor(ids).shape
-        if world_size == 1:
-            rows = self._local(table, t, flat)
-        else:
-            self._check_distributed(world_size, rank, wait)
-            rows = self._exchange(table, t, flat, world_size, wait)
+        rows = gather_rows(self.base.serving, lambda: self._typed_ids(t, ids), lambda flat: self._rows(t, flat),
+                           lambda wanted: read_rows(table, wanted, self.base.device), self._not_local(t), timeout_s or self.base.timeout_s)
         return rows.reshape(*shape, *table.shape[1:])
 
     def _table(self, key: TypedKey) -> torch.Tensor:
@@ -188,35 +190,12 @@ class HeteroPartition:
         table = self.edge_data[full]
         return torch.index_select(table, 0, self.edge_rows[flat].to(table.device)).reshape(*pos.shape, *table.shape[1:])
 
-    def _index(self, table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        return torch.index_select(table, 0, rows.to(table.device)).to(self.base.device)
-
-    def _local(self, table: torch.Tensor, t: int, ids: torch.Tensor) -> torch.Tensor:
-        owner, rows = self._rows(t, ids)
-        away = owner != self.base.rank
-        if bool(away.any()):
-            raise NotLocalError(self.base.directory, f"{int(away.sum())} of {ids.numel()} typed ids of {self.node_types[t]!r} are not in "
-                                                     f"partition {self.base.rank}; initialise torch.distributed with one rank per partition")
-        return self._index(table, rows)
-
-    def _check_distributed(self, world_size: int, rank: int, wait: float) -> None:
-        base = self.base
-        if world_size != base.num_parts or rank != base.rank:
-            raise InputError(base.directory, f"rank {rank} of {world_size} holds partition {base.rank} of {base.num_parts}: "
-                                             "a distributed gather needs rank r on partition r")
-        if not self._checked:
-            check_same_across_ranks(f"manifest {base.digest} ({base.num_parts} parts)", "the partition result (manifest.json digest)",
-                                    timeout_s=wait, path=base.directory)
-            self._checked = True
-
-    def _exchange(self, table: torch.Tensor, t: int, ids: torch.Tensor, world_size: int, wait: float) -> torch.Tensor:
-        owner, rows = self._rows(t, ids)
-        send_rows, send_counts, order = group_by_owner(rows, owner, world_size)
-        send_counts = send_counts.tolist()
-        recv_counts = exchange_counts(send_counts, timeout_s=wait)
-        wanted = all_to_all_rows(send_rows, send_counts, recv_counts, timeout_s=wait)
-        got = all_to_all_rows(self._index(table, wanted), recv_counts, send_counts, timeout_s=wait)
-        return torch.empty_like(got).index_copy_(0, order, got)
+    def _not_local(self, t: int) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], NotLocalError]:
+        def error(ids: torch.Tensor, owner: torch.Tensor, away: torch.Tensor) -> NotLocalError:
+            return NotLocalError(self.base.directory, f"{int(away.sum())} of {ids.numel()} typed ids of {self.node_types[t]!r} "
+                                                      f"are not in partition {self.base.rank}; initialise torch.distributed "
+                                                      "with one rank per partition")
+        return error
 
 
 def _type_slices(indptr: torch.Tensor, edge_type: torch.Tensor, num_types: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -240,7 +219,7 @@ def _rank_within_type(edge_type: torch.Tensor, num_types: int) -> torch.Tensor:
     return rank
 
 
-def load_hetero_partition(base: Any, feature_device: Any = None, verify: bool = False, *,
+def load_hetero_partition(base: LoadedPartition, feature_device: Any = None, verify: bool = False, *,
                           node_data: Optional[Sequence[Any]] = None, edge_data: Optional[Sequence[Any]] = None) -> HeteroPartition:
     """The typed partition over `base`, the erased partition of a typed result loaded without node or edge data
     (what gpart.runtime.load_partition returns for a typed result: it loads `base`, then calls this).
@@ -251,7 +230,7 @@ def load_hetero_partition(base: Any, feature_device: Any = None, verify: bool = 
     with PartitionReader(path) as reader:
         meta = reader.hetero
         keys = [(t, n) for t in meta.node_types for n in meta.node_data[t]]
-        wanted = keys if node_data is None else [tuple(k) if isinstance(k, (tuple, list)) else tuple(str(k).split("/", 1)) for k in node_data]
+        wanted = keys if node_data is None else [_node_key(k) for k in node_data]
         unknown = [k for k in wanted if k not in keys]
         if unknown:
             raise InputError(Path(path), f"no typed node data {unknown[0]!r} (has: {', '.join('/'.join(k) for k in keys) or 'none'})")
@@ -273,6 +252,11 @@ def load_hetero_partition(base: Any, feature_device: Any = None, verify: bool = 
         counts = {c: np.array([reader.part_info(p)[HETERO_KEY][c] for p in range(reader.num_parts)], dtype=np.int64).reshape(reader.num_parts, -1)
                   for c in ("num_owned", "num_halo")}
     return HeteroPartition(base, meta, data, edge_type, counts["num_owned"], counts["num_halo"], edata)
+
+
+def _node_key(key: Any) -> TypedKey:
+    """(ntype, name) from that form or "ntype/name" (other shapes come back as tuples, reported as unknown)."""
+    return tuple(key) if isinstance(key, (tuple, list)) else tuple(str(key).split("/", 1))  # type: ignore[return-value]
 
 
 def _edge_key(key: Any) -> tuple[tuple[str, str, str], str]:

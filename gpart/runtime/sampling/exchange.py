@@ -1,70 +1,7 @@
-"""The loader's collectives, in one place: requests grouped by the partition that owns them, the bounded
-all_to_alls that carry them, and their statistics.
+"""The loader's collectives (`Exchange`): they live in gpart.runtime.partition.exchange, beside the trainer
+layout they route by, so that a partition's own gather is built on them too (the layer test ranks
+runtime.partition below runtime.sampling); the samplers and loaders import them from here or from there."""
 
-    exchange = Exchange(layout, timeout_s=60)
-    sent, counts, order = exchange.group(cols, owner)      # by owning partition, request order within one
-    recv = exchange.counts(counts)                         # one collective
-    rows = exchange.rows(sent, counts, recv)               # one collective, any dtype and row shape
+from gpart.runtime.partition.exchange import Exchange
 
-Peers are partitions: the exchange talks to one serving rank per partition
-(`layout.group`: with one trainer per partition the default group, rank r
-serving partition r; with L trainers per partition the group of the trainers
-with this rank's local index, one per partition, so the L trainers of a
-partition spread the requests for it). In a world of one partition nothing
-travels and nothing is counted. `stats` counts the collectives and the
-seconds spent waiting in them; every wait is bounded by `timeout_s`.
-"""
-
-from __future__ import annotations
-
-import time
-from typing import Any, Optional, Sequence
-
-import torch
-
-from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts, group_by_owner
-
-
-class Exchange:
-    """Bounded all_to_alls between the serving ranks of the partitions (one per partition), with statistics."""
-
-    def __init__(self, layout: Any, timeout_s: float, stats: Optional[dict] = None):
-        self.layout = layout
-        self.group = layout.group
-        self.num_peers = layout.num_parts if layout.world_size > 1 else 1
-        self.timeout_s = float(timeout_s)
-        self.stats = stats if stats is not None else {}  # "collectives", "collective_s" are added to it
-        self.stats.setdefault("collectives", 0)
-        self.stats.setdefault("collective_s", 0.0)
-
-    @property
-    def active(self) -> bool:
-        """Whether requests travel (more than one partition)."""
-        return self.num_peers > 1
-
-    def group_by_partition(self, ids: torch.Tensor, owner: torch.Tensor) -> tuple[torch.Tensor, list[int], torch.Tensor]:
-        """(ids sorted by owning partition, how many go to each, order): `ids[order]` is the sorted list."""
-        sent, counts, order = group_by_owner(ids, owner, self.num_peers)
-        return sent, counts.tolist(), order
-
-    def counts(self, send_counts: Sequence[int]) -> list[int]:
-        """How many items each peer sends here, for `send_counts[p]` sent to peer p (one collective)."""
-        if not self.active:
-            return [int(c) for c in send_counts]
-        start = time.perf_counter()
-        recv = exchange_counts(list(send_counts), group=self.group, timeout_s=self.timeout_s)
-        self._count(start)
-        return recv
-
-    def rows(self, send: torch.Tensor, send_counts: Sequence[int], recv_counts: Sequence[int]) -> torch.Tensor:
-        """Blocks of rows: `send_counts[p]` rows of `send` to peer p, `recv_counts[p]` back from it (one collective)."""
-        if not self.active:
-            return send
-        start = time.perf_counter()
-        got = all_to_all_rows(send, send_counts, recv_counts, group=self.group, timeout_s=self.timeout_s)
-        self._count(start)
-        return got
-
-    def _count(self, start: float) -> None:
-        self.stats["collectives"] += 1
-        self.stats["collective_s"] += time.perf_counter() - start
+__all__ = ["Exchange"]

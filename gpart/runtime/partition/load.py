@@ -1,0 +1,149 @@
+"""Loading one partition of a gpart partition result: the manifest checked, every array mapped and placed
+on its device; a LoadedPartition, or a HeteroPartition over it for a typed result (SPEC.md 8).
+
+    part = load_partition("parts/")          # this job's partition (rank // L), on CUDA when available
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from gpart.base.errors import InputError
+from gpart.bytes.torch_bridge import numpy_to_tensor
+from gpart.collectives.process_group import world
+from gpart.formats.partition.reader import PartitionReader
+from gpart.formats.partition.writer import data_key
+from gpart.runtime.partition.book import load_book
+from gpart.runtime.partition.device import DeviceLike, Stager, place, resolve_device
+from gpart.runtime.partition.loaded import LoadedPartition
+from gpart.runtime.partition.trainers import partition_of_rank
+from gpart.runtime.partition.typed import HeteroPartition, load_hetero_partition
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def load_partition(
+    path: PathLike,
+    rank: Optional[int] = None,
+    device: DeviceLike = None,
+    feature_device: DeviceLike = None,
+    verify: bool = False,
+    *,
+    node_data: Optional[Sequence[str]] = None,
+    edge_data: Optional[Sequence[str]] = None,
+    timeout_s: float = 60.0,
+    hetero: bool = True,
+) -> Union[LoadedPartition, HeteroPartition]:
+    """Load partition `rank` of the partition result in `path` onto `device`.
+
+    rank: None -> this job's partition: rank // L when P partitions run on
+    P x L ranks (L trainers per partition; 0 when not initialised).
+    device: None -> CUDA when available, else CPU. feature_device: where node
+    data lives (None: `device`; "cpu" keeps it in pinned host memory when
+    CUDA is used). verify: check the CRC-32 of every array read.
+    node_data / edge_data: names to load (None: all). timeout_s bounds the
+    cross-rank agreement check of distributed gathers. A typed result (SPEC.md 8)
+    gives a gpart.runtime.partition.typed.HeteroPartition (node_data then names typed
+    arrays, `(ntype, name)`); hetero=False loads its type-erased partition.
+    """
+    directory = Path(path)
+    reader, rank = _open_reader(directory, rank)
+    try:
+        typed = hetero and reader.hetero is not None
+        # a typed result: its erased partition without data, then the typed data over it
+        base = _load_erased(reader, directory, rank, device, feature_device, verify, [] if typed else node_data,
+                            [] if typed else edge_data, timeout_s)
+    finally:
+        reader.close()
+    if typed:
+        return load_hetero_partition(base, feature_device, verify, node_data=node_data, edge_data=edge_data)
+    return base
+
+
+def _load_erased(reader: PartitionReader, directory: Path, rank: Any, device: DeviceLike, feature_device: DeviceLike,
+                 verify: bool, node_data: Optional[Sequence[str]], edge_data: Optional[Sequence[str]],
+                 timeout_s: float) -> LoadedPartition:
+    """Partition `rank` of the result `reader` opened, over erased ids, with the node and edge data named."""
+    rank = _check_rank(rank, reader.num_parts, directory)
+    dev = resolve_device(device)
+    fdev = resolve_device(feature_device) if feature_device is not None else dev
+    names = _select(reader.node_data_names(), node_data, "node data", directory)
+    edge_names = _select(reader.edge_data_names(), edge_data, "edge data", directory)
+    info = reader.part_info(rank)
+    return LoadedPartition(
+        directory=directory,
+        manifest=reader.manifest,
+        digest=_manifest_digest(reader.manifest_file),
+        rank=rank,
+        num_parts=reader.num_parts,
+        num_nodes=reader.num_nodes,
+        num_edges=reader.num_edges,
+        num_owned=int(info["num_owned"]),
+        num_halo=int(info["num_halo"]),
+        halo=bool(reader.halo),
+        device=dev,
+        feature_device=fdev,
+        timeout_s=timeout_s,
+        **_load_arrays(reader, rank, verify, dev, fdev, names, edge_names),
+    )
+
+
+def _open_reader(directory: Path, rank: Optional[int]) -> tuple[PartitionReader, Any]:
+    """(the result's reader, checking only partition `rank`'s files and the book: a per-machine output holds its
+    own partitions only, SPEC.md 10.4; the partition). rank None: this job's, r // L with L trainers per partition."""
+    if rank is None and world()[1] > 1:
+        probe = PartitionReader(directory, parts=[])  # the manifest alone: how many partitions share the ranks
+        try:
+            rank = partition_of_rank(probe.num_parts, path=directory)
+        finally:
+            probe.close()
+    mine = world()[0] if rank is None else rank
+    return PartitionReader(directory, parts=[mine] if isinstance(mine, int) else None), mine
+
+
+def _check_rank(rank: Any, num_parts: int, directory: Path) -> int:
+    if not isinstance(rank, (int, np.integer)) or not 0 <= int(rank) < num_parts:
+        raise InputError(directory, f"has {num_parts} partitions; rank {rank!r} is not one of 0..{num_parts - 1}")
+    return int(rank)
+
+
+def _load_arrays(reader: Any, rank: int, verify: bool, dev: torch.device, fdev: torch.device,
+                 names: list[str], edge_names: list[str]) -> dict[str, Any]:
+    """The book, topology and data tensors of partition `rank`, each mapped and placed on its device."""
+    stager = Stager(dev) if dev.type == "cuda" else None
+
+    def load(key: str, to: torch.device) -> torch.Tensor:
+        entry = reader.entry(rank, key)
+        host = numpy_to_tensor(reader.read_entry(entry, verify, mode="c"), entry.dtype)
+        pin = to.type == "cpu" and dev.type == "cuda"
+        return place(host, to, pin=pin, stager=stager if to.type == "cuda" else None)
+
+    arrays: dict[str, Any] = {"book": load_book(reader, verify, dev, stager)}
+    arrays.update({key: load(key, dev) for key in ("node_ids", "indptr", "indices", "edge_ids")})
+    arrays["node_data"] = {name: load(data_key("node", name), fdev) for name in names}
+    arrays["edge_data"] = {name: load(data_key("edge", name), dev) for name in edge_names}
+    return arrays
+
+
+def _select(available: list[str], wanted: Optional[Sequence[str]], what: str, directory: Path) -> list[str]:
+    if wanted is None:
+        return list(available)
+    if isinstance(wanted, str):
+        wanted = [wanted]
+    unknown = [n for n in wanted if n not in available]
+    if unknown:
+        raise InputError(directory, f"no {what} named {', '.join(map(repr, unknown))} (has: {', '.join(available) or 'none'})")
+    return list(wanted)
+
+
+def _manifest_digest(manifest_file: Path) -> str:
+    try:
+        return hashlib.sha256(manifest_file.read_bytes()).hexdigest()[:16]
+    except OSError as exc:
+        raise InputError(manifest_file, f"cannot read: {exc.strerror or exc}") from None
