@@ -12,6 +12,7 @@ from typing import Any, Optional, Sequence, Union
 import torch
 
 from gpart.runtime.loaders.typed_batch import HeteroBatch, typed_batch
+from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.sampled import Sampled
 
 
@@ -60,7 +61,7 @@ class Batch:
                     num_sampled_nodes=self.num_sampled_nodes, num_sampled_edges=self.num_sampled_edges, batch=self.batch)
 
 
-def present(sampled: Sampled, part: Any, input_type: Optional[str], sampled_types: Sequence[int],
+def present(sampled: Sampled, part: Partition, input_type: Optional[str], sampled_types: Sequence[int],
             first_name: Optional[str]) -> Union[Batch, HeteroBatch]:
     """The batch as the user sees it: a Batch whose x holds `first_name`'s rows (homogeneous: input_type None), or
     the graph split by type (the edge types `sampled_types` listed)."""

@@ -51,6 +51,7 @@ import torch
 from gpart.collectives.agreement import agree_or_raise
 from gpart.collectives.all_to_all import all_to_all_rows
 from gpart.runtime.loaders.node import DistNeighborLoader
+from gpart.runtime.partition.interface import Partition
 from gpart.runtime.partition.trainers import TrainerLayout, partition_group, trainer_layout
 from gpart.runtime.sampling.row_source import RowSource
 
@@ -61,7 +62,7 @@ EDGE = ("", "", "")  # its one edge type
 
 
 @torch.no_grad()
-def layerwise_inference(layers: Sequence[Layer], part: Any, node_data: Any = "feat", batch_size: int = 4096,
+def layerwise_inference(layers: Sequence[Layer], part: Partition, node_data: Any = "feat", batch_size: int = 4096,
                         timeout_s: Optional[float] = None, stats: Optional[dict] = None) -> tuple[Any, Any]:
     """(ids of this partition's owned nodes, the last layer's rows of them), every in-neighbour used.
 
@@ -106,8 +107,8 @@ class _Graph:
     """The partition as layer-wise inference sees it: node types (one for a homogeneous partition), the owned
     nodes of each, and what the loader takes and gives, in the typed form for both."""
 
-    def __init__(self, part: Any):
-        self.part, self.typed = part, bool(getattr(part, "is_hetero", False))
+    def __init__(self, part: Partition):
+        self.part, self.typed = part, part.typed
         if self.typed:
             self.kinds, self.edge_keys = list(part.node_types), [tuple(e) for e in part.edge_types]
             self.owned = {t: part.owned_ids(t) for t in self.kinds}

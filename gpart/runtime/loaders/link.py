@@ -37,6 +37,7 @@ from gpart.runtime.loaders.link_seeds import SeedEdges, reverse_type
 from gpart.runtime.loaders.node import DEFAULT_NODE_DATA, present_defaults
 from gpart.runtime.loaders.pieces import SamplingRequest, compose
 from gpart.runtime.loaders.typed_batch import HeteroBatch
+from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.epochs import LINK_SALTS, EpochStreams, agreed_batch_count
 from gpart.runtime.sampling.negatives import MODES, NegativeSampler
 from gpart.runtime.sampling.row_source import RowSource
@@ -111,7 +112,7 @@ class LinkLoaderOptions:
 
 
 def DistLinkNeighborLoader(
-    part: Any,
+    part: Partition,
     seed_edges: Any,
     fanouts: Any = (15, 10),
     batch_size: int = 1024,
@@ -172,7 +173,7 @@ class LinkNeighborLoader:
     """The loader DistLinkNeighborLoader builds (see there): epochs of this rank's seed edges over the sampling
     protocol (`protocol`), whose seeds are the batch's endpoints and negatives, drawn by a NegativeSampler."""
 
-    def __init__(self, part: Any, seed_edges: Any, options: LinkLoaderOptions, sampler: Any = None,
+    def __init__(self, part: Partition, seed_edges: Any, options: LinkLoaderOptions, sampler: Any = None,
                  row_source: Optional[RowSource] = None):
         self.part, self.options = part, options
         self.batch_size, self.exclude = int(options.batch_size), bool(options.exclude_seed_edges)

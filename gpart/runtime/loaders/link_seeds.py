@@ -10,15 +10,16 @@ import torch
 
 from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts
 from gpart.collectives.process_group import world
+from gpart.runtime.partition.interface import Partition
 
 
-def reverse_type(part: Any, edge_type: int) -> Optional[int]:
+def reverse_type(part: Partition, edge_type: int) -> Optional[int]:
     """The edge type holding the seed type's reverse copies when the result was made with --add-reverse (None:
     it was not)."""
     reverse = part.manifest.get("reverse")
     if not reverse:
         return None
-    if not getattr(part, "is_hetero", False):
+    if not part.typed:
         return 0
     seed_type = list(part.edge_types[edge_type])
     for entry in reverse.get("edge_types", []):
@@ -40,15 +41,15 @@ class SeedEdges:
     typed: bool = False
 
     @classmethod
-    def parse(cls, part: Any, given: Any) -> "SeedEdges":
+    def parse(cls, part: Partition, given: Any) -> "SeedEdges":
         """The seed edges `given` for `part` (typed or not), or no edges and the problem with them."""
-        typed = bool(getattr(part, "is_hetero", False))
+        typed = part.typed
         seeds = cls._parse(part, given, typed)
         seeds.typed = typed
         return seeds
 
     @classmethod
-    def _parse(cls, part: Any, given: Any, typed: bool) -> "SeedEdges":
+    def _parse(cls, part: Partition, given: Any, typed: bool) -> "SeedEdges":
         dev = part.device
         none = torch.zeros(0, dtype=torch.int64, device=dev)
         r, edge_offset, src_off, dst_off = 0, 0, 0, 0
@@ -75,7 +76,7 @@ class SeedEdges:
             return cls(r, none, none, None, f"seed edge ids outside 0..{limit - 1}")
         return cls(r, None, None, ids + edge_offset, None, edge_offset)
 
-    def resolve(self, part: Any, timeout_s: float) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    def resolve(self, part: Partition, timeout_s: float) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
         """(sources, destinations, edge ids or None): ids held by other partitions are looked up in one
         exchange with every rank (a collective whenever torch.distributed is on, ids given or not)."""
         eids = self.eids if self.eids is not None else torch.zeros(0, dtype=torch.int64, device=part.device)
@@ -88,7 +89,7 @@ class SeedEdges:
         return ends[:, 0].contiguous(), ends[:, 1].contiguous(), self.eids - self.edge_offset
 
 
-def _range_problem(part: Any, pairs: torch.Tensor, r: int, typed: bool) -> Optional[str]:
+def _range_problem(part: Partition, pairs: torch.Tensor, r: int, typed: bool) -> Optional[str]:
     if not pairs.numel():
         return None
     if typed:
@@ -102,7 +103,7 @@ def _range_problem(part: Any, pairs: torch.Tensor, r: int, typed: bool) -> Optio
     return None
 
 
-def _local_endpoints(part: Any, eids: torch.Tensor) -> torch.Tensor:
+def _local_endpoints(part: Partition, eids: torch.Tensor) -> torch.Tensor:
     """[n, 2] (source, destination) global ids of the edges this partition stores, -1 rows for the others."""
     out = torch.full((eids.numel(), 2), -1, dtype=torch.int64, device=part.device)
     stored = part.edge_ids
@@ -120,7 +121,7 @@ def _local_endpoints(part: Any, eids: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _remote_endpoints(part: Any, eids: torch.Tensor, ends: torch.Tensor, world_size: int, timeout_s: float) -> torch.Tensor:
+def _remote_endpoints(part: Partition, eids: torch.Tensor, ends: torch.Tensor, world_size: int, timeout_s: float) -> torch.Tensor:
     """Ask every rank for the endpoints of the edges not stored here (3 collectives); every edge is stored once."""
     missing = torch.nonzero(ends[:, 0] < 0).reshape(-1)
     ask = torch.index_select(eids, 0, missing)

@@ -57,6 +57,7 @@ from gpart.collectives.agreement import agree_or_raise
 from gpart.runtime.loaders.batch import Batch, present
 from gpart.runtime.loaders.pieces import SamplingRequest, compose
 from gpart.runtime.loaders.typed_batch import HeteroBatch
+from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.epochs import NODE_SALTS, EpochStreams, agreed_batch_count
 from gpart.runtime.sampling.row_source import RowSource
 from gpart.runtime.sampling.sampled import Sampled
@@ -94,7 +95,7 @@ class NodeLoaderOptions:
 
 
 def DistNeighborLoader(
-    part: Any,
+    part: Partition,
     seeds: Any,
     fanouts: Any = (15, 10),
     batch_size: int = 1024,
@@ -151,7 +152,7 @@ def DistNeighborLoader(
     return _loader_class(part)(part, seeds, options, sampler=sampler, row_source=row_source)
 
 
-def unfused_loader(part: Any, seeds: Any, **settings: Any) -> "NeighborLoader":
+def unfused_loader(part: Partition, seeds: Any, **settings: Any) -> "NeighborLoader":
     """DistNeighborLoader(part, seeds, **settings) whose rows are fetched after sampling, one array at a time, instead
     of travelling in the sampling answers: the same batches, more collectives (for benchmarks and equivalence
     tests; gpart.runtime does not export it)."""
@@ -164,7 +165,7 @@ class NeighborLoader:
     `stats` counts batches, seeds, sampled edges, collectives and the seconds spent; `sampler` is the owner's
     sampler (its `table_hops` chooses the hop strategy)."""
 
-    def __init__(self, part: Any, seeds: Any, options: NodeLoaderOptions, sampler: Any = None,
+    def __init__(self, part: Partition, seeds: Any, options: NodeLoaderOptions, sampler: Any = None,
                  row_source: Optional[RowSource] = None, carry_rows: bool = True):
         self.part, self.device, self.options = part, part.device, options
         self.batch_size, self.drop_last = int(options.batch_size), bool(options.drop_last)
@@ -223,6 +224,6 @@ class HeteroNeighborLoader(NeighborLoader):
     batches are HeteroBatch (HeteroData with pyg=True); seeds {ntype: ids}, fanouts {(s, r, d): [per hop]}."""
 
 
-def _loader_class(part: Any) -> type:
+def _loader_class(part: Partition) -> type:
     """The class a partition's loader is (the same loader; the typed one's name says its batches are typed)."""
-    return HeteroNeighborLoader if getattr(part, "is_hetero", False) else NeighborLoader
+    return HeteroNeighborLoader if part.typed else NeighborLoader

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from gpart.runtime.partition.interface import Partition
 from gpart.runtime.partition.trainers import TrainerLayout, trainer_layout, wrong_partition
 from gpart.runtime.sampling.exchange import Exchange
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
@@ -52,7 +53,7 @@ def new_stats() -> dict:
     return {"batches": 0, "sampled_edges": 0, "seeds": 0, "collective_s": 0.0, "total_s": 0.0, "collectives": 0}
 
 
-def compose(part: Any, seeds: Any, request: SamplingRequest, sampler: Any = None, row_source: Optional[RowSource] = None,
+def compose(part: Partition, seeds: Any, request: SamplingRequest, sampler: Any = None, row_source: Optional[RowSource] = None,
             carry_rows: bool = True) -> Pieces:
     """The pieces of a loader over `part` for `seeds` (see the module); no collective."""
     layout = trainer_layout(part.num_parts, request.timeout_s, path=part.directory)
@@ -69,7 +70,7 @@ def compose(part: Any, seeds: Any, request: SamplingRequest, sampler: Any = None
     return Pieces(layout, exchange, plan, sampler, protocol, stats, problem)
 
 
-def _placement_problem(part: Any, layout: TrainerLayout) -> Optional[str]:
+def _placement_problem(part: Partition, layout: TrainerLayout) -> Optional[str]:
     """What is wrong with this rank's place in the job (None: nothing)."""
     if layout.world_size > 1 and layout.partition != part.rank:
         return wrong_partition(layout.rank, layout.world_size, part.num_parts, part.rank, "the loader")

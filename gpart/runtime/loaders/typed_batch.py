@@ -22,6 +22,8 @@ from typing import Any, Hashable, Optional
 
 import torch
 
+from gpart.runtime.partition.interface import Partition
+
 EdgeType = tuple[str, str, str]
 
 
@@ -83,7 +85,7 @@ class HeteroBatch:
         return data
 
 
-def typed_batch(b: Any, part: Any, sampled: list[int], input_type: str, node_data: dict[Hashable, torch.Tensor],
+def typed_batch(b: Any, part: Partition, sampled: list[int], input_type: str, node_data: dict[Hashable, torch.Tensor],
                 y: Optional[torch.Tensor], first_name: Optional[str]) -> HeteroBatch:
     """The erased batch `b` (a gpart.runtime.sampling.sampled.Sampled) split by node and edge type; `sampled`: the edge type
     indices with a fanout; `node_data`: rows keyed (ntype, name), in type order then name order."""

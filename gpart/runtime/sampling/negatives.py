@@ -22,9 +22,11 @@ proportion to its trainers' batches, not to its size.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import torch
+
+from gpart.runtime.partition.interface import Partition
 
 STRICT_ROUNDS = 32
 MODES = ("binary", "triplet")
@@ -33,9 +35,9 @@ MODES = ("binary", "triplet")
 class NegativeSampler:
     """Draws negatives of edge type `edge_type` (index into part.edge_types; 0 for a homogeneous partition)."""
 
-    def __init__(self, part: Any, edge_type: int, mode: str, ratio: float, strict: bool = False):
+    def __init__(self, part: Partition, edge_type: int, mode: str, ratio: float, strict: bool = False):
         self.part, self.mode, self.ratio, self.strict = part, mode, ratio, bool(strict)
-        dev, typed = part.device, bool(getattr(part, "is_hetero", False))
+        dev, typed = part.device, part.typed
         if typed:
             src_t, _, dst_t = part.edge_types[edge_type]
             offsets = part.node_offsets.tolist()
@@ -101,13 +103,13 @@ class NegativeSampler:
                            "(the graph is too dense near those nodes for strict negatives)")
 
 
-def stored_pair_keys(part: Any, edge_type: int) -> torch.Tensor:
+def stored_pair_keys(part: Partition, edge_type: int) -> torch.Tensor:
     """Sorted keys dst * N + src (global / erased ids) of this partition's stored edges of `edge_type`."""
     counts = torch.diff(part.indptr)
     cols = torch.repeat_interleave(torch.arange(counts.numel(), device=part.device), counts)
     src = part.indices if part.num_parts == 1 else torch.index_select(part.node_ids, 0, part.indices)
     dst = torch.index_select(part.node_ids, 0, cols)
-    if getattr(part, "is_hetero", False):
+    if part.typed:
         same = part.edge_type.to(part.device) == edge_type
         src, dst = src[same], dst[same]
     return torch.sort(dst * part.num_nodes + src).values

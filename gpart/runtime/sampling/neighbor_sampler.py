@@ -26,10 +26,11 @@ tensors and the generator decide the device.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
+from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.kernels import sample_segments, sample_table
 
 
@@ -38,9 +39,9 @@ class LocalSampler:
 
     table_hops: take the hops that allow it as tables (None: on CUDA with one partition); settable."""
 
-    def __init__(self, part: Any, hop_fanouts: list[list[int]], replace: bool = False, table_hops: Optional[bool] = None):
+    def __init__(self, part: Partition, hop_fanouts: list[list[int]], replace: bool = False, table_hops: Optional[bool] = None):
         self.part, self.replace = part, bool(replace)
-        self.typed = bool(getattr(part, "is_hetero", False))
+        self.typed = part.typed
         self.num_hops = len(hop_fanouts)
         # per hop the distinct fanouts of the sampled types: one kernel call each, known here (no unique() per batch)
         self.hop_values = [sorted({f for f in fans if f}) for fans in hop_fanouts]

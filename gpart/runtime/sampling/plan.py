@@ -19,6 +19,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.row_fetcher import PlainRows, RowFetcher, TypedRows
 from gpart.runtime.sampling.row_source import RowSource
 
@@ -33,10 +34,10 @@ class SamplingPlan:
     problem: Optional[str]
 
 
-def plan_for(part: Any, seeds: Any, fanouts: Any, names: list[str], labels: Optional[str],
+def plan_for(part: Partition, seeds: Any, fanouts: Any, names: list[str], labels: Optional[str],
              source: RowSource) -> SamplingPlan:
     """The plan for a homogeneous LoadedPartition or a typed HeteroPartition, its rows read from `source`."""
-    if getattr(part, "is_hetero", False):
+    if part.typed:
         return _typed_plan(part, seeds, fanouts, names, labels, source)
     return _plain_plan(part, seeds, fanouts, names, labels, source)
 
@@ -48,7 +49,7 @@ def _integer_ids(ids: Any, device: torch.device, what: str) -> tuple[torch.Tenso
     return ids.reshape(-1).to(device=device, dtype=torch.int64), None
 
 
-def _plain_plan(part: Any, seeds: Any, fanouts: Sequence[int], names: list[str], labels: Optional[str],
+def _plain_plan(part: Partition, seeds: Any, fanouts: Sequence[int], names: list[str], labels: Optional[str],
                 source: RowSource) -> SamplingPlan:
     fans = [int(f) for f in fanouts]
     ids, problem = _integer_ids(seeds, part.device, "global node ids")
@@ -69,7 +70,7 @@ def _plain_plan(part: Any, seeds: Any, fanouts: Sequence[int], names: list[str],
     return SamplingPlan(ids, [[f] for f in fans], rows, None, settings, problem)
 
 
-def _typed_plan(part: Any, seeds: Any, fanouts: Any, names: list[str], labels: Optional[str],
+def _typed_plan(part: Partition, seeds: Any, fanouts: Any, names: list[str], labels: Optional[str],
                 source: RowSource) -> SamplingPlan:
     hop_fanouts, problem = _typed_fanouts(part, fanouts)
     ids, input_type, seed_problem = _typed_seeds(part, seeds, names, labels, set(source.keys()))
@@ -81,7 +82,7 @@ def _typed_plan(part: Any, seeds: Any, fanouts: Any, names: list[str], labels: O
     return SamplingPlan(ids, hop_fanouts, rows, input_type, settings, problem or seed_problem)
 
 
-def _typed_fanouts(part: Any, fanouts: Any) -> tuple[list[list[int]], Optional[str]]:
+def _typed_fanouts(part: Partition, fanouts: Any) -> tuple[list[list[int]], Optional[str]]:
     """([hop][edge type] fanouts, 0 for types without one; or [] and the problem)."""
     if not isinstance(fanouts, dict) or not fanouts:
         return [], "fanouts of a typed graph are a dict {(src, relation, dst): [fanout per hop]}"
@@ -102,7 +103,7 @@ def _typed_fanouts(part: Any, fanouts: Any) -> tuple[list[list[int]], Optional[s
     return [[per_type.get(r, [0] * lengths[0])[h] for r in range(len(part.edge_types))] for h in range(lengths[0])], None
 
 
-def _typed_seeds(part: Any, seeds: Any, names: list[str], labels: Optional[str],
+def _typed_seeds(part: Partition, seeds: Any, names: list[str], labels: Optional[str],
                  have: set) -> tuple[torch.Tensor, str, Optional[str]]:
     """(erased seed ids, the seed node type, None; or no ids and the problem)."""
     none = torch.zeros(0, dtype=torch.int64, device=part.device)

@@ -43,10 +43,11 @@ multiplicity.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Hashable, Optional, Union
+from typing import Hashable, Optional, Union
 
 import torch
 
+from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.answer_message import answer_message, split_answers
 from gpart.runtime.sampling.exchange import Exchange
 from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
@@ -84,7 +85,7 @@ class _Hops:
 class DistSampler:
     """The protocol over one partition's pieces (see the module); `sample` gives one batch."""
 
-    def __init__(self, part: Any, sampler: LocalSampler, exchange: Exchange, rows: RowFetcher, disjoint: bool = False,
+    def __init__(self, part: Partition, sampler: LocalSampler, exchange: Exchange, rows: RowFetcher, disjoint: bool = False,
                  carry_rows: bool = True):
         self.part, self.device = part, part.device
         self.sampler, self.exchange, self.rows = sampler, exchange, rows

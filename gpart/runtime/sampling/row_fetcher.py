@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Hashable, Optional, Sequence
+from typing import Hashable, Optional, Sequence
 
 import torch
 
+from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.packed_rows import RowLayout
 from gpart.runtime.sampling.row_source import RowSource
 
@@ -41,7 +42,7 @@ class Requests:
 class RowFetcher(ABC):
     """The rows of `data_keys` (keys of the row source) per kind; `label_key`'s rows of the seeds."""
 
-    part: Any
+    part: Partition
     source: RowSource
     device: torch.device
     kind_keys: list[list[Hashable]]  # per kind: its node data keys, in the loader's name order
@@ -156,7 +157,7 @@ class RowFetcher(ABC):
 class PlainRows(RowFetcher):
     """A homogeneous LoadedPartition: one kind, rows at local ids (owned first, then halo)."""
 
-    def __init__(self, part: Any, source: RowSource, names: Sequence[str], labels: Optional[str]):
+    def __init__(self, part: Partition, source: RowSource, names: Sequence[str], labels: Optional[str]):
         self.part, self.source, self.device = part, source, part.device
         self.kind_keys, self.label_key, self.seed_kind = [list(names)], labels, 0
 
@@ -175,7 +176,7 @@ class PlainRows(RowFetcher):
 class TypedRows(RowFetcher):
     """A HeteroPartition over erased ids: one kind per node type, the arrays of `names` that type has."""
 
-    def __init__(self, part: Any, source: RowSource, names: Sequence[str], labels: Optional[str], input_type: str):
+    def __init__(self, part: Partition, source: RowSource, names: Sequence[str], labels: Optional[str], input_type: str):
         self.part, self.source, self.device = part, source, part.device
         have = set(source.keys())
         self.kind_keys = [[(ntype, name) for name in names if (ntype, name) in have] for ntype in part.node_types]

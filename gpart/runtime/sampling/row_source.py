@@ -39,9 +39,11 @@ waiting on other ranks.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Hashable, Sequence
+from typing import Hashable, Sequence
 
 import torch
+
+from gpart.runtime.partition.interface import Partition
 
 
 class RowSource(ABC):
@@ -72,7 +74,7 @@ class PartitionRows(RowSource):
     host memory gathered on the host and copied without blocking) onto the partition's device; halo rows where the
     partition stores them."""
 
-    def __init__(self, part: Any):
+    def __init__(self, part: Partition):
         self.node_data, self.device = part.node_data, part.device
         self.holds_halo = True
 
