@@ -54,7 +54,7 @@ def test_a_new_export_target_is_one_class_and_one_registration(tmp_path, monkeyp
                     files.append({**file_entry(path), "rank": r})
             return files
 
-    monkeypatch.setattr(export_registry, "TARGETS", dict(export_registry.TARGETS))  # the registration below ends with this test
+    monkeypatch.setattr(export_registry.REGISTRY, "entries", dict(export_registry.REGISTRY.entries))  # the registration below ends with this test
     export_registry.register(RowsAndIds())
     assert "--to [wholegraph|distdgl|rows-and-ids]" in _help("export-ckpt")
     arrays = make_run(tmp_path / "run", 101, 4, (3,), "float32", "none", policy=RemainderPolicy(101, 4), name="paper")
@@ -99,7 +99,7 @@ def test_a_new_import_source_is_one_class_and_one_registration(tmp_path, monkeyp
                 write_checkpoint_manifest(stage, manifest)
             return manifest
 
-    monkeypatch.setattr(import_registry, "SOURCES", dict(import_registry.SOURCES))  # the registration below ends with this test
+    monkeypatch.setattr(import_registry.REGISTRY, "entries", dict(import_registry.REGISTRY.entries))  # the registration below ends with this test
     import_registry.register(WholeTable())
     assert "--from [wholegraph|torch|whole-table]" in _help("import-ckpt")
     table = np.random.default_rng(3).random((77, 5), dtype=np.float32)

@@ -245,7 +245,7 @@ def test_a_new_target_is_one_class_and_one_registration(cora_parts, tmp_path, mo
 
             return each_partition(reader, progress, "converting to owned-ids", write_part)
 
-    monkeypatch.setattr(registry, "TARGETS", dict(registry.TARGETS))  # the registration below ends with this test
+    monkeypatch.setattr(registry.REGISTRY, "entries", dict(registry.REGISTRY.entries))  # the registration below ends with this test
     registry.register(OwnedIds())
     runner = CliRunner()
     assert "--to [pyg|glt|dgl|owned-ids]" in runner.invoke(cli, ["convert", "--help"]).output

@@ -18,7 +18,7 @@ from gpart.cli.main import cli
 from gpart.formats.partition.book import ArrayBook
 from gpart.partition_methods.method import PartitionMethod
 from gpart.partition_methods.options import MethodOptions, OptionError
-from gpart.partition_methods.registry import METHODS, method_names, register
+from gpart.partition_methods.registry import REGISTRY, method_names, register
 from gpart.pipeline.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[1]
@@ -328,7 +328,7 @@ class ModuloMethod(PartitionMethod):
 def modulo():
     register(ModuloMethod())
     yield "modulo-3"
-    METHODS.pop("modulo-3")
+    REGISTRY.entries.pop("modulo-3")
 
 
 def method_choices(command, args) -> list[str]:
@@ -339,7 +339,7 @@ def method_choices(command, args) -> list[str]:
 
 def test_every_listed_method_comes_from_the_registry(modulo):
     listed = method_names()
-    assert listed == [name for name, method in METHODS.items() if method.listed] and listed[-1] == "modulo-3"
+    assert listed == [name for name, method in REGISTRY.entries.items() if method.listed] and listed[-1] == "modulo-3"
     assert method_choices(cli, ["partition", "--help"]) == listed
     assert method_choices(distributed_cli, ["partition", "--help"]) == listed
     assert "modulo-3: owner = (id + seed) % 3 % P." in " ".join(CliRunner().invoke(cli, ["partition", "--help"]).output.split())

@@ -25,9 +25,9 @@ preset_option = click.option(
 
 def imbalance_help() -> str:
     """--imbalance: what it bounds and each method's own default (the methods' DEFAULT_IMBALANCE)."""
-    from gpart.partition_methods.registry import METHODS  # start-up time (module docstring)
+    from gpart.partition_methods.registry import REGISTRY  # start-up time (module docstring)
 
-    defaults = [f"{m.name} {m.options_type.DEFAULT_IMBALANCE:g}" for m in METHODS.values()
+    defaults = [f"{m.name} {m.options_type.DEFAULT_IMBALANCE:g}" for m in REGISTRY.entries.values()
                 if m.listed and hasattr(m.options_type, "DEFAULT_IMBALANCE")]
     return ("Load-imbalance tolerance: parts may hold this fraction more than the average of each balanced share "
             f"(0.03 = 3%) [default: {', '.join(defaults)}].")
@@ -63,19 +63,19 @@ imbalance_option = click.option("--imbalance", type=float, default=None, cls=Des
 
 def method_help() -> str:
     """`gpart partition --method`: each listed method's summary, then the options that replace the method."""
-    from gpart.partition_methods.registry import METHODS  # start-up time (module docstring)
+    from gpart.partition_methods.registry import REGISTRY  # start-up time (module docstring)
 
-    listed = [f"{m.name}: {m.summary}" for m in METHODS.values() if m.listed]
-    replacing = [f"--{option.replace('_', '-')} replaces the method." for m in METHODS.values() if not m.listed for option in m.selected_by]
+    listed = [f"{m.name}: {m.summary}" for m in REGISTRY.entries.values() if m.listed]
+    replacing = [f"--{option.replace('_', '-')} replaces the method." for m in REGISTRY.entries.values() if not m.listed for option in m.selected_by]
     return " ".join(listed + replacing)
 
 
 def distributed_method_help() -> str:
     """`python -m gpart.distributed partition --method`: where each listed method runs, and the default."""
-    from gpart.partition_methods.registry import DEFAULT_METHOD, METHODS  # start-up time (module docstring)
+    from gpart.partition_methods.registry import DEFAULT_METHOD, REGISTRY  # start-up time (module docstring)
 
-    local = [m.name for m in METHODS.values() if m.listed and not m.needs_edges]
-    gathered = [m.name for m in METHODS.values() if m.listed and m.needs_edges]
+    local = [m.name for m in REGISTRY.entries.values() if m.listed and not m.needs_edges]
+    gathered = [m.name for m in REGISTRY.entries.values() if m.listed and m.needs_edges]
     return (f"{'/'.join(local)}: computed on every rank; {'/'.join(gathered)}: the graph is gathered on rank 0 "
             f"(it must fit there). Default: {DEFAULT_METHOD}, as gpart partition.")
 

@@ -6,31 +6,27 @@ and one `register(...)` line below.
 
 from __future__ import annotations
 
-from gpart.base.errors import InputError
+from gpart.base.registry import NamedRegistry
 from gpart.ckpt.import_source import ImportSource
 from gpart.ckpt.torch_import import TorchImport
 from gpart.ckpt.wholegraph_import import WholegraphImport
 
-SOURCES: dict[str, ImportSource] = {}
+REGISTRY: NamedRegistry[ImportSource] = NamedRegistry("import source")
 
 
 def register(source: ImportSource) -> None:
     """Offer `source` as `--from source.name`, after the sources registered before it."""
-    if source.name in SOURCES:
-        raise ValueError(f"import source {source.name!r} is registered twice")
-    SOURCES[source.name] = source
+    REGISTRY.register(source)
 
 
 def source_names() -> list[str]:
     """The --from choices, in registration order."""
-    return list(SOURCES)
+    return REGISTRY.names()
 
 
 def get_source(name: str) -> ImportSource:
     """The source registered as `name`; a one-line InputError for any other name."""
-    if name not in SOURCES:
-        raise InputError(None, f"unknown import source {name!r} (expected one of {', '.join(SOURCES)})")
-    return SOURCES[name]
+    return REGISTRY.get(name)
 
 
 register(WholegraphImport())

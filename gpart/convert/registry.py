@@ -6,37 +6,33 @@ and one `register(...)` line below.
 
 from __future__ import annotations
 
-from gpart.base.errors import InputError
+from gpart.base.registry import NamedRegistry
 from gpart.convert.dgl_target import DglTarget
 from gpart.convert.glt_target import GltTarget
 from gpart.convert.pyg_target import PygTarget
 from gpart.convert.target import ConvertTarget
 
-TARGETS: dict[str, ConvertTarget] = {}
+REGISTRY: NamedRegistry[ConvertTarget] = NamedRegistry("conversion target", unknown="target")
 
 
 def register(target: ConvertTarget) -> None:
     """Offer `target` as `--to target.name`, after the targets registered before it."""
-    if target.name in TARGETS:
-        raise ValueError(f"conversion target {target.name!r} is registered twice")
-    TARGETS[target.name] = target
+    REGISTRY.register(target)
 
 
 def target_names() -> list[str]:
     """The --to choices, in registration order."""
-    return list(TARGETS)
+    return REGISTRY.names()
 
 
 def get_target(name: str) -> ConvertTarget:
     """The target registered as `name`; a one-line InputError for any other name."""
-    if name not in TARGETS:
-        raise InputError(None, f"unknown target {name!r} (expected one of {', '.join(TARGETS)})")
-    return TARGETS[name]
+    return REGISTRY.get(name)
 
 
 def typed_target_names() -> list[str]:
     """The targets that write a typed layout (accepts_typed), in registration order."""
-    return [name for name, target in TARGETS.items() if target.accepts_typed]
+    return [name for name, target in REGISTRY.entries.items() if target.accepts_typed]
 
 
 register(PygTarget())

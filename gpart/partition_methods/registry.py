@@ -15,6 +15,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from gpart.base.errors import InputError
+from gpart.base.registry import NamedRegistry
 from gpart.partition_methods.assignment_method import AssignmentMethod
 from gpart.partition_methods.balanced_method import BalancedMethod
 from gpart.partition_methods.kaminpar_method import KaminparMethod
@@ -26,38 +27,34 @@ from gpart.partition_methods.range_method import RangeMethod
 from gpart.partition_methods.remainder_method import RemainderMethod
 from gpart.partition_methods.stream_method import StreamMethod
 
-METHODS: dict[str, PartitionMethod] = {}
+REGISTRY: NamedRegistry[PartitionMethod] = NamedRegistry("partition method")
 DEFAULT_METHOD = "balanced"  # what `gpart partition`, partition_graph and the distributed runner run when no method is named
 
 
 def register(method: PartitionMethod) -> None:
     """Offer `method` under its name, after the methods registered before it."""
-    if method.name in METHODS:
-        raise ValueError(f"partition method {method.name!r} is registered twice")
-    METHODS[method.name] = method
+    REGISTRY.register(method)
 
 
 def method_names() -> list[str]:
     """The --method choices (the listed methods), in registration order."""
-    return [name for name, method in METHODS.items() if method.listed]
+    return [name for name, method in REGISTRY.entries.items() if method.listed]
 
 
 def get_method(name: str, where: Optional[str] = None) -> PartitionMethod:
     """The method registered as `name`; a one-line InputError naming `where` for any other name."""
-    if name not in METHODS:
-        raise InputError(where, f"unknown partition method {name!r} (expected one of {', '.join(METHODS)})")
-    return METHODS[name]
+    return REGISTRY.get(name, where)
 
 
 def bounded_method_names() -> list[str]:
     """The listed methods that do not hold the whole adjacency (what runs within a small --max-memory)."""
-    return [name for name in method_names() if not METHODS[name].needs_adjacency]
+    return [name for name in method_names() if not REGISTRY.entries[name].needs_adjacency]
 
 
 def option_defaults() -> dict[str, Any]:
     """Every option of the registered methods and its default (the first method declaring it decides)."""
     defaults: dict[str, Any] = {}
-    for method in METHODS.values():
+    for method in REGISTRY.entries.values():
         for option in fields(method.options_type):
             if option.name not in defaults:
                 defaults[option.name] = option.default_factory() if option.default is MISSING else option.default  # type: ignore[misc]
@@ -66,7 +63,7 @@ def option_defaults() -> dict[str, Any]:
 
 def option_takers(option: str) -> list[str]:
     """The methods that take `option`, in registration order."""
-    return [name for name, method in METHODS.items() if option in {f.name for f in fields(method.options_type)}]
+    return [name for name, method in REGISTRY.entries.items() if option in {f.name for f in fields(method.options_type)}]
 
 
 def given_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -86,11 +83,11 @@ def resolve_method(requested: Optional[str], options: Mapping[str, Any], where: 
     if requested is not None:
         get_method(requested, where)
     given = given_options(options)
-    chosen = [m for m in METHODS.values() if set(m.selected_by) & set(given) and (requested is None or requested in m.replaces)]
+    chosen = [m for m in REGISTRY.entries.values() if set(m.selected_by) & set(given) and (requested is None or requested in m.replaces)]
     chosen = [m for m in chosen if not any(m.name in other.replaces for other in chosen)]
     if chosen:
         return chosen[0]
-    return METHODS[DEFAULT_METHOD if requested is None else requested]
+    return REGISTRY.entries[DEFAULT_METHOD if requested is None else requested]
 
 
 def method_options(method: PartitionMethod, options: Mapping[str, Any], where: Optional[str]) -> MethodOptions:

@@ -34,8 +34,8 @@ import torch
 from gpart.collectives.agreement import agree_or_raise
 from gpart.runtime.loaders.batch import Batch, present
 from gpart.runtime.loaders.link_seeds import SeedEdges, reverse_type
-from gpart.runtime.loaders.node import DEFAULT_NODE_DATA, present_defaults
-from gpart.runtime.loaders.pieces import SamplingRequest, compose
+from gpart.runtime.loaders.node import present_defaults
+from gpart.runtime.loaders.pieces import DEFAULT_NODE_DATA, LoaderOptions, SamplingRequest, compose
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.epochs import LINK_SALTS, EpochStreams, agreed_batch_count
@@ -92,23 +92,13 @@ class HeteroLinkBatch(_SeedEdgeFields, HeteroBatch):
 
 
 @dataclass
-class LinkLoaderOptions:
-    """DistLinkNeighborLoader's settings (see there)."""
+class LinkLoaderOptions(LoaderOptions):
+    """DistLinkNeighborLoader's settings (see there): every loader's, and the negatives'."""
 
-    fanouts: Any = (15, 10)
-    batch_size: int = 1024
     neg_sampling: Optional[str] = None
     neg_ratio: float = 1
     strict_negatives: bool = False
     exclude_seed_edges: bool = False
-    shuffle: bool = True
-    seed: int = 0
-    node_data: Union[str, Sequence[str], None] = DEFAULT_NODE_DATA
-    replace: bool = False
-    drop_last: bool = False
-    timeout_s: Optional[float] = None
-    pyg: bool = False
-    disjoint: bool = False
 
 
 def DistLinkNeighborLoader(
@@ -164,8 +154,10 @@ def DistLinkNeighborLoader(
     partitions resolved once, the batch count agreed) and every batch (every
     rank yields len(loader) batches, empty ones when out of seed edges).
     """
-    options = LinkLoaderOptions(fanouts, batch_size, neg_sampling, neg_ratio, strict_negatives, exclude_seed_edges, shuffle,
-                                seed, node_data, replace, drop_last, timeout_s, pyg, disjoint)
+    options = LinkLoaderOptions(fanouts=fanouts, batch_size=batch_size, shuffle=shuffle, seed=seed, node_data=node_data,
+                                replace=replace, drop_last=drop_last, timeout_s=timeout_s, pyg=pyg, disjoint=disjoint,
+                                neg_sampling=neg_sampling, neg_ratio=neg_ratio, strict_negatives=strict_negatives,
+                                exclude_seed_edges=exclude_seed_edges)
     return LinkNeighborLoader(part, seed_edges, options, sampler=sampler, row_source=row_source)
 
 

@@ -55,14 +55,12 @@ import torch
 
 from gpart.collectives.agreement import agree_or_raise
 from gpart.runtime.loaders.batch import Batch, present
-from gpart.runtime.loaders.pieces import SamplingRequest, compose
+from gpart.runtime.loaders.pieces import DEFAULT_NODE_DATA, LoaderOptions, SamplingRequest, compose
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.epochs import NODE_SALTS, EpochStreams, agreed_batch_count
 from gpart.runtime.sampling.row_source import RowSource
 from gpart.runtime.sampling.sampled import Sampled
-
-DEFAULT_NODE_DATA = ("feat",)
 
 
 def present_defaults(have_keys: Sequence[Any], node_data: Union[str, Sequence[str], None],
@@ -78,20 +76,10 @@ def present_defaults(have_keys: Sequence[Any], node_data: Union[str, Sequence[st
 
 
 @dataclass
-class NodeLoaderOptions:
-    """DistNeighborLoader's settings (see there)."""
+class NodeLoaderOptions(LoaderOptions):
+    """DistNeighborLoader's settings (see there): every loader's, and the seeds' labels."""
 
-    fanouts: Any = (15, 10)
-    batch_size: int = 1024
-    shuffle: bool = True
-    seed: int = 0
-    node_data: Union[str, Sequence[str], None] = DEFAULT_NODE_DATA
     labels: Optional[str] = "label"
-    replace: bool = False
-    drop_last: bool = False
-    timeout_s: Optional[float] = None
-    pyg: bool = False
-    disjoint: bool = False
 
 
 def DistNeighborLoader(
@@ -147,8 +135,9 @@ def DistNeighborLoader(
     have one partition and nothing travels. Yields gpart.runtime.Batch, or
     gpart.runtime.HeteroBatch for a typed partition (a HeteroNeighborLoader).
     """
-    options = NodeLoaderOptions(fanouts, batch_size, shuffle, seed, node_data, labels, replace, drop_last, timeout_s, pyg,
-                                disjoint)
+    options = NodeLoaderOptions(fanouts=fanouts, batch_size=batch_size, shuffle=shuffle, seed=seed, node_data=node_data,
+                                labels=labels, replace=replace, drop_last=drop_last, timeout_s=timeout_s, pyg=pyg,
+                                disjoint=disjoint)
     return _loader_class(part)(part, seeds, options, sampler=sampler, row_source=row_source)
 
 

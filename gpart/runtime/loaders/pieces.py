@@ -14,7 +14,7 @@ every rank raise it through its settings agreement.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Union
 
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.partition.trainers import TrainerLayout, trainer_layout, wrong_partition
@@ -23,6 +23,24 @@ from gpart.runtime.sampling.neighbor_sampler import LocalSampler
 from gpart.runtime.sampling.plan import SamplingPlan, plan_for
 from gpart.runtime.sampling.protocol import DistSampler
 from gpart.runtime.sampling.row_source import PartitionRows, RowSource
+
+DEFAULT_NODE_DATA = ("feat",)
+
+
+@dataclass
+class LoaderOptions:
+    """The settings every loader takes (DistNeighborLoader and DistLinkNeighborLoader say what each means)."""
+
+    fanouts: Any = (15, 10)
+    batch_size: int = 1024
+    shuffle: bool = True
+    seed: int = 0
+    node_data: Union[str, Sequence[str], None] = DEFAULT_NODE_DATA
+    replace: bool = False
+    drop_last: bool = False
+    timeout_s: Optional[float] = None
+    pyg: bool = False
+    disjoint: bool = False
 
 
 @dataclass(frozen=True)
