@@ -28,7 +28,10 @@ except these normalisations before hashing, listed per file in DIR/normalised.js
   - `convert --to glt` .pkl feature files: hashed as the dtype, shape and values of
     each pickled tensor, because pickle.dump of a torch tensor embeds str(id(storage)),
     a memory address, so their bytes differ from run to run; and in the convert
-    manifest.json the "bytes" / "crc32" of those .pkl entries;
+    manifest.json and its stdout the "bytes" / "crc32" of those .pkl entries;
+  - "seconds" values in manifests and captured stdout (the default method records
+    each KaMinPar run's and repair's time), and in an HDF5 result's manifest
+    attribute (the file is hashed as its datasets and attributes);
   - an absolute path of DIR in any output (an error message naming an existing
     output directory prints it resolved) is replaced by <OUT>.
 DIR/run.json holds the environment and timing and is not digested, neither is
@@ -265,6 +268,39 @@ def _pickled_tensors(data: bytes) -> bytes:
     return b"pickled tensors\n" + b"".join(out)
 
 
+_SECONDS = re.compile(rb'("seconds": )(' + _FLOAT.encode() + rb')')
+
+
+def _hdf5_without_timings(data: bytes) -> bytes:
+    """An HDF5 result as its groups, datasets (dtype, shape, sha256 of the values) and attributes, with the
+    timings of JSON attributes (the manifest) replaced: the file's own bytes hold the manifest and its timings."""
+    import io
+
+    import h5py
+    import numpy as np
+
+    lines: list[bytes] = []
+
+    def attrs(name: str, obj) -> None:
+        for key in sorted(obj.attrs):
+            value = obj.attrs[key]
+            text = value.encode() if isinstance(value, str) else value if isinstance(value, bytes) else repr(np.asarray(value).tolist()).encode()
+            lines.append(f"attr {name} {key} ".encode() + _SECONDS.sub(rb'\1"<SECONDS>"', text))
+
+    def visit(name: str, obj) -> None:
+        if isinstance(obj, h5py.Dataset):
+            values = np.ascontiguousarray(obj[()])
+            lines.append(f"dataset {name} {values.dtype} {values.shape} {hashlib.sha256(values.tobytes()).hexdigest()}".encode())
+        else:
+            lines.append(f"group {name}".encode())
+        attrs(name, obj)
+
+    with h5py.File(io.BytesIO(data), "r") as f:
+        attrs("/", f)
+        f.visititems(visit)
+    return b"hdf5\n" + b"\n".join(lines) + b"\n"
+
+
 _PKL_ENTRY = re.compile(rb'("file": "[^"\n]*\.pkl",\s*"bytes": )[0-9]+(,\s*"crc32": ")[0-9a-f]{8}(")')
 
 NORMALISERS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
@@ -285,6 +321,16 @@ NORMALISERS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
         "embed memory addresses; their contents are compared by the pickled-tensors rule)",
         lambda b: _PKL_ENTRY.sub(rb'\1"<PKL>"\2<PKL>\3', b),
     ),
+    "run-timing": (
+        "\"seconds\" values (the default method records each KaMinPar run's and repair's time in params.tried) "
+        "replaced by a placeholder: they change with the machine's load, run to run",
+        lambda b: _SECONDS.sub(rb'\1"<SECONDS>"', b),
+    ),
+    "hdf5-timing": (
+        "HDF5 result: digest of its groups, datasets and attributes, the manifest attribute's \"seconds\" values "
+        "replaced by a placeholder (as run-timing)",
+        _hdf5_without_timings,
+    ),
 }
 
 
@@ -292,9 +338,14 @@ def path_rules(rel: str) -> list[str]:
     """The normalisations every file at `rel` gets (whether or not a step asked for one)."""
     if rel.startswith("out/convert/") and rel.endswith(".pkl"):
         return ["pickled-tensors"]
-    if rel.startswith("out/convert/") and rel.endswith("/manifest.json"):
-        return ["pkl-entries"]
-    return []
+    if rel.endswith(".h5"):
+        return ["hdf5-timing"]
+    rules = []
+    if rel.endswith("manifest.json") or (rel.startswith("cap/") and rel.endswith(".stdout")):
+        rules.append("run-timing")
+    if (rel.startswith("out/convert/") and rel.endswith("/manifest.json")) or (rel.startswith("cap/convert/") and rel.endswith(".stdout")):
+        rules.append("pkl-entries")
+    return rules
 
 
 # --------------------------------------------------------------------------- inputs (numpy / torch only)
