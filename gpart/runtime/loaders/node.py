@@ -15,7 +15,7 @@ store:
   edge type (a homogeneous graph is the one-type case);
 - the row source (`row_source=`; gpart.runtime.sampling.row_source.RowSource,
   default the partition's node data): the rows an owner reads for its nodes;
-- the exchange (gpart.runtime.sampling.exchange.Exchange): every collective,
+- the exchange (gpart.runtime.partition.exchange.Exchange): every collective,
   routed to one serving rank per partition (several trainers may share a
   partition: gpart.runtime.partition.trainers).
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
+from gpart.runtime.partition.exchange import Exchange
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.partition.trainers import TrainerLayout, trainer_layout, wrong_partition
-from gpart.runtime.sampling.exchange import Exchange
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
 from gpart.runtime.sampling.plan import SamplingPlan, plan_for
 from gpart.runtime.sampling.protocol import DistSampler

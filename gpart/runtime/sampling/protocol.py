@@ -6,7 +6,7 @@
 The node loader, the link loader and layer-wise inference compose it
 (gpart.runtime.loaders); its pieces are passed in: the owner's sampler
 (gpart.runtime.sampling.neighbor_sampler.LocalSampler, or one with its
-interface), the exchange (gpart.runtime.sampling.exchange: the collectives,
+interface), the exchange (gpart.runtime.partition.exchange: the collectives,
 routed to one serving rank per partition) and the row fetcher
 (gpart.runtime.sampling.row_fetcher, reading a row source).
 
@@ -47,9 +47,9 @@ from typing import Hashable, Optional, Union
 
 import torch
 
+from gpart.runtime.partition.exchange import Exchange
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.answer_message import answer_message, split_answers
-from gpart.runtime.sampling.exchange import Exchange
 from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
 from gpart.runtime.sampling.row_fetcher import Requests, RowFetcher
