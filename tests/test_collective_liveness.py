@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from support.gloo_processes import free_port
+from support.gloo_processes import free_port, run_distributed
 
 import gpart.runtime as gr
 from gpart.collectives import waiting
@@ -183,13 +183,57 @@ def test_watch_slices_the_wait_warns_once_and_keeps_the_limit(monkeypatch, caplo
     monkeypatch.setattr(waiting, "SLICE_S", 0.1)
     caplog.set_level(logging.WARNING, logger="gpart.collectives")
     fast = _Work(0.0)
-    assert waiting.watch(fast, 5.0, [], lambda: "never").status == "done" and len(fast.waits) == 1
+    assert waiting.watch(fast, 5.0, [], lambda waited, late: "never").status == "done" and len(fast.waits) == 1
     late = _Work(0.7)
-    assert waiting.watch(late, 5.0, [], lambda: "late peer").status == "done"
+    assert waiting.watch(late, 5.0, [], lambda waited, late: "late peer").status == "done"
     assert [r.getMessage() for r in caplog.records] == ["late peer"]  # once, after the grace
     caplog.clear()
     start = time.monotonic()
-    outcome = waiting.watch(_Work(60.0), 0.25, [], lambda: "not before the limit")
+    outcome = waiting.watch(_Work(60.0), 0.25, [], lambda waited, late: "not before the limit")
     assert outcome.status == "timeout" and 0.24 <= time.monotonic() - start < 1.0 and not caplog.records
-    broken = waiting.watch(_Work(0.15, "Connection closed by peer"), 5.0, [], lambda: "")
+    broken = waiting.watch(_Work(0.15, "Connection closed by peer"), 5.0, [], lambda waited, late: "")
     assert broken.status == "failed" and "Connection closed" in str(broken.error) and broken.ended == {}
+
+
+def test_watch_is_silent_while_peers_may_be_computing_and_warns_at_half_the_limit(monkeypatch, caplog):
+    monkeypatch.setattr(waiting, "GRACE_S", 0.2)
+    monkeypatch.setattr(waiting, "SLICE_S", 0.05)
+    caplog.set_level(logging.INFO, logger="gpart.collectives")
+    asked = []
+
+    def warning(waited: float, late: bool):
+        asked.append((round(waited, 1), late))
+        return "half the limit" if late else None  # nobody known to be stuck: a line only when late
+
+    assert waiting.watch(_Work(0.8), 5.0, [], warning).status == "done"  # done long before half of 5 s
+    assert not caplog.records and asked and not any(late for _, late in asked)
+    asked.clear()
+    assert waiting.watch(_Work(1.0), 1.2, [], warning).status == "done"  # past half of 1.2 s: one line
+    assert [r.getMessage() for r in caplog.records] == ["half the limit"] and asked[-1][1]
+
+
+def _gather_after(rank: int, world: int, rank0_busy_s: float, timeout_s: float) -> list[str]:
+    """Rank 0 computes for `rank0_busy_s` before the exchange every rank makes; the warnings each rank logged."""
+    from gpart.collectives import waiting as w
+    from gpart.collectives.comm import Comm
+
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logging.getLogger("gpart.collectives").addHandler(Keep())
+    w.GRACE_S = 0.5
+    if rank == 0:
+        time.sleep(rank0_busy_s)
+    Comm(timeout_s).all_gather_bytes(b"x")
+    return lines
+
+
+def test_a_healthy_wait_for_a_computing_rank_logs_nothing():
+    # the issue's case: rank 1 waits in "gathering sizes" while rank 0 computes (a book); 2 s of a 60 s limit
+    assert run_distributed(_gather_after, 2, 2.0, 60.0, timeout_s=120) == [[], []]
+    # past half of the limit the waiting rank says so, once (the job is then close to failing)
+    [zero, one] = run_distributed(_gather_after, 2, 2.5, 4.0, timeout_s=120)
+    assert zero == [] and len(one) == 1 and "rank 1 has waited 2 s of its 4 s limit in gathering sizes" in one[0], one

@@ -143,13 +143,15 @@ def test_killed_rank_leaves_no_manifest_on_any_machine(tmp_path):
     assert no_output(tmp_path, 2)
 
 
-def test_ranks_that_share_the_output_only_in_part_are_refused(tmp_path):
-    # ranks 0 and 1 share m0/ (same directory), rank 2 has its own: neither layout; every rank refuses
+def test_ranks_that_share_a_directory_write_it_together_and_the_others_their_own(tmp_path):
+    # ranks 0 and 1 share m0/ (the same directory), rank 2 has its own: two output directories (issue 38;
+    # this layout was refused before): m0 gets partitions 0 and 1, m2 partition 2, each the manifest
     shutil.copytree(machines(tmp_path), tmp_path / "m2" / "chunks")
     os.symlink(tmp_path / "m0", tmp_path / "m1")
-    with pytest.raises(Exception, match="share rank 0's output directory and ranks \\[2\\] do not"):
-        run_distributed(_partition, 3, str(tmp_path), 3, "remainder", {}, timeout_s=120)
-    assert not (tmp_path / "m0" / "parts").exists() and not (tmp_path / "m2" / "parts").exists()
+    assert run_distributed(_partition, 3, str(tmp_path), 3, "remainder", {}, timeout_s=120) == [3] * 3
+    assert sorted(p.name for p in (tmp_path / "m0" / "parts").iterdir()) == ["manifest.json", "part_0", "part_1"]  # remainder: no book arrays
+    assert sorted(p.name for p in (tmp_path / "m2" / "parts").iterdir()) == ["manifest.json", "part_2"]
+    assert (tmp_path / "m0" / "parts" / "manifest.json").read_bytes() == (tmp_path / "m2" / "parts" / "manifest.json").read_bytes()
 
 
 # --------------------------------------------------------------------------- checkpoints, one directory per machine

@@ -7,7 +7,8 @@ interleaved through the table, so its rank streams the table once for all
 its shards). gather: tensor i of the checkpoint is gathered by rank i % W
 with the single-process gather's own gather_tensor (the output has one file
 per tensor). Every rank writes into the staging directory rank 0 created;
-rank 0 writes the manifest last once every rank reported success. The files
+rank 0 writes the manifest last once every rank reported success (with one
+directory per machine, as gpart.distributed.placement says). The files
 are the ones single-process gather-ckpt / scatter-ckpt write, byte for byte,
 because each is written by the same code.
 """
@@ -57,17 +58,19 @@ def gather_ckpt(run_dir: PathLike, out_dir: PathLike, *, npy: bool = False, forc
     src, spread = read_run(comm, run_dir)
     names = list(src.tensors)
     with ExitStack() as stack:
-        # a shared output: tensor i written by rank i % W; per machine: the whole FULL by rank 0
+        # a shared output: tensor i written by rank i % W; per machine: the whole FULL by the ranks sharing
+        # rank 0's directory (tensor i by the i % n-th of those n ranks)
         out = stage_output(comm, stack, out_dir, force, [run_dir], every_rank=False)
         stage = out.stage
+        writers = out.group_of(0)
 
         def writer_of(i: int) -> int:
-            return 0 if out.per_machine else i % comm.world
+            return writers[i % len(writers)]
 
         views = {name: src for i, name in enumerate(names) if writer_of(i) == comm.rank}
         if spread:  # rank r holds shards s % W == r only: the others' travel to the writers
             scratch = stack.enter_context(ScratchDir(stage.parent, prefix=f"{stage.name}-shards-{comm.rank}-")) \
-                if comm.rank == 0 or not out.per_machine else None
+                if comm.rank in writers else None
             views = fetch_shards(comm, src, writer_of, scratch.path if scratch else stage.parent, max_message)
         error, mine = None, {}
         # each rank's FileListWriter works in its own subdirectory: its sweep of stale work

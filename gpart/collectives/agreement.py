@@ -10,9 +10,10 @@ naming both, instead of waiting for the timeout in mismatched exchanges.
 
 Each check also records, in the job's store, that this rank entered it (gpart.collectives.presence),
 and waits in slices (gpart.collectives.waiting): a rank that makes the call alone fails as soon as a
-peer that cannot come has ended (exited, destroy_process_group), and otherwise logs once, after a few
-seconds, which ranks have not entered the collective and their last one, then raises at the limit
-saying the same.
+peer that cannot come has ended (exited, destroy_process_group), and otherwise logs once which ranks
+have not entered the collective and their last one, as soon as one is known to be stuck (in another
+collective) or when half the limit has passed (a peer that is only late may be computing: no line),
+then raises at the limit saying the same.
 """
 
 from __future__ import annotations
@@ -96,10 +97,19 @@ def check_same_across_ranks(value: str, what: str, timeout_s: float = 60.0, grou
     gathered = [torch.empty_like(mine) for _ in range(world_size)]
     work = dist.all_gather(gathered, mine, group=control, async_op=True)
     peers = [r for r in global_ranks(group) if r != me]
-    outcome = watch(work, timeout_s, peers, lambda: f"gpart: {_waits(me, seq, what, peers)} (waiting {timeout_s:g} s at most)")
+    outcome = watch(work, timeout_s, peers, lambda waited, late: _warning(me, seq, what, peers, timeout_s, late))
     if outcome.status != "done":
         raise RankMismatchError(path, _not_reached(outcome, me, seq, what, peers, world_size, timeout_s))
     _raise_on_difference([_decode(t) for t in gathered], rank, world_size, what, path)
+
+
+def _warning(rank: int, seq: int, what: str, peers: list[int], timeout_s: float, late: bool) -> Optional[str]:
+    """The line a long wait logs: the peers known to be stuck or gone, or, once half the limit has passed
+    (`late`), every missing peer; None while the missing peers may be computing (normal work)."""
+    known = presence.stuck(peers, seq, what)
+    if not known and not late:
+        return None
+    return f"gpart: {_waits(rank, seq, what, peers, known or None)} (waiting {timeout_s:g} s at most)"
 
 
 def _waits(rank: int, seq: int, what: str, peers: list[int], missing: Optional[str] = None) -> str:

@@ -215,6 +215,22 @@ def _read(store: Any, ranks: Sequence[int], kind: str) -> dict[int, str]:
 def describe(ranks: Sequence[int], seq: Optional[int], what: Optional[str]) -> str:
     """What the `ranks` that are not in collective #seq `what` are doing, as far as the records say:
     'rank 1, which has exited (its last gpart collective: #4 'node_split')'; '' when all are there."""
+    return _joined([phrase for _, phrase in _phrases(ranks, seq, what)])
+
+
+def stuck(ranks: Sequence[int], seq: Optional[int], what: Optional[str]) -> str:
+    """describe, of the `ranks` known to be stuck or gone only: ended, ahead in a later collective, or in
+    another one of the same number; '' when none is (a rank behind, or in none yet, may be computing)."""
+    return _joined([phrase for known, phrase in _phrases(ranks, seq, what) if known])
+
+
+def _joined(phrases: list[str]) -> str:
+    more = f"; and {len(phrases) - SHOWN} more ranks" if len(phrases) > SHOWN else ""
+    return "; ".join(phrases[:SHOWN]) + more
+
+
+def _phrases(ranks: Sequence[int], seq: Optional[int], what: Optional[str]) -> list[tuple[bool, str]]:
+    """(known to be stuck or gone, what it does) of each rank that is not in collective #seq `what`."""
     ended = ended_among(ranks)
     records = _bounded(lambda store: _read(store, ranks, "at"))
     known = records is not None  # None: the store did not answer, so a missing record says nothing
@@ -224,14 +240,15 @@ def describe(ranks: Sequence[int], seq: Optional[int], what: Optional[str]) -> s
         at = (int(fields[0]), float(fields[1]), fields[2]) if len(fields) == 3 else None
         its_last = f" (its last gpart collective: #{at[0]} {at[2]!r})" if at else ""
         if r in ended:
-            phrases.append(f"rank {r}, which {ended[r]}{its_last}")
+            phrases.append((True, f"rank {r}, which {ended[r]}{its_last}"))
         elif at is None and known:
-            phrases.append(f"rank {r}, which has not entered any gpart collective")
+            phrases.append((False, f"rank {r}, which has not entered any gpart collective"))
         elif at is None:
             continue
         elif seq is not None and at[0] > seq:
-            phrases.append(f"rank {r}, which is ahead, in collective #{at[0]} {at[2]!r}")
+            phrases.append((True, f"rank {r}, which is ahead, in collective #{at[0]} {at[2]!r}"))
         elif (at[0], at[2]) != (seq, what):
-            phrases.append(f"rank {r}, which has not entered a gpart collective for {max(0.0, now - at[1]):.0f} s{its_last}")
-    more = f"; and {len(phrases) - SHOWN} more ranks" if len(phrases) > SHOWN else ""
-    return "; ".join(phrases[:SHOWN]) + more
+            # the same number in another collective cannot complete this one; a lower number may be computing
+            phrases.append((seq is not None and at[0] == seq,
+                            f"rank {r}, which has not entered a gpart collective for {max(0.0, now - at[1]):.0f} s{its_last}"))
+    return phrases

@@ -14,7 +14,7 @@ from gpart.base.errors import RankMismatchError
 from gpart.collectives import presence
 from gpart.collectives.one_line import first_line
 from gpart.collectives.peers import lost_hosts, register
-from gpart.collectives.waiting import GRACE_S, Outcome, watch
+from gpart.collectives.waiting import Outcome, watch
 
 __all__ = ["is_initialized", "world", "global_ranks", "comm_device", "first_line", "wait", "barrier"]
 
@@ -45,7 +45,8 @@ def global_ranks(group=None) -> list[int]:
 def wait(work, timeout_s: Optional[float], what: str, group=None) -> None:
     """Wait for an async collective of `group`; past `timeout_s` (None: the process group's own timeout) raise
     RankMismatchError instead of blocking. On gloo a rank of the group that has ended makes it raise at
-    once, and a wait past GRACE_S logs one warning line (gpart.collectives.waiting)."""
+    once, and a wait logs one warning line when a peer is known to be stuck or half the limit has passed
+    (gpart.collectives.waiting)."""
     if timeout_s is None:
         work.wait()
         return
@@ -56,7 +57,7 @@ def wait(work, timeout_s: Optional[float], what: str, group=None) -> None:
         _wait_whole(work, timeout_s, what, rank, world_size)
         return
     peers = [r for r in global_ranks(group) if r != rank]
-    outcome = watch(work, timeout_s, peers, lambda: _still_waiting(rank, what, peers))
+    outcome = watch(work, timeout_s, peers, lambda waited, late: _still_waiting(rank, what, peers, timeout_s, waited, late))
     if outcome.status != "done":
         raise RankMismatchError(None, _wait_error(outcome, rank, world_size, what, timeout_s, peers))
 
@@ -86,10 +87,16 @@ def _elsewhere(peers: list[int]) -> str:
     return presence.describe(peers, *last) if last else ""
 
 
-def _still_waiting(rank: int, what: str, peers: list[int]) -> str:
-    others = _elsewhere(peers) or "none is known to be elsewhere: one may be computing, or in a collective outside gpart"
-    return (f"gpart: rank {rank} has waited {GRACE_S:g} s in {what}{_after_last()} for the other {len(peers)} ranks; "
-            f"{others}; every rank must make the same collective calls")
+def _still_waiting(rank: int, what: str, peers: list[int], timeout_s: float, waited_s: float, late: bool) -> Optional[str]:
+    """The warning of a long wait: the peers known to be stuck or gone; when `late` (half the limit passed) a
+    line in any case; otherwise None (a peer that is late may be computing: normal work, no warning)."""
+    last = presence.last()
+    known = presence.stuck(peers, *last) if last else ""
+    if not known and not late:
+        return None
+    others = known or _elsewhere(peers) or "none is known to be elsewhere: one may be computing, or in a collective outside gpart"
+    return (f"gpart: rank {rank} has waited {waited_s:.0f} s of its {timeout_s:g} s limit in {what}{_after_last()} for the "
+            f"other {len(peers)} ranks; {others}; every rank must make the same collective calls")
 
 
 def _wait_error(outcome: Outcome, rank: int, world_size: int, what: str, timeout_s: float, peers: list[int]) -> str:

@@ -5,9 +5,11 @@ The work's own timed wait takes each slice (a condition variable: an exchange
 that completes returns at once, nothing is polled then). Between slices the
 rank asks the store (gpart.collectives.presence) whether a rank of the
 group has ended: a peer that exited or destroyed its process group cannot
-come, so waiting for the limit would only delay the error. After GRACE_S a
-warning line (logger `gpart.collectives`) says what the others are doing,
-once; the caller raises at the limit. NCCL works are not waited here: their
+come, so waiting for the limit would only delay the error. A peer that is
+merely late is normal work (rank 0 computing a book while the others wait)
+and stays silent: a warning line (logger `gpart.collectives`), once, only
+when a peer is known to be stuck (in another collective) or when half the
+limit has passed; the caller raises at the limit. NCCL works are not waited here: their
 wait does not block the CPU.
 """
 
@@ -21,7 +23,8 @@ from typing import Any, Callable, Optional, Sequence
 
 from gpart.collectives import presence
 
-GRACE_S = 3.0  # a peer this late is worth one warning line
+GRACE_S = 3.0  # a peer this late is worth asking about: a warning line if it is known to be stuck or gone
+RECHECK_S = 10.0  # how often a longer wait asks again whether a peer is known to be stuck
 SLICE_S = 0.5  # how often a waiting rank asks the store whether a peer has ended
 _SHORTEST_S = 0.01  # c10d reads a timed wait of 0 ms as no limit at all: no slice is shorter than this
 LAST_CHANCE_S = 0.5  # a peer that ended right after its part of the exchange: the exchange may still complete
@@ -40,12 +43,17 @@ class Outcome:
     waited_s: float = 0.0
 
 
-def watch(work: Any, timeout_s: float, peers: Sequence[int], warning: Callable[[], str]) -> Outcome:
-    """Wait for a gloo `work` at most `timeout_s`; `peers`: the global ranks it waits for; `warning()`: the
-    line logged once after GRACE_S (not when the limit comes first)."""
+def watch(work: Any, timeout_s: float, peers: Sequence[int], warning: Callable[[float, bool], Optional[str]]) -> Outcome:
+    """Wait for a gloo `work` at most `timeout_s`; `peers`: the global ranks it waits for.
+
+    `warning(waited_s, late)` is asked after GRACE_S (and every RECHECK_S after that) for a line naming the
+    peers known to be stuck or gone (None: none is known to be; they may be computing, which is normal
+    work and stays silent), and once more with `late` True when half the limit has passed, when it must
+    return a line; the first line it returns is logged, once (never when the limit comes first)."""
     start = time.monotonic()
     deadline = start + timeout_s
     warned = False
+    ask_at = start + GRACE_S
     while True:
         left = deadline - time.monotonic()
         if left < _SHORTEST_S:
@@ -62,9 +70,14 @@ def watch(work: Any, timeout_s: float, peers: Sequence[int], warning: Callable[[
             if finished is not None and finished.status == "done":
                 return finished
             return Outcome("ended", finished.error if finished else None, gone, time.monotonic() - start)
-        if not warned and time.monotonic() - start >= GRACE_S and deadline - time.monotonic() > SLICE_S:
-            warned = True
-            log.warning(warning())
+        now = time.monotonic()
+        if not warned and now >= ask_at and deadline - now > SLICE_S:
+            late = now - start >= max(GRACE_S, timeout_s / 2)
+            line = warning(now - start, late)
+            warned = line is not None or late
+            ask_at = min(now + RECHECK_S, max(start + GRACE_S, start + timeout_s / 2))
+            if line is not None:
+                log.warning(line)
 
 
 def _wait_slice(work: Any, seconds: float) -> Optional[Outcome]:

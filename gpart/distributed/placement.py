@@ -1,17 +1,19 @@
-"""Where a distributed run's output lives: one shared directory, or one directory per machine (SPEC.md 10.4).
+"""Where a distributed run's output lives: one shared directory, one per machine, or one per rank (SPEC.md 10.4).
 
-Rank 0 creates its staging directory first (formats.commit.staged_output,
-a fresh hidden name with a random suffix). Every rank then looks for that
-name beside its own output path and the answers are all-gathered, so all
-ranks take the same decision from the same votes:
+The ranks first find out which of them share a directory
+(gpart.distributed.sharing: token files beside each rank's output path,
+looked for by every rank, the answers all-gathered, so all ranks take the
+same decision). The lowest rank of each group, its leader, creates the
+group's staging directory (formats.commit.staged_output, a fresh hidden
+name); the other ranks of the group write into it. Then:
 
-- every rank sees it: the output is shared; rank 0 owns the staging
-  directory and commits it (finish_on_root);
-- only rank 0 sees it: per-machine directories; every other rank stages its
-  own output, and every rank commits its own copy of the manifest only after
-  all ranks wrote theirs;
-- some ranks see it, others not: refused (ranks sharing a directory would
-  commit over each other), on every rank.
+- one group (a shared file system, or one machine): rank 0 commits it
+  (finish_on_root), as for a single process;
+- several groups (per-machine directories, any number of ranks on each):
+  every leader writes the same manifest into its group's directory, and
+  each swaps its directory into place only after all of them wrote theirs;
+- an inconsistent view (a rank sees another's directory, not the reverse)
+  is refused on every rank.
 
 Detection rather than a flag: torchrun gives every rank the same arguments,
 the same command then works on a shared file system and on local disks, and
@@ -28,72 +30,54 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from gpart.base.errors import GpartError, InputError, OutputError
+from gpart.base.errors import GpartError, InputError
 from gpart.collectives.comm import Comm
+from gpart.distributed.sharing import as_output_path, sharing_groups
 from gpart.formats.files.commit import staged_output
 from gpart.formats.files.manifest import write_manifest
 
 
 @dataclass
 class Output:
-    """This rank's staging directory and whether each rank has its own output directory."""
+    """This rank's staging directory and the ranks grouped by the output directory they share."""
 
     stage: Path
-    per_machine: bool
-    root_only: bool = False  # per machine, but only rank 0 writes an output (gather-ckpt's FULL)
+    groups: list[list[int]]
+    root_only: bool = False  # per machine, but only rank 0's group writes an output (gather-ckpt's FULL)
+
+    @property
+    def per_machine(self) -> bool:
+        """Whether there is more than one output directory."""
+        return len(self.groups) > 1
+
+    def group_of(self, rank: int) -> list[int]:
+        return next(g for g in self.groups if rank in g)
 
     def writes_shared(self, rank: int) -> bool:
         """Whether this rank writes the files every output directory holds (the book, a full table):
-        rank 0 alone on a shared directory, every rank with per-machine directories."""
-        return self.per_machine or rank == 0
-
-
-def _as_output_path(out_dir: Any) -> Path:
-    out = Path(out_dir).absolute()  # as formats.commit.check_output_dir names it
-    if out.is_symlink() and out.is_dir():
-        out = out.resolve()
-    return out
-
-
-def staged_on_root(comm: Comm, stack: Any, out_dir: Any, force: bool, inputs: Sequence[Any]) -> Path:
-    """Rank 0 creates the staging directory of `out_dir` (formats.commit.staged_output, entered on
-    `stack`: removed if the run fails, swapped into place when the stack closes after the manifest
-    is written); every rank returns its path, or every rank raises rank 0's error."""
-    error, stage = None, None
-    if comm.rank == 0:
-        try:
-            stage = stack.enter_context(staged_output(out_dir, force=force, inputs=inputs))
-        except GpartError as exc:
-            error = exc
-    comm.agree(error, "creating the output directory")
-    return Path(comm.broadcast_bytes(os.fsencode(stage) if stage is not None else None).decode())
+        the lowest rank of each directory's group."""
+        return self.group_of(rank)[0] == rank
 
 
 def stage_output(comm: Comm, stack: Any, out_dir: Any, force: bool, inputs: Sequence[Any], every_rank: bool = True) -> Output:
-    """Stage the output of every rank (entered on `stack`); every rank returns the same decision or raises.
-    `every_rank` False: with per-machine directories only rank 0 writes a result (the others none)."""
-    stage = staged_on_root(comm, stack, out_dir, force, inputs)
-    if comm.world == 1:
-        return Output(stage, False)
-    sees = comm.rank == 0 or (_as_output_path(out_dir).parent / stage.name).is_dir()
-    votes = [v == b"1" for v in comm.all_gather_bytes(b"1" if sees else b"0")]
-    if all(votes):
-        return Output(stage, False)
-    if any(votes[1:]):
-        shared = [r for r, v in enumerate(votes) if v]
-        raise OutputError(out_dir, f"ranks {shared} share rank 0's output directory and ranks "
-                                   f"{[r for r, v in enumerate(votes) if not v]} do not; give every rank the same "
-                                   f"shared directory, or each rank a directory of its own (one rank per machine)")
-    if not every_rank:
-        return Output(stage, True, root_only=True)
-    error = None
-    if comm.rank != 0:
+    """Stage the output directory of every group of ranks (entered on the leaders' `stack`: removed if the run
+    fails, swapped into place when the stack closes after the manifest is written); every rank returns the
+    same groups and its group's staging directory, or raises. `every_rank` False: with several directories
+    only rank 0's group writes a result (the others none; their `stage` is then not a directory)."""
+    groups = [[0]] if comm.world == 1 else sharing_groups(comm, out_dir)
+    out = Output(Path(), groups, root_only=not every_rank and len(groups) > 1)
+    writing = not out.root_only or 0 in out.group_of(comm.rank)
+    error, stage = None, None
+    if writing and out.writes_shared(comm.rank):
         try:
             stage = stack.enter_context(staged_output(out_dir, force=force, inputs=inputs))
         except GpartError as exc:
             error = exc
-    comm.agree(error, "creating the per-machine output directories")
-    return Output(stage, True)
+    comm.agree(error, "creating the output directory" if len(groups) == 1 else "creating the per-machine output directories")
+    names = [n.decode() for n in comm.all_gather_bytes(stage.name.encode() if stage is not None else b"")]
+    # the members of a group see the leader's staging directory beside their own output path
+    out.stage = as_output_path(out_dir).parent / names[out.group_of(comm.rank)[0] if writing else 0]
+    return out
 
 
 def finish_on_root(comm: Comm, commit: Callable[[], Any]) -> Any:
@@ -117,8 +101,8 @@ def commit_output(comm: Comm, out: Output, stack: Any, manifest_on_root: Callabl
     """Write the manifest rank 0 builds and move the result(s) into place; the manifest on every rank.
 
     Shared: rank 0 writes and commits, then tells the others (finish_on_root).
-    Per machine: rank 0's manifest travels to every rank, each writes it into
-    its staging directory, and only when all of them did does each rank swap
+    Per machine: rank 0's manifest travels to every rank, each group's leader writes it into
+    its staging directory, and only when all of them did does each leader swap
     its directory into place; a rank whose swap fails makes every rank raise
     (directories already swapped on other machines then stay: rerun with --force).
     `write_shared` writes the shared manifest (a writer that checks every file
@@ -140,11 +124,13 @@ def commit_output(comm: Comm, out: Output, stack: Any, manifest_on_root: Callabl
             error = exc
     comm.agree(error, "building the manifest on rank 0")
     manifest = json.loads(comm.broadcast_bytes(text))
+    leader = out.writes_shared(comm.rank)
     for what, step in (("writing the manifest", lambda: write_manifest(out.stage, manifest)),
                        ("moving the result into place", stack.close)):
         error = None
         try:
-            step()
+            if leader:
+                step()
         except (GpartError, OSError) as exc:
             error = exc
         comm.agree(error, what)
