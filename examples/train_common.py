@@ -20,7 +20,6 @@ import torch.nn.functional as F
 from torch import nn
 
 import gpart.runtime as gr
-from gpart.base.errors import GpartError
 
 Forward = Callable[[nn.Module, object], torch.Tensor]  # (model, batch) -> logits of the batch's seeds
 
@@ -170,15 +169,13 @@ def fit(model: nn.Module, forward: Forward, loaders: tuple, args: argparse.Names
 
 def run(args: argparse.Namespace, prepare: Callable[[str, str, int, bool], None], train: Callable[[argparse.Namespace], dict]) -> dict:
     """--prepare writes the partitions (an existing --parts only with --force) and exits; otherwise train,
-    leaving the process group on every path. gpart's errors (bad input, an existing output) are one line
-    on stderr and their exit code, as in the gpart command, not a traceback."""
+    leaving the process group on every path. gpart's errors (bad input, an existing output) become one line
+    on stderr and their exit code in the scripts' `main`, decorated with gr.record."""
     try:
         if args.prepare:
             prepare(args.prepare, args.parts, args.num_parts, args.force)
             return {}
         return train(args)
-    except GpartError as exc:
-        fail(exc.one_line(), exc.exit_code)
     finally:
         if dist.is_initialized() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             dist.destroy_process_group()

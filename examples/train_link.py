@@ -338,6 +338,7 @@ def train(args: argparse.Namespace) -> dict:
     return report
 
 
+@gr.record  # a gpart error: one line per failing rank, also in torchrun's summary
 def main(argv: Optional[Sequence[str]] = None) -> dict:
     args = parse_args(argv)
     return run(args, functools.partial(prepare, seed=args.seed), train)

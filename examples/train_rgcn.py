@@ -189,6 +189,7 @@ def prepare(graph_path: str, out: str, num_parts: int, force: bool) -> None:
           f"({m['params'].get('backend', m['method'])})")
 
 
+@gr.record  # a gpart error: one line per failing rank, also in torchrun's summary
 def main(argv: Optional[Sequence[str]] = None) -> dict:
     return run(parse_args(argv), prepare, train)
 

@@ -146,6 +146,7 @@ def prepare(graph_path: str, out: str, num_parts: int, force: bool) -> None:
     print(f"wrote {out}: {num_parts} METIS partitions of {graph_path} with reverse edges ({m['graph']['num_edges']} edges)")
 
 
+@gr.record  # a gpart error: one line per failing rank, also in torchrun's summary
 def main(argv: Optional[Sequence[str]] = None) -> dict:
     return run(parse_args(argv), prepare, train)
 

@@ -5,6 +5,9 @@ look up features across ranks, train sharded embeddings and checkpoint them.
     part = gr.load_partition("parts/", rank=rank, device="cuda")
     x = part.gather("feat", global_ids)
 
+Under torchrun, importing it also makes an uncaught GpartError one line on
+stderr (gpart.runtime.rank_errors; `gr.record` for the script's entry point).
+
 Importing this module imports torch and the runtime's modules (every name
 below needs torch), but neither click, rich nor h5py (h5py only when an HDF5
 artifact is opened).
@@ -26,6 +29,7 @@ from gpart.runtime.partition.load import load_partition
 from gpart.runtime.partition.loaded import LoadedPartition
 from gpart.runtime.partition.split import edge_split, node_split
 from gpart.runtime.partition.typed import HeteroPartition
+from gpart.runtime.rank_errors import install_under_torchrun, record
 from gpart.runtime.sampling.row_source import RowSource
 
 __all__ = [
@@ -56,4 +60,8 @@ __all__ = [
     # heterogeneous graphs
     "HeteroPartition",
     "HeteroBatch",
+    # a training script's entry point: a gpart error is one line per failing rank (torchrun's summary too)
+    "record",
 ]
+
+install_under_torchrun()  # scripts without gr.record: the same one line for an uncaught GpartError
