@@ -56,6 +56,7 @@ def _partition(rank: int, world_size: int, base: str, parts: int, method: str, p
 @pytest.mark.parametrize("parts, method, halo", [(4, "random", 1), (6, "remainder", 0)])
 def test_two_hosts_of_two_ranks_each_write_their_ranks_partitions(tmp_path, parts, method, halo):
     import gpart.runtime as gr
+    from gpart.inspection.result import verify
 
     full = hosts(tmp_path)
     cwd = os.getcwd()
@@ -78,6 +79,9 @@ def test_two_hosts_of_two_ranks_each_write_their_ranks_partitions(tmp_path, part
         union |= set(files)
         for rank in ranks:
             assert gr.load_partition(out, rank).num_owned > 0
+        mine = [p for p in range(parts) if p % WORLD in ranks]  # the host's own partitions verify there
+        report = verify(out, parts=mine)
+        assert report["ok"] and report["checked"]["invariants"], report
     assert sorted(union) == sorted(str(p.relative_to(single)) for p in single.rglob("*") if p.is_file())
     assert not [p for h in ("h0", "h1") for p in (tmp_path / h).iterdir() if ".gpart-" in p.name]
 
@@ -136,3 +140,21 @@ def test_sharing_views_that_are_no_grouping_are_one_line_errors():
         with pytest.raises(OutputError, match=message) as info:
             groups_from_views(np.array(views, bool), "parts")
         assert "\n" not in info.value.one_line()
+
+
+def test_verify_parts_checks_a_per_machine_directory_and_refuses_what_it_cannot(tmp_path, capsys):
+    from support.cli_run import run
+
+    out = tmp_path / "parts"
+    partition_graph(CORA, out, 4, "random")
+    for p in (2, 3):  # as another machine holds them
+        shutil.rmtree(out / f"part_{p}")
+    assert run(capsys, "verify", out)[0] == 1  # the whole result: damaged
+    rc, stdout, _ = run(capsys, "verify", out, "--parts", "0,1")
+    assert rc == 0 and "partitions [2, 3] not checked (--parts)" in stdout, stdout
+    (out / "part_1" / "indptr.bin").write_bytes(b"\0" * (out / "part_1" / "indptr.bin").stat().st_size)
+    assert run(capsys, "verify", out, "--parts", "0,1")[0] == 1  # its own partitions are checked
+    for args, says in ((["--parts", "0,7"], "--parts must name partitions 0..3, got [0, 7]"),
+                       (["--parts", "0", "--graph", CORA], "--graph needs every partition")):
+        rc, _, err = run(capsys, "verify", out, *args)
+        assert rc == 2 and err.count("\n") == 1 and says in err, err

@@ -39,10 +39,13 @@ def info(directory: str, as_json: bool) -> None:
                    "(with edge ids) and node/edge data exactly. Default: checksums and invariants only.")
 @data_options("A node array that was added with --node-data when partitioning (default: the files the manifest records). Repeatable.",
               "An edge array that was added with --edge-data when partitioning. Repeatable.")
+@click.option("--parts", "parts", metavar="LIST", default=None, callback=lambda ctx, param, value: _part_list(value),
+              help="Comma-separated partitions: check only the book and these (a per-machine directory of a "
+                   "distributed run holds its ranks' partitions, SPEC.md 10.4). Default: every partition.")
 @quiet_option
 @json_option
 def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_data: tuple[str, ...],
-           quiet: bool, as_json: bool) -> None:
+           parts: list[int] | None, quiet: bool, as_json: bool) -> None:
     """Check every checksum and invariant of the result in DIRECTORY.
 
     Also checkpoints, export-feat directories and the outputs of convert and
@@ -56,7 +59,7 @@ def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_d
     nodes = parse_name_paths(node_data, "--node-data") or None
     edges = parse_name_paths(edge_data, "--edge-data") or None
     with progress_for(quiet or as_json) as progress:
-        report = verify_dir(directory, graph, node_data=nodes, edge_data=edges, progress=progress)
+        report = verify_dir(directory, graph, node_data=nodes, edge_data=edges, progress=progress, parts=parts)
     if as_json:
         print_json(report)
     elif not (quiet and report.get("ok")):
@@ -64,6 +67,15 @@ def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_d
     failure = report_failure(directory, graph, report)
     if failure is not None:  # main() prints its one `error:` line and exits with its code (1 damaged, 3 another input)
         raise failure
+
+
+def _part_list(value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        return [int(v) for v in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated partition numbers such as 0,1; got {value!r}", param_hint="--parts") from None
 
 
 def _render_report(report: dict[str, Any]) -> None:

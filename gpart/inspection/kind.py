@@ -36,6 +36,7 @@ class VerifyRequest:
     node_data: Optional[Mapping[str, PathLike]] = None
     edge_data: Optional[Mapping[str, PathLike]] = None
     progress: Optional[Progress] = None
+    parts: Optional[tuple[int, ...]] = None  # check these partitions only (a per-machine directory, SPEC.md 10.4)
 
     @property
     def compares_input(self) -> bool:
@@ -45,6 +46,8 @@ class VerifyRequest:
         """A one-line InputError where a kind that has no input to compare with is given one (`what`: the directory is ...)."""
         if self.compares_input:
             raise InputError(directory, f"{what}: --graph, --node-data and --edge-data apply to partition results")
+        if self.parts is not None:
+            raise InputError(directory, f"{what}: --parts applies to partition results")
 
 
 class InspectedKind(ABC):

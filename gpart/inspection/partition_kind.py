@@ -45,7 +45,7 @@ class PartitionResultKind(InspectedKind):
 
     def check(self, directory: PathLike, reader: PartitionReader, request: VerifyRequest) -> dict[str, Any]:
         """The verify report of the result in `directory`, open as `reader` (without `made_from`)."""
-        return PartitionVerifier(reader, or_null(request.progress)).run(request.graph, request.node_data, request.edge_data)
+        return PartitionVerifier(reader, or_null(request.progress), request.parts).run(request.graph, request.node_data, request.edge_data)
 
 
 def _numbers(obj: Any) -> dict[str, Optional[float]]:

@@ -33,6 +33,8 @@ class TypedPartitionKind(PartitionResultKind):
         return super().info_view(summary) + _type_tables(summary["hetero"])
 
     def check(self, directory: PathLike, reader: PartitionReader, request: VerifyRequest) -> dict[str, Any]:
+        if request.parts is not None:  # the distributed runner, whose directories hold some partitions, writes plain results
+            raise InputError(directory, "is a typed result: --parts applies to plain partition results")
         if request.node_data or request.edge_data:
             raise InputError(directory, "is a typed result: --node-data/--edge-data do not apply (typed arrays come from the typed .npz)")
         # the erased result is checked as any other, then the typed arrays (SPEC.md 8.4)

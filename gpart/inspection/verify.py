@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from gpart.base.errors import GpartError, InputMismatchError
+from gpart.base.errors import GpartError, InputError, InputMismatchError
 from gpart.base.graph import Graph
 from gpart.base.memory import default_max_memory
 from gpart.base.progress import Progress
@@ -50,9 +50,10 @@ def check_input_counts(reader: PartitionReader, num_nodes: int, num_input_edges:
 class PartitionVerifier:
     """Collects the problems of one partition result (`run`); see the module docstring."""
 
-    def __init__(self, reader: PartitionReader, progress: Progress):
+    def __init__(self, reader: PartitionReader, progress: Progress, parts: Optional[Sequence[int]] = None):
         self.reader = reader
         self.progress = progress
+        self.parts = None if parts is None else sorted(set(parts))  # None: every partition
         self.problems: list[str] = []
         self.notes: list[str] = []
         self.damaged: set[str] = set()
@@ -73,13 +74,14 @@ class PartitionVerifier:
         the report's `mismatch` lines, apart from the `problems` of the result itself."""
         reader = self.reader
         mismatch: list[str] = []
+        self._check_parts_request(graph is not None or bool(node_data) or bool(edge_data))
         with reverse_scratch_dir(graph is not None and reader.reverse is not None and reverse is None) as scratch:
             g = None if graph is None else self._load_graph(graph, node_data, edge_data)
             if g is not None and reverse is None:  # typed callers check their input's counts before adding its reverses
                 check_input_counts(reader, g.num_nodes, g.num_edges, g.source)
                 if reader.reverse is not None:
                     g, reverse = with_reverse_edges(g, scratch, default_max_memory())
-            entries = reader.all_entries()
+            entries = [(label, entry) for label, entry in reader.all_entries() if self._checks(label)]
             with self.progress.stage("checksums", total=len(entries)) as bar:
                 for label, entry in entries:
                     problems = self._checksum(entry)
@@ -110,6 +112,26 @@ class PartitionVerifier:
                 "reconstruction": g is not None and structure_checked,
             },
         }
+
+    def _check_parts_request(self, compares_input: bool) -> None:
+        """A one-line InputError for --parts naming no partition of the result, or given with an input to compare."""
+        if self.parts is None:
+            return
+        where = self.reader.directory
+        if not self.parts or self.parts[0] < 0 or self.parts[-1] >= self.reader.num_parts:
+            raise InputError(where, f"--parts must name partitions 0..{self.reader.num_parts - 1}, got {self.parts}")
+        if compares_input:
+            raise InputError(where, "--graph needs every partition: verify the machines' directories copied together, "
+                                    "or leave --parts out")
+        missing = [p for p in range(self.reader.num_parts) if p not in self.parts]
+        if missing:
+            self.notes.append(f"partitions {missing} not checked (--parts): nor that every edge is stored once, nor "
+                              f"stats.edge_cut, which need every partition")
+
+    def _checks(self, label: str) -> bool:
+        """Whether the array `label` (book/..., part_<p>/...) is one this run checks."""
+        head = label.split("/", 1)[0]
+        return self.parts is None or not head.startswith("part_") or int(head[len("part_"):]) in self.parts
 
     def _checksum(self, entry) -> list[str]:
         try:
@@ -144,8 +166,9 @@ class PartitionVerifier:
         seen = np.zeros(num_edges, dtype=bool)
         complete = True
         edge_cut = 0
-        with self.progress.stage("invariants", total=reader.num_parts) as bar:
-            for p in range(reader.num_parts):
+        checked = range(reader.num_parts) if self.parts is None else self.parts
+        with self.progress.stage("invariants", total=len(checked)) as bar:
+            for p in checked:
                 arrays = {k: self._array(p, k) for k in ("node_ids", "indptr", "indices", "edge_ids")}
                 if any(a is None for a in arrays.values()):
                     complete = False
@@ -155,6 +178,8 @@ class PartitionVerifier:
                 bar.advance(1)
         if not complete:
             return False
+        if self.parts is not None:  # the checks below need every partition
+            return len(self.problems) == problems_before
         if not seen.all():
             missing = np.flatnonzero(~seen)
             self.problem(MANIFEST_NAME, f"{missing.shape[0]} edge ids stored in no partition (first {missing[:5].tolist()})")
