@@ -8,8 +8,8 @@ the backend's device for the exchange and come back on the device they came
 from. Nothing is pickled.
 
 - `process_group`: who am I (`world`, `comm_device`), the bounded `wait`, `barrier`;
-- `waiting`, `presence`: how a gloo wait goes (in slices: a peer that has ended fails it at once, a
-  late one gets one warning line), and the records in the job's store that say where each rank is
+- `waiting`, `presence`: how a gloo wait goes (in slices: a peer that has ended fails it at once, one
+  known to be stuck, or a wait past half its limit, gets one warning line; a late one, silence), and the records in the job's store that say where each rank is
   (its last named collective, whether it has ended); `peers`: which host a failed one lost;
 - `all_to_all`: `group_by_owner`, `exchange_counts`, `all_to_all_rows`, `all_to_all_variable`;
 - `agreement`: `check_same_across_ranks`, `agree_or_raise` (the runtime's checks);
