@@ -158,3 +158,47 @@ def test_verify_parts_checks_a_per_machine_directory_and_refuses_what_it_cannot(
                        (["--parts", "0", "--graph", CORA], "--graph needs every partition")):
         rc, _, err = run(capsys, "verify", out, *args)
         assert rc == 2 and err.count("\n") == 1 and says in err, err
+
+
+class _Slow:
+    """A partition method that thinks for `seconds` before assigning (rank 0 runs it: gathered methods)."""
+
+    def __init__(self, method, seconds: float):
+        self.method, self.seconds = method, seconds
+
+    def __getattr__(self, name: str):
+        return getattr(self.method, name)
+
+    def assign(self, *args, **kwargs):
+        import time
+
+        time.sleep(self.seconds)
+        return self.method.assign(*args, **kwargs)
+
+
+def _slow_book(rank: int, world_size: int, base: str) -> tuple[list[str], float]:
+    """Partition with rank 0 computing the book for 4 s while the others wait (issue 42's healthy --quiet run)."""
+    import logging
+    import time
+
+    from gpart.distributed.partition_chunks import partition_chunks
+    from gpart.partition_methods import registry
+
+    registry.REGISTRY.entries["metis"] = _Slow(registry.REGISTRY.entries["metis"], 4.0)
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logging.getLogger("gpart.collectives").addHandler(Keep())
+    start = time.monotonic()
+    partition_chunks(Path(base) / "chunks", Path(base) / f"parts{rank}", 2, "metis", timeout_s=60)
+    return lines, time.monotonic() - start
+
+
+def test_a_healthy_run_whose_rank_0_computes_the_book_prints_no_wait_warning(tmp_path):
+    write_chunked(read_graph(CORA), tmp_path / "chunks", 2)
+    results = run_distributed(_slow_book, 2, str(tmp_path), timeout_s=180)
+    assert all(seconds >= 4.0 for _, seconds in results), results  # rank 1 did wait for rank 0's book
+    assert [lines for lines, _ in results] == [[], []]
