@@ -57,6 +57,17 @@ def test_a_gpart_error_under_torchrun_is_one_line_per_failing_rank(parts, nproc,
     assert len(err.splitlines()) < 35 + 7 * nproc, err
 
 
+def test_a_distributed_command_under_torchrun_is_one_line_per_failing_rank(tmp_path):
+    done = _torchrun(2, "-m", "gpart.distributed", "partition", str(tmp_path / "absent"), "--parts", "2", "-o", str(tmp_path / "out"),
+                     "--timeout", "30")
+    err = done.stderr
+    assert done.returncode != 0 and not (tmp_path / "out").exists()
+    assert err.count("error: rank 0: ") + err.count("error: rank 1: ") >= 1, err
+    assert all(err.count(f"error: rank {r}: ") <= 1 for r in (0, 1)), err
+    assert "To enable traceback" not in err.split("Root Cause")[-1], err  # the root cause shows gpart's line
+    assert not [f for f in re.findall(r'File "([^"]+)"', err) if "torch" not in f and "runpy" not in f], err
+
+
 def test_record_without_torchrun_prints_one_line_and_exits_with_the_code(monkeypatch, capsys, tmp_path):
     @gr.record
     def bad() -> None:

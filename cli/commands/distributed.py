@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             cli.main(args=argv, prog_name="python -m gpart.distributed", standalone_mode=False)
         except REPORTED as exc:
-            code = exit_code(exc)
+            code = _reported(exc)
         except KeyboardInterrupt:
             code = 130
         except Exception as exc:  # a collective that broke in an unexpected way: still one line, still non-zero
@@ -184,6 +184,19 @@ def main(argv: list[str] | None = None) -> int:
         os._exit(code)
     _leave_group()
     return 0
+
+
+def _reported(exc: BaseException) -> int:
+    """The failure's line and exit code. Under torchrun a gpart error's line goes to the error file torchrun
+    reads (gpart.runtime.rank_errors), so its failure summary shows it once per failing rank."""
+    from gpart.base.errors import GpartError
+
+    if isinstance(exc, GpartError) and os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        from gpart.runtime.rank_errors import report
+
+        report(exc)
+        return exc.exit_code
+    return exit_code(exc)
 
 
 def _leave_group() -> None:
