@@ -237,7 +237,9 @@ class PartitionReader:
             if offset + entry.nbytes > path.stat().st_size:
                 raise IntegrityError(self._h5_where(entry), f"dataset extends past the end of {HDF5_FILE} (truncated file)")
             arr = np.memmap(path, dtype=dtype, mode=mode, offset=offset, shape=entry.shape)
-        if verify and entry.crc32 is not None:
+        if verify and entry.crc32 is None:
+            raise IntegrityError(self._h5_where(entry), "manifest gives no crc32 to check the dataset against")
+        if verify:
             crc = array_crc32(arr)
             if crc != entry.crc32:
                 raise IntegrityError(self._h5_where(entry), f"checksum mismatch: crc32 {crc:08x}, manifest says {entry.crc32:08x}")
