@@ -245,6 +245,20 @@ class PartitionReader:
                 raise IntegrityError(self._h5_where(entry), f"checksum mismatch: crc32 {crc:08x}, manifest says {entry.crc32:08x}")
         return arr
 
+    def check_stored_layout(self) -> None:
+        """Raise IntegrityError where what is stored differs from the manifest, reading no data: a binary
+        result's file sizes (checked on opening with check_files), an HDF5 result's datasets: present, of the
+        manifest's dtype and shape, their bytes inside the file. Every entry of the partitions opened."""
+        if self.storage != "hdf5":
+            return
+        for label, entry in self.all_entries():
+            if self._parts is not None and label.startswith("part_") and int(label.split("/", 1)[0][5:]) not in self._parts:
+                continue
+            dataset = self._dataset(entry)
+            offset = dataset.id.get_offset() if entry.nbytes and dataset.chunks is None else None
+            if offset is not None and offset + entry.nbytes > (self.directory / HDF5_FILE).stat().st_size:
+                raise IntegrityError(self._h5_where(entry), f"dataset extends past the end of {HDF5_FILE} (truncated file)")
+
     # -- hdf5 helpers
 
     def _h5_where(self, entry: ArrayEntry) -> str:
