@@ -251,9 +251,10 @@ class PartitionReader:
         manifest's dtype and shape, their bytes inside the file. Every entry of the partitions opened."""
         if self.storage != "hdf5":
             return
-        for label, entry in self.all_entries():
-            if self._parts is not None and label.startswith("part_") and int(label.split("/", 1)[0][5:]) not in self._parts:
-                continue
+        entries = [*self._book_entries.values(), *self._reverse_entries.values()]
+        for p, part_entries in enumerate(self._entries):
+            entries += part_entries.values() if self._parts is None or p in self._parts else []
+        for entry in entries:
             dataset = self._dataset(entry)
             offset = dataset.id.get_offset() if entry.nbytes and dataset.chunks is None else None
             if offset is not None and offset + entry.nbytes > (self.directory / HDF5_FILE).stat().st_size:
