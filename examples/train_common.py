@@ -89,11 +89,22 @@ def sync_gradients(model: nn.Module, seeds: int, device: torch.device) -> None:
         p.grad = (g / total).reshape(p.shape)
 
 
+def trainer_share(positions: torch.Tensor, num_parts: int) -> torch.Tensor:
+    """This rank's slice of positions in its partition's owned nodes. With L trainers per partition (world size
+    P x L, rank r on partition r // L) all L hold the same partition: each takes one contiguous slice, so that
+    summed over the ranks every node counts once (not L times)."""
+    rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    per_part = max(1, world_size // num_parts)
+    i, n = rank % per_part, positions.numel()
+    return positions[n * i // per_part: n * (i + 1) // per_part]
+
+
 class LayerwiseAccuracy:
     """Accuracy over the nodes of a mask on all ranks from gr.layerwise_inference (every node, every in-neighbour,
     layer by layer): what `fit` evaluates with when given one in place of a loader. `layers_of(model)`: the model
     as a list of layers (gr.layerwise_inference's convention). Typed: `node_type`, whose nodes are classified (its
-    mask and labels), and `inputs_of(model)`, layerwise_inference's node_data (default "feat")."""
+    mask and labels), and `inputs_of(model)`, layerwise_inference's node_data (default "feat"). Each rank counts
+    its trainer_share of its partition's mask nodes: every node of the mask once over all ranks."""
 
     def __init__(self, part, mask: str, layers_of: Callable[[nn.Module], list], batch_size: int = 4096,
                  node_type: Optional[str] = None, inputs_of: Optional[Callable[[nn.Module], object]] = None):
@@ -101,22 +112,25 @@ class LayerwiseAccuracy:
         self.node_type, self.inputs_of = node_type, inputs_of or (lambda model: "feat")
         key = (lambda name: (node_type, name)) if node_type is not None else (lambda name: name)
         owned = part.num_owned if node_type is None else int(part.owned_ids(node_type).numel())
-        self.mask, self.labels = part.node_data[key(mask)][:owned].bool(), part.node_data[key("label")][:owned]
+        selected = torch.nonzero(part.node_data[key(mask)][:owned].bool()).flatten()
+        self.positions = trainer_share(selected, part.num_parts)
+        self.labels = part.node_data[key("label")][:owned][self.positions]
 
     @torch.no_grad()
-    def __call__(self, model: nn.Module, device: torch.device) -> float:
+    def __call__(self, model: nn.Module, device: torch.device) -> tuple[float, int]:
+        # every trainer of a partition computes all of its rows (layerwise_inference's contract), counts its share
         _, out = gr.layerwise_inference(self.layers_of(model), self.part, node_data=self.inputs_of(model),
                                         batch_size=self.batch_size)
         out = out if self.node_type is None else out[self.node_type]
-        hit = int((out.argmax(1)[self.mask] == self.labels[self.mask]).sum())
-        # with L trainers per partition each counts its partition's nodes: L x both sums, the same ratio
-        hit, total = all_sum([hit, int(self.mask.sum())], device)
-        return hit / max(total, 1)
+        hit = int((out.argmax(1)[self.positions.to(out.device)] == self.labels.to(out.device)).sum())
+        hit, total = all_sum([hit, self.positions.numel()], device)
+        return hit / max(total, 1), int(total)
 
 
 @torch.no_grad()
-def accuracy(model: nn.Module, loader, forward: Forward, device: torch.device) -> float:
-    """Accuracy over the seeds of `loader` on all ranks (or by layer-wise inference: a LayerwiseAccuracy)."""
+def accuracy(model: nn.Module, loader, forward: Forward, device: torch.device) -> tuple[float, int]:
+    """(accuracy, nodes counted) over the seeds of `loader` on all ranks (gr.node_split's shares: each node on
+    one rank), or by layer-wise inference (a LayerwiseAccuracy)."""
     model.eval()
     if isinstance(loader, LayerwiseAccuracy):
         return loader(model, device)
@@ -124,7 +138,7 @@ def accuracy(model: nn.Module, loader, forward: Forward, device: torch.device) -
     for batch in loader:
         correct += int((forward(model, batch).argmax(1) == batch.y).sum())
     hit, total = all_sum([correct, loader.seeds.numel()], device)
-    return hit / max(total, 1)
+    return hit / max(total, 1), int(total)
 
 
 def fit(model: nn.Module, forward: Forward, loaders: tuple, args: argparse.Namespace, device: torch.device,
@@ -150,7 +164,7 @@ def fit(model: nn.Module, forward: Forward, loaders: tuple, args: argparse.Names
             count += batch.batch_size
         loss_sum, correct, count = all_sum([loss_sum, correct, count], device)
         seconds = time.perf_counter() - start
-        val = accuracy(model, val_loader, forward, device)
+        val, _ = accuracy(model, val_loader, forward, device)
         report = dict(epoch=epoch, loss=loss_sum / max(count, 1), train_acc=correct / max(count, 1), val_acc=val, seconds=seconds)
         if val > best[0]:
             best = (val, epoch, {k: v.clone() for k, v in model.state_dict().items()})
@@ -159,11 +173,11 @@ def fit(model: nn.Module, forward: Forward, loaders: tuple, args: argparse.Names
                   f"val acc {val:.4f}  time {seconds:.3f} s", flush=True)
     if best[2] is not None:
         model.load_state_dict(best[2])
-    report.update(test_acc=accuracy(model, test_loader, forward, device), best_val_acc=best[0], best_epoch=best[1],
-                  world_size=world_size)
+    test_acc, test_nodes = accuracy(model, test_loader, forward, device)
+    report.update(test_acc=test_acc, test_nodes=test_nodes, best_val_acc=best[0], best_epoch=best[1], world_size=world_size)
     if rank == 0:
-        print(f"test acc {report['test_acc']:.4f} at the best validation epoch {best[1]} (val acc {best[0]:.4f}; "
-              f"{world_size} rank{'s' if world_size > 1 else ''}, {args.epochs} epochs)", flush=True)
+        print(f"test acc {test_acc:.4f} over {test_nodes:,} test nodes at the best validation epoch {best[1]} (val acc "
+              f"{best[0]:.4f}; {world_size} rank{'s' if world_size > 1 else ''}, {args.epochs} epochs)", flush=True)
     return report
 
 

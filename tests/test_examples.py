@@ -10,8 +10,10 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 from support.example_scripts import load_example
+from support.gloo_processes import run_distributed
 
 REPO = Path(__file__).resolve().parents[1]
 GRAPHS = {"train_sage": REPO / "sample_data" / "cora.npz", "train_rgcn": REPO / "sample_data" / "cora_hetero.npz"}
@@ -83,3 +85,31 @@ def test_pyg_layers_are_the_default_where_pyg_imports(prepared, example):
     assert example_module.parse_args(args).layers == "auto"
     report = example_module.main(args)
     assert report["layers"] == "pyg" and report["test_acc"] > 0.3, report  # above the largest class's share (0.30)
+
+
+# ---------------------------------------------------------------- accuracy with several trainers per partition
+
+
+def _evaluate_rank(rank: int, world_size: int, example: str, parts: str) -> dict:
+    return load_example(example).main(["--parts", parts, "--epochs", "0", "--seed", "0", "--quiet", "--layers", "torch"])
+
+
+def _test_mask_count(example: str) -> int:
+    with np.load(GRAPHS[example], allow_pickle=False) as z:
+        return int(z["test_mask" if example == "train_sage" else "paper/test_mask"].sum())
+
+
+@pytest.mark.parametrize("example", sorted(GRAPHS))
+def test_test_accuracy_counts_every_test_node_once_with_two_trainers_per_partition(tmp_path, example):
+    """2 partitions on 4 gloo ranks (2 trainers each): the trainers of a partition split its test nodes, so the
+    accuracy is over the mask's nodes once each (a naive count has every one twice), the same figure as 2 ranks
+    give for the same weights (the initial ones: --epochs 0; the model is exact, layer-wise over every edge)."""
+    parts = tmp_path / "parts"
+    _prepare_parts = load_example(example).main
+    _prepare_parts(["--prepare", str(GRAPHS[example]), "--num-parts", "2", "--parts", str(parts)])
+    four = run_distributed(_evaluate_rank, 4, example, str(parts), timeout_s=300)
+    two = run_distributed(_evaluate_rank, 2, example, str(parts), timeout_s=300)
+    expected = _test_mask_count(example)
+    assert [r["test_nodes"] for r in four + two] == [expected] * 6, (four, two)
+    assert len({r["test_acc"] for r in four}) == 1 and len({r["test_acc"] for r in two}) == 1  # one global figure
+    assert four[0]["test_acc"] == pytest.approx(two[0]["test_acc"], abs=2 / expected), (four[0], two[0])

@@ -198,26 +198,26 @@ def test_bad_manifests_give_clear_errors(parts, tmp_path):
     with pytest.raises(InputError, match="no manifest.json"):
         gr.load_partition(d, 0, device="cpu")
 
-    # damaged bytes of the right size: found with verify=True only
+    # damaged bytes of the right size: found by the checksums (the default), loaded unchecked with verify=False
     d = _copy(src, tmp_path / "flipped")
     ids = d / "part_0" / "node_ids.bin"
     raw = bytearray(ids.read_bytes())
     raw[3] ^= 0xFF
     ids.write_bytes(bytes(raw))
-    gr.load_partition(d, 0, device="cpu")
+    gr.load_partition(d, 0, device="cpu", verify=False)
     with pytest.raises(IntegrityError, match="node_ids.bin: checksum mismatch"):
-        gr.load_partition(d, 0, device="cpu", verify=True)
+        gr.load_partition(d, 0, device="cpu")
 
 
-def test_bad_hdf5_data_found_with_verify(parts, tmp_path):
+def test_bad_hdf5_data_found_by_default(parts, tmp_path):
     import h5py
 
     d = _copy(parts["cora_remainder_2"], tmp_path / "h5")
     with h5py.File(d / "partitions.h5", "r+") as h5:
         h5["part_1/node_data/feat"][0, 0] = 7.0
-    gr.load_partition(d, 1, device="cpu")
+    gr.load_partition(d, 1, device="cpu", verify=False)
     with pytest.raises(IntegrityError, match=r"partitions.h5:/part_1/node_data/feat: checksum mismatch"):
-        gr.load_partition(d, 1, device="cpu", verify=True)
+        gr.load_partition(d, 1, device="cpu")
 
 
 # --------------------------------------------------------------------------- imports

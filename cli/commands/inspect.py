@@ -11,25 +11,40 @@ from rich.text import Text
 from gpart.cli.options.params import parse_name_paths
 from gpart.cli.output.blocks import print_blocks
 from gpart.cli.output.ui import data_options, json_option, print_json, progress_for, quiet_option, stdout
+from gpart.inspection.plot import plot_partition
 from gpart.inspection.result import info_kind, report_failure
 from gpart.inspection.result import verify as verify_dir
 
 
 @click.command()
 @click.argument("directory", metavar="DIR")
+@click.option("--plot", "plot", metavar="FILE.png", default=None,
+              help="Also draw a partition result into FILE (.png, .svg or .pdf; needs matplotlib): per partition its "
+                   "owned nodes, in-edges, halo nodes and cut edges, with their means and balances.")
 @json_option
-def info(directory: str, as_json: bool) -> None:
+def info(directory: str, plot: str | None, as_json: bool) -> None:
     """Summarise the result in DIRECTORY: per-partition owned nodes, halo nodes,
     edges and bytes; edge cut, balance, halo ratio and dtypes. Checkpoints
     (gather-ckpt / scatter-ckpt results), export-feat directories and the
     outputs of convert and export-ckpt (through their manifests) are
-    summarised too."""
+    summarised too.
+
+    What is stored must match the manifest: a file of another size, a missing
+    file, or (HDF5) a dataset of another dtype or shape ends info with one
+    error line naming it and exit status 1. These checks read no data;
+    `gpart verify` also checks every byte (CRC-32)."""
     kind = info_kind(directory)
     summary = kind.info(directory)
+    if plot is not None:
+        summary["plot"] = plot_partition(directory, plot)
     if as_json:
         print_json(summary)
-    else:
-        print_blocks(kind.info_view(summary))
+        return
+    print_blocks(kind.info_view(summary))
+    if plot is not None:
+        cut = summary["plot"]["cut_edges"]
+        stdout.print(Text(f"wrote {plot}: owned nodes, in-edges, halo nodes and cut edges ({sum(cut):,} in all) of "
+                          f"{len(cut)} partitions"), soft_wrap=True)
 
 
 @click.command()

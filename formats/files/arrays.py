@@ -20,7 +20,7 @@ from gpart.base.errors import InputError, IntegrityError, short_repr
 
 # CHUNK_BYTES, the CRC helpers and preallocate live in the byte layer; imported here
 # too because the format modules (and callers) have always found them here.
-from gpart.bytes.crc import CHUNK_BYTES, file_crc32
+from gpart.bytes.crc import CHUNK_BYTES, mapped_file_crc32
 from gpart.bytes.sink import ByteSink
 from gpart.formats.files.dtypes import dtype_name as _name
 from gpart.formats.files.dtypes import storage_dtype
@@ -176,10 +176,13 @@ def open_array(
     verify: bool = False,
     mode: MapMode = "r",
 ) -> np.ndarray:
-    """Memory-map the file an entry names, after checking its size (and CRC-32 with verify)."""
+    """Memory-map the file an entry names, after checking its size (and with verify its CRC-32, summed through a
+    map in pieces: memory stays bounded however large the file; an entry without a CRC-32 is refused)."""
     path = check_file_size(inside(directory, entry.file), entry)
-    if verify and entry.crc32 is not None:
-        actual = file_crc32(path)
+    if verify:
+        if entry.crc32 is None:
+            raise IntegrityError(path, "manifest gives no crc32 to check the file against")
+        actual = mapped_file_crc32(path, entry.nbytes)
         if actual != entry.crc32:
             raise IntegrityError(path, f"checksum mismatch: crc32 {actual:08x}, manifest says {entry.crc32:08x}")
     dtype = storage_dtype(entry.dtype, path)

@@ -36,9 +36,13 @@ def fsync_dir(directory: os.PathLike | str) -> None:
 
 def write_json_atomic(path: os.PathLike | str, obj: Any) -> None:
     """Write JSON to `path` via a hidden temporary sibling, fsync, rename, fsync the directory."""
+    write_bytes_atomic(path, json.dumps(obj, indent=1, sort_keys=False).encode() + b"\n")
+
+
+def write_bytes_atomic(path: os.PathLike | str, data: bytes) -> None:
+    """Write a small file whole or not at all: a hidden temporary sibling, fsync, rename, fsync the directory."""
     path = Path(path)
     tmp = work_name(path, "tmp")
-    data = json.dumps(obj, indent=1, sort_keys=False).encode() + b"\n"
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)

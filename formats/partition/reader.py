@@ -237,11 +237,28 @@ class PartitionReader:
             if offset + entry.nbytes > path.stat().st_size:
                 raise IntegrityError(self._h5_where(entry), f"dataset extends past the end of {HDF5_FILE} (truncated file)")
             arr = np.memmap(path, dtype=dtype, mode=mode, offset=offset, shape=entry.shape)
-        if verify and entry.crc32 is not None:
+        if verify and entry.crc32 is None:
+            raise IntegrityError(self._h5_where(entry), "manifest gives no crc32 to check the dataset against")
+        if verify:
             crc = array_crc32(arr)
             if crc != entry.crc32:
                 raise IntegrityError(self._h5_where(entry), f"checksum mismatch: crc32 {crc:08x}, manifest says {entry.crc32:08x}")
         return arr
+
+    def check_stored_layout(self) -> None:
+        """Raise IntegrityError where what is stored differs from the manifest, reading no data: a binary
+        result's file sizes (checked on opening with check_files), an HDF5 result's datasets: present, of the
+        manifest's dtype and shape, their bytes inside the file. Every entry of the partitions opened."""
+        if self.storage != "hdf5":
+            return
+        entries = [*self._book_entries.values(), *self._reverse_entries.values()]
+        for p, part_entries in enumerate(self._entries):
+            entries += part_entries.values() if self._parts is None or p in self._parts else []
+        for entry in entries:
+            dataset = self._dataset(entry)
+            offset = dataset.id.get_offset() if entry.nbytes and dataset.chunks is None else None
+            if offset is not None and offset + entry.nbytes > (self.directory / HDF5_FILE).stat().st_size:
+                raise IntegrityError(self._h5_where(entry), f"dataset extends past the end of {HDF5_FILE} (truncated file)")
 
     # -- hdf5 helpers
 

@@ -60,6 +60,7 @@ def foreign_info(directory: PathLike) -> dict[str, Any]:
     """What a convert / export-ckpt output is (format, target, source, the manifest's figures) and its files:
     count and bytes in all and per group (rank of export-ckpt, partition folder of convert)."""
     manifest, files = _read(directory, invalid_is_damage=False)
+    _check_listed_sizes(Path(directory), files)
     fmt = manifest["format"]
     groups: dict[str, list[int]] = {}
     for entry in files:
@@ -81,6 +82,15 @@ def foreign_info(directory: PathLike) -> dict[str, Any]:
         "groups": [{"group": g, "files": n, "bytes": b} for g, (n, b) in groups.items()],
         **fields,
     }
+
+
+def _check_listed_sizes(directory: Path, files: list[ListedFile]) -> None:
+    """IntegrityError (one line, the first file) unless every listed file is present with its listed size:
+    what info can check without reading the files (verify also checks their CRC-32)."""
+    problems = [line for line in (check_listed_file(directory, e, checksum=False) for e in files) if line is not None]
+    if problems:
+        more = f" ({len(problems) - 1} more files differ from {MANIFEST_NAME})" if len(problems) > 1 else ""
+        raise IntegrityError(None, problems[0] + more)
 
 
 def _unlisted(directory: Path, listed: set[str]) -> list[str]:

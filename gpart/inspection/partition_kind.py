@@ -23,7 +23,10 @@ class PartitionResultKind(InspectedKind):
     formats = (PARTITION_FORMAT,)
 
     def info(self, directory: PathLike) -> dict[str, Any]:
+        # what is stored must match the manifest (IntegrityError naming the first file that differs, exit 1):
+        # file sizes (binary, checked on opening), datasets' dtypes and shapes (HDF5); no data is read
         with PartitionReader(directory) as reader:
+            reader.check_stored_layout()
             return self.describe(reader)
 
     def describe(self, reader: PartitionReader) -> dict[str, Any]:
@@ -134,8 +137,14 @@ def _parts_table(summary: dict[str, Any]) -> Table:
              f"{sum(p['num_edges'] for p in parts):,}", f"{stats.get('halo_ratio', 0.0):.3f}", Size(summary["bytes"])]
     total += [f"{sum(p['num_train'] for p in parts):,}"] if has_train else []
     title = (f"{summary['directory']}: {summary['num_nodes']:,} nodes, {summary['num_edges']:,} edges, "
-             f"{summary['num_parts']} parts by {_method_text(summary)}, {summary['storage']}, halo {summary['halo']}")
+             f"{summary['num_parts']} parts by {_method_text(summary)}, {summary['storage']}, {_halo_rows_text(summary)}")
     return Table([Column(c, "right") for c in columns], rows, title=title, totals=[total])
+
+
+def _halo_rows_text(summary: dict[str, Any]) -> str:
+    # the manifest's `halo` says whether node data rows of halo nodes are stored (--halo 1), not how many halo
+    # nodes there are: the halo column counts those (the non-owned sources of in-edges), and a result has them either way
+    return "node data of owned and halo nodes (--halo 1)" if summary["halo"] else "node data of owned nodes only (--halo 0)"
 
 
 def _figure_lines(summary: dict[str, Any]) -> list[Line]:

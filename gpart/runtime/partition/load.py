@@ -2,19 +2,26 @@
 on its device; a LoadedPartition, or a HeteroPartition over it for a typed result (SPEC.md 8).
 
     part = load_partition("parts/")          # this job's partition (rank // L), on CUDA when available
+
+Every file read is checked against the manifest's CRC-32 before it is used
+(verify=True, the default): a damaged partition is refused with one line
+naming the file, before the first batch. The checksum runs through a
+read-only map in pieces on several threads (memory stays bounded); its cost
+per GB is in docs/runtime.md (benchmarks/bench_load_verify.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
 
-from gpart.base.errors import InputError
+from gpart.base.errors import InputError, IntegrityError
 from gpart.bytes.torch_bridge import numpy_to_tensor
 from gpart.collectives.process_group import world
 from gpart.formats.partition.reader import PartitionReader
@@ -33,7 +40,7 @@ def load_partition(
     rank: Optional[int] = None,
     device: DeviceLike = None,
     feature_device: DeviceLike = None,
-    verify: bool = False,
+    verify: bool = True,
     *,
     node_data: Optional[Sequence[str]] = None,
     edge_data: Optional[Sequence[str]] = None,
@@ -46,7 +53,9 @@ def load_partition(
     P x L ranks (L trainers per partition; 0 when not initialised).
     device: None -> CUDA when available, else CPU. feature_device: where node
     data lives (None: `device`; "cpu" keeps it in pinned host memory when
-    CUDA is used). verify: check the CRC-32 of every array read.
+    CUDA is used). verify: check the CRC-32 of every file read against the
+    manifest first (default; IntegrityError naming the damaged file; False
+    skips the checksums, sizes are still checked).
     node_data / edge_data: names to load (None: all). timeout_s bounds the
     cross-rank agreement check of distributed gathers. A typed result (SPEC.md 8)
     gives a gpart.runtime.partition.typed.HeteroPartition (node_data then names typed
@@ -57,13 +66,25 @@ def load_partition(
     try:
         typed = hetero and reader.hetero is not None
         # a typed result: its erased partition without data, then the typed data over it
-        base = _load_erased(reader, directory, rank, device, feature_device, verify, [] if typed else node_data,
-                            [] if typed else edge_data, timeout_s)
+        with _damage_named(directory):
+            base = _load_erased(reader, directory, rank, device, feature_device, verify, [] if typed else node_data,
+                                [] if typed else edge_data, timeout_s)
     finally:
         reader.close()
     if typed:
-        return load_hetero_partition(base, feature_device, verify, node_data=node_data, edge_data=edge_data)
+        with _damage_named(directory):
+            return load_hetero_partition(base, feature_device, verify, node_data=node_data, edge_data=edge_data)
     return base
+
+
+@contextmanager
+def _damage_named(directory: Path) -> Iterator[None]:
+    """A damaged file (IntegrityError: size, checksum) as one line that also says what to do about it."""
+    try:
+        yield
+    except IntegrityError as exc:
+        hint = f"the partition result is damaged and is not loaded (`gpart verify {directory}` lists every damaged file)"
+        raise IntegrityError(exc.path, f"{exc.problem}; {hint}") from None
 
 
 def _load_erased(reader: PartitionReader, directory: Path, rank: Any, device: DeviceLike, feature_device: DeviceLike,

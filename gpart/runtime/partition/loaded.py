@@ -6,8 +6,8 @@
     x = part.gather("feat", gids)                 # rows in request order
 
 Loading reads the manifest through gpart.formats.partition.reader.PartitionReader
-(format, version, sizes, dtypes checked before any data is touched; CRC-32s
-with verify=True), then maps every array: file -> memory map ->
+(format, version, sizes, dtypes checked before any data is touched; the
+CRC-32 of every file loaded unless verify=False), then maps every array: file -> memory map ->
 torch.from_numpy (no copy). On CPU the tensors stay backed by the mapping
 (the page cache); on CUDA they are copied through a small reusable pinned
 staging buffer to the device. With feature_device="cpu" node data stays in
