@@ -7,7 +7,7 @@ Graphs (generated into --workdir when missing, as uncompressed .npz): R-MAT
 (a, b, c, d = 0.45, 0.22, 0.22, 0.11, node ids randomly permuted, no self
 loops or duplicates) 1M/10M and 4M/50M, Chung-Lu (tests/support/synthetic.py,
 power-law expected degrees, exponent 2.5, 10% training mask) 1M/10M, the SNAP
-social graphs of ../shared/data (as read, and with their ids randomly
+social graphs of tests/data/public (as read, and with their ids randomly
 permuted), road-NY, the Walshaw meshes 4elt and crack and a 2-D grid (1000 x
 1000, 4-neighbour, both directions).
 
@@ -44,7 +44,7 @@ from harness import TreeMemory, machine_line, peak_rss_mib, run_child, script_ch
 RMAT_PROBABILITIES = (0.45, 0.22, 0.22, 0.11)
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
-DATA = HERE.parents[2] / "shared" / "data"
+DATA = REPO / "tests" / "data" / "public"  # the public graphs shipped with the repository
 
 
 # --------------------------------------------------------------------------- graphs

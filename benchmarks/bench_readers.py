@@ -4,7 +4,7 @@
 
 Cases:
 - email-Enron (.txt.gz, 367,662 lines) and road-ny (.gr.xz, 365,050 edges) from
-  ../shared/data: `read_graph` against the simplest vectorised numpy parse
+  tests/data/public: `read_graph` against the simplest vectorised numpy parse
   (decompress, drop comment lines, `np.array(text.split(), int64)`, the baseline)
   and numpy 2's C `np.loadtxt`, with one comment character and with gpart's two
   (`#` and `%`, which sends loadtxt down a slower path).
@@ -30,7 +30,7 @@ import numpy as np
 from harness import child_result, fastest, peak_rss_mib, timed
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
+DATA = REPO / "tests" / "data" / "public"  # the public graphs shipped with the repository
 TMP = Path("/tmp/gpart-bench-A")
 DEFAULT_POWERLAW = Path("/tmp/gpart-bench-inputs/powerlaw_1m_10m.npz")
 

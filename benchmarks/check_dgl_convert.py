@@ -6,7 +6,7 @@ DGL 2.1 installs only with torch <= 2.2.1, so this runs in a separate venv
 (`pip install torch==2.2.1 'numpy<2' 'setuptools<70' torchdata==0.7.1 dgl==2.1.0
 pandas pyyaml pydantic click rich h5py`, gpart importable from the checkout with
 PYTHONPATH). For each graph (default: sample_data/cora.npz and
-../shared/data/email-enron/email-Enron.txt.gz) it partitions with gpart
+tests/data/public/email-enron/email-Enron.txt.gz) it partitions with gpart
 (random, 3 parts, a float edge array added), converts to DGL's layout, then
 loads every partition with `dgl.distributed.load_partition` and checks, through
 the saved orig_nids / orig_eids mapping:

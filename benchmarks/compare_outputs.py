@@ -56,7 +56,7 @@ from typing import Callable, Optional
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-SHARED = REPO.parent / "shared" / "data"
+SHARED = REPO / "tests" / "data" / "public"  # the public graphs shipped with the repository
 DEFAULT_CORA = REPO / "sample_data" / "cora.npz"
 DEFAULT_CORA_HETERO = REPO / "sample_data" / "cora_hetero.npz"
 DEFAULT_SNAP = SHARED / "facebook-combined" / "facebook_combined.txt.gz"

@@ -18,7 +18,7 @@ from gpart.formats.input.readers import read_graph  # noqa: E402
 from gpart.formats.input.typed import HeteroGraph, read_hetero_graph  # noqa: E402  (gpart from this checkout: ROOT on sys.path)
 from gpart.pipeline.partition import partition_graph  # noqa: E402
 
-DEFAULT_GRAPHS = [ROOT / "sample_data" / "cora.npz", ROOT.parent / "shared" / "data" / "email-enron" / "email-Enron.txt.gz"]
+DEFAULT_GRAPHS = [ROOT / "sample_data" / "cora.npz", ROOT / "tests" / "data" / "public" / "email-enron" / "email-Enron.txt.gz"]
 CORA_TYPED = ROOT / "sample_data" / "cora_hetero.npz"
 # edges of the generated typed graph the checks convert by default
 GENERATED_TYPED_EDGES = 200_000

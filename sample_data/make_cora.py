@@ -2,7 +2,7 @@
 
     python sample_data/make_cora.py [SOURCE_NPZ] [OUT_NPZ]
 
-SOURCE_NPZ defaults to ../shared/data/cora/cora.npz beside the repository
+SOURCE_NPZ defaults to tests/data/public/cora/cora.npz in the repository
 (github.com/shchur/gnn-benchmark `data/npz/cora.npz`); OUT_NPZ to
 sample_data/cora.npz. The source holds scipy-style CSR pieces; they are read
 with numpy alone (never unpickled). The output is deterministic: same input,
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_SOURCE = HERE.parents[1] / "shared" / "data" / "cora" / "cora.npz"
+DEFAULT_SOURCE = HERE.parent / "tests" / "data" / "public" / "cora" / "cora.npz"
 DEFAULT_OUT = HERE / "cora.npz"
 
 # Planetoid's split sizes (Yang et al. 2016): 20 training nodes per class, 500 validation, 1000 test.

@@ -2,7 +2,7 @@
 
     python sample_data/make_cora_hetero.py [SOURCE_NPZ] [OUT_NPZ]
 
-SOURCE_NPZ defaults to ../shared/data/cora/cora.npz beside the repository
+SOURCE_NPZ defaults to tests/data/public/cora/cora.npz in the repository
 (the gnn-benchmark file make_cora.py converts); OUT_NPZ to
 sample_data/cora_hetero.npz. Node types `paper` (2,708) and `word` (the
 1,433 bag-of-words dimensions); edge types:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.public_data import WALSHAW
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
@@ -20,8 +21,6 @@ from gpart.partition_methods.method import Assignment
 from gpart.pipeline.assign import assign
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-WALSHAW = DATA / "walshaw-small"
 WALSHAW_GRAPHS = ["add20", "data", "3elt", "uk", "whitaker3", "crack", "4elt"]
 
 
@@ -420,8 +419,6 @@ def undirected_cut(graph: Graph, owner: np.ndarray) -> int:
 
 @pytest.fixture(scope="module")
 def walshaw():
-    if not WALSHAW.is_dir():
-        pytest.skip("walshaw-small data not available")
     graphs = {}
     for name in WALSHAW_GRAPHS:
         graph = read_metis_graph(WALSHAW / f"{name}.graph.gz")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from support.public_data import ROAD_NY
 
 from gpart.base import work_paths
 from gpart.base.errors import Interrupted
@@ -170,9 +171,7 @@ def test_scratch_dir_made_before_its_with_block_is_removed_after_an_interruption
 
 
 def test_sigterm_during_metis_is_an_interruption(tmp_path):
-    road = ROOT.parent / "shared" / "data" / "road-ny" / "NY.gr.xz"
-    if not road.exists():
-        pytest.skip("road-ny is not available")
+    road = ROAD_NY
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "gpart.cli.main", "partition", str(road), "-p", "64", "--trials", "40", "-o", str(out)],
                             stderr=subprocess.PIPE, text=True)

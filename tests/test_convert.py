@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.public_data import ENRON
 from test_ckpt import _expect_error, no_output, run
 
 from gpart.formats.input.readers import read_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 CORA = ROOT / "sample_data" / "cora.npz"
-ENRON = ROOT.parent / "shared" / "data" / "email-enron" / "email-Enron.txt.gz"
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,6 @@ def test_pyg_loads_converted_cora(cora_parts, tmp_path):
     assert summary["not_converted"] == []
 
 
-@pytest.mark.skipif(not ENRON.exists(), reason="no email-Enron data")
 def test_pyg_loads_converted_enron_with_edge_data(tmp_path):
     pytest.importorskip("torch_geometric")
     import torch
@@ -194,8 +193,6 @@ def test_own_loader_reproduces_every_edge_and_row(system, graph, tmp_path):
     check = _load_check(f"check_{system}_convert")
     if not check.available():
         pytest.skip(f"needs {system} (a separate venv with its own torch; see benchmarks/check_{system}_convert.py)")
-    if not graph.exists():
-        pytest.skip(f"no {graph}")
     assert check.convert_and_check(graph, tmp_path)["edges"] == read_graph(graph).src.size
 
 

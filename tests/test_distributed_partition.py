@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.gloo_processes import free_port, run_distributed
+from support.public_data import FACEBOOK
 
 from gpart.formats.input.chunked import write_chunked
 from gpart.formats.input.readers import read_graph
@@ -22,7 +23,6 @@ from gpart.pipeline.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
-FACEBOOK = REPO.parent / "shared" / "data" / "facebook-combined" / "facebook_combined.txt.gz"
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,6 @@ def test_whole_graph_methods_gather_on_rank_zero(tmp_path, chunks, method):
     same_files(single, dist)
 
 
-@pytest.mark.skipif(not FACEBOOK.exists(), reason="SNAP facebook-combined not in ../shared/data")
 def test_snap_graph_in_chunks(tmp_path):
     write_chunked(read_graph(FACEBOOK), tmp_path / "fb", 7)
     single, dist = tmp_path / "single", tmp_path / "dist"

@@ -11,6 +11,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.public_data import CORA_RAW, ENRON
 
 from gpart.base.errors import InputError, IntegrityError, OutputError
 from gpart.base.graph import Graph
@@ -22,8 +23,6 @@ from gpart.formats.filelist.reader import export_json_path, open_filelist
 from gpart.formats.filelist.sets import ExportSetWriter, FileListOptions, write_filelist
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-ENRON = DATA / "email-enron" / "email-Enron.txt.gz"
 
 ALL_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64"]
 
@@ -405,9 +404,7 @@ def _cora_coo(tmp_path: Path) -> tuple[Path, np.ndarray, np.ndarray, int]:
     if sample.exists():
         with np.load(sample, allow_pickle=False) as z:
             return sample, z["src"], z["dst"], int(z["num_nodes"])
-    raw = DATA / "cora" / "cora.npz"
-    if not raw.exists():
-        pytest.skip("no Cora data")
+    raw = CORA_RAW
     with np.load(raw, allow_pickle=False) as z:
         indptr, indices = z["adj_indptr"].astype(np.int64), z["adj_indices"].astype(np.int64)
     n = indptr.size - 1
@@ -430,7 +427,6 @@ def test_csr_export_on_cora(tmp_path):
                            "add_reverse": False, "dedup": False}
 
 
-@pytest.mark.skipif(not ENRON.exists(), reason="no email-Enron data")
 def test_csr_export_on_enron_with_reverse_and_dedup(tmp_path):
     from gpart.formats.input.readers import read_graph
 

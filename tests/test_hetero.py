@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from support.cli_run import run
+from support.public_data import CORA_RAW
 
 from gpart.formats.input.typed import is_typed_npz, read_hetero_graph
 
 REPO = Path(__file__).resolve().parents[1]
 HETERO = REPO / "sample_data" / "cora_hetero.npz"
 CORA = REPO / "sample_data" / "cora.npz"
-SOURCE = REPO.parent / "shared" / "data" / "cora" / "cora.npz"
 METHODS = ["balanced", "metis", "kaminpar", "stream", "remainder", "range", "random"]
 
 
@@ -32,15 +34,12 @@ def test_typed_detection_and_cora_derived_graph(tmp_path):
                                                                                     g.edges[("paper", "cites", "paper")][1])
     homo = np.load(CORA)
     assert np.array_equal(homo["src"], g.edges[("paper", "cites", "paper")][0]) and np.array_equal(homo["train_mask"], g.node_data["paper"]["train_mask"])
-    if SOURCE.exists():  # the committed fixture is what the builder makes from Cora's own file
-        import subprocess
-        import sys
-
-        out = tmp_path / "rebuilt.npz"
-        subprocess.run([sys.executable, str(REPO / "sample_data" / "make_cora_hetero.py"), str(SOURCE), str(out)], check=True, capture_output=True)
-        rebuilt = np.load(out)
-        ref = np.load(HETERO)
-        assert sorted(rebuilt.files) == sorted(ref.files) and all(np.array_equal(rebuilt[k], ref[k]) for k in ref.files)
+    # the committed fixture is what the builder makes from Cora's own file (tests/data/public)
+    out = tmp_path / "rebuilt.npz"
+    subprocess.run([sys.executable, str(REPO / "sample_data" / "make_cora_hetero.py"), str(CORA_RAW), str(out)], check=True, capture_output=True)
+    rebuilt = np.load(out)
+    ref = np.load(HETERO)
+    assert sorted(rebuilt.files) == sorted(ref.files) and all(np.array_equal(rebuilt[k], ref[k]) for k in ref.files)
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -3,10 +3,9 @@ and KaMinPar's input written through it and its owners mapped back (gpart.engine
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from support.public_data import PUBLIC_DATA
 
 import gpart.engines.locality_order as locality
 from gpart.base.graph import Graph
@@ -178,9 +177,7 @@ def test_the_default_renumbers_real_graphs_only_when_their_ids_look_random(monke
     from gpart.engines.balance import balances, in_degrees, train_mask, within_bound
     from gpart.pipeline.assign import assign
 
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / name
-    if not path.exists():
-        pytest.skip(f"{path} absent")
+    path = PUBLIC_DATA / name
     graph = read_graph(path)
     if ids == "permuted":
         relabel = np.random.default_rng(0).permutation(graph.num_nodes)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from support.cli_run import run
+from support.public_data import FACEBOOK
 
 from gpart.cli.commands.distributed import cli as distributed_cli
 from gpart.cli.main import cli
@@ -23,7 +24,6 @@ from gpart.pipeline.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
-FACEBOOK = Path(__file__).resolve().parents[2] / "shared" / "data" / "facebook-combined" / "facebook_combined.txt.gz"
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -74,8 +74,6 @@ def test_hdf5_halo_tables_and_verbose(tmp_path, capsys, cora):
 
 
 def test_metis_options_are_recorded(tmp_path, capsys):
-    if not FACEBOOK.exists():
-        pytest.skip("facebook data not available")
     out = tmp_path / "parts"
     rc, stdout, err = run(capsys, "partition", FACEBOOK, "--parts", 4, "-o", out, "--algorithm", "kway",
                           "--objective", "volume", "--trials", 2, "--imbalance", 0.05, "--seed", 3, "--json", "--quiet")

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import synthetic
+from support.public_data import PUBLIC_DATA
 from support.synthetic import powerlaw_graph
 
 import gpart.formats.input.readers as readers
@@ -25,14 +26,14 @@ from gpart.formats.input.npz import open_array_input, read_npz_arrays
 from gpart.formats.input.readers import read_graph
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = PUBLIC_DATA
 FIXTURES = Path(__file__).resolve().parent / "data"
 CORA_SAMPLE = REPO / "sample_data" / "cora.npz"
 
 
 def needs(path: Path) -> Path:
     if not path.exists():
-        pytest.skip(f"{path} not available")
+        pytest.fail(f"{path} is missing: the public graphs ship in tests/data/public (a broken checkout)")
     return path
 
 

@@ -2,7 +2,7 @@
 gloo ranks, load_rows slices, and the errors of bad inputs and mismatched ranks.
 
 Partitions are written from real data (the repository's Cora sample, derived from
-../shared/data/cora, and SNAP ego-Facebook from ../shared/data) with
+tests/data/public/cora, and SNAP ego-Facebook from tests/data/public) with
 gpart.pipeline.partition.partition_graph. Multi-process checks reuse one group per world
 size for many checks, since starting processes is the slow part.
 """
@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 from support.gloo_processes import run_distributed
+from support.public_data import FACEBOOK
 
 import gpart.runtime as gr
 from gpart.base.errors import InputError, IntegrityError, NotLocalError, RankMismatchError
@@ -27,8 +28,6 @@ from gpart.formats.partition.reader import PartitionReader
 
 REPO = Path(__file__).resolve().parents[1]
 CORA = REPO / "sample_data" / "cora.npz"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-FACEBOOK = SHARED / "facebook-combined" / "facebook_combined.txt.gz"
 
 # (method, storage, halo) per world size: every method, both storages, with and without halo data
 LAYOUTS = [
@@ -58,16 +57,15 @@ def parts(tmp_path_factory) -> dict:
             d = root / f"cora_{method}_{num_parts}"
             partition_graph(CORA, d, num_parts, method, storage=storage, halo=halo)
             out[f"cora_{method}_{num_parts}"] = d
-    if FACEBOOK.exists():
-        from gpart.formats.input.readers import read_graph
+    from gpart.formats.input.readers import read_graph
 
-        graph = read_graph(FACEBOOK)
-        n = graph.num_nodes
-        graph.node_data["gid"] = np.arange(n, dtype=np.int64)
-        graph.node_data["emb"] = (np.arange(n * 8, dtype=np.float32).reshape(n, 8) / 7).astype(np.float16)
-        d = root / "facebook_4"
-        partition_graph(graph, d, 4, "metis", storage="hdf5", halo=1)
-        out["facebook_4"] = d
+    graph = read_graph(FACEBOOK)
+    n = graph.num_nodes
+    graph.node_data["gid"] = np.arange(n, dtype=np.int64)
+    graph.node_data["emb"] = (np.arange(n * 8, dtype=np.float32).reshape(n, 8) / 7).astype(np.float16)
+    d = root / "facebook_4"
+    partition_graph(graph, d, 4, "metis", storage="hdf5", halo=1)
+    out["facebook_4"] = d
     return out
 
 

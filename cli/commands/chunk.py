@@ -12,7 +12,7 @@ from gpart.pipeline.chunk import chunk_graph
 @click.command(context_settings={"show_default": True})
 @click.argument("input", metavar="INPUT")
 @click.option("-k", "--chunks", "num_chunks", type=int, required=True, help="Number of edge chunks and of node chunks K.")
-@click.option("-o", "--out", "out_dir", metavar="DIR", required=True, help="Output directory; must not exist or be empty unless --force.")
+@click.option("-o", "--out", "out_dir", metavar="DIR", required=True, help="Output directory: new, empty, or (with --force) a gpart result to replace.")
 @click.option("--node-data", "node_data", multiple=True, metavar="NAME=PATH", help="Add a node array from a .npy file. Repeatable.")
 @click.option("--edge-data", "edge_data", multiple=True, metavar="NAME=PATH", help="Add an edge array from a .npy file. Repeatable.")
 @force_option

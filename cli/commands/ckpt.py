@@ -150,7 +150,7 @@ def import_ckpt(
     \b
     gpart import-ckpt --from wholegraph run/emb --num-rows N --dim 128 --world-size 8 --optimizer lazyadam -o ck/
     gpart import-ckpt --from wholegraph wg/emb --num-rows N --dim 128 -w 8 --optimizer adam --betas 0.9,0.999 -o ck/
-    gpart import-ckpt --from torch 'opt.pt_{rank}' 'emb_{rank}.pt' --world-size 4 -o ck/
+    gpart import-ckpt --from torch 'dgl/sparse_opt_{rank}' 'dgl/sparse_opt_emb_{rank}.pt' -w 4 -o ck/   # export-ckpt --to distdgl's files
     gpart import-ckpt --from torch rank0.pt rank1.pt -o ck/
     """
     from gpart.ckpt import ImportOptions, import_checkpoint

@@ -19,7 +19,7 @@ from gpart.pipeline.partition import partition_graph
 @click.argument("input", metavar="INPUT")
 @click.option("-p", "--parts", "num_parts", type=int, required=True, help="Number of partitions P (1 <= P <= number of nodes).")
 @click.option("-o", "--out", "out_dir", metavar="DIR", required=True,
-              help="Output directory; must not exist or be empty unless --force.")
+              help="Output directory: new, empty, or (with --force) a gpart result to replace.")
 @click.option("--method", type=MethodChoice(), default=DEFAULT_METHOD, cls=DescribedOption, describe=method_help)
 @click.option("--assignment", metavar="FILE", default=None,
               help="Owner of every node from a file computed elsewhere (ParMETIS, KaHIP): .npy with N integers "

@@ -115,7 +115,7 @@ def human_bytes(n: float) -> str:
 
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary: only errors are printed.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of tables.")
-force_option = click.option("--force", is_flag=True, help="Replace an existing result in the output directory.")
+force_option = click.option("--force", is_flag=True, help="Replace what gpart wrote at the output (a result of any kind); never other data.")
 
 
 def data_options(node_help: str, edge_help: str):

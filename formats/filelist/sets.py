@@ -9,6 +9,9 @@ one rename-exchange, so a reader that opens `OUT/<set>/<name>_part_<i>_of_<n>` b
 name finds the old set or the new one, whole, and never parts of both. Exports
 of the flat layout that gpart wrote before (`OUT/<name>.json` beside
 `OUT/<name>_part_*`) under the names of a new set are removed after its swap.
+An OUT that holds another kind of gpart result (a manifest) is replaced whole
+with `--force`, as every command replaces a result (check_output_dir): the
+sets are built in a staging directory for OUT, which then takes OUT's place.
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ from gpart.formats.filelist.reader import holds_export
 from gpart.formats.filelist.sources import RowSource
 from gpart.formats.filelist.writer import FileListWriter
 from gpart.formats.files.commit import remove_path, staged_output, sweep_stale_work
-from gpart.formats.files.manifest import MANIFEST_NAME, fsync_dir
+from gpart.formats.files.manifest import fsync_dir
 from gpart.formats.files.names import work_name
+from gpart.formats.files.ownership import has_manifest, is_export_output
 
 
 class ExportSetWriter:
@@ -65,7 +69,10 @@ class ExportSetWriter:
         self._scratch: list[Path] = []
         self._created_dir = not self.out_dir.exists()
         self._check_dir()
-        if self.out_dir.is_dir():
+        self._root = self.out_dir  # where the sets are built: OUT, or a staging directory that replaces OUT whole
+        if has_manifest(self.out_dir):  # another kind of gpart result: refused without force, in check_output_dir's words
+            self._root = self._stack.enter_context(staged_output(self.out_dir, force, self.inputs, is_complete=is_export_output))
+        elif self.out_dir.is_dir():
             recover_exports(self.out_dir)  # finish commits of killed runs of the flat layout, then drop leftovers
             sweep_stale_work(self.out_dir)
 
@@ -73,8 +80,6 @@ class ExportSetWriter:
         out = self.out_dir
         if out.exists() and not out.is_dir():
             raise OutputError(out, "exists and is not a directory")
-        if (out / MANIFEST_NAME).exists():
-            raise OutputError(out, f"is a gpart result directory ({MANIFEST_NAME}); write exports to another directory")
         absolute = out.absolute()
         for inp in self.inputs:
             if inp == absolute or (inp.is_dir() and inp in absolute.parents):
@@ -92,14 +97,14 @@ class ExportSetWriter:
         check_export_name(name)
         if self._set_of.setdefault(name, set_name) != set_name:
             raise InputError(None, f"export name {name!r} given twice")
-        for path in flat_export_files(self.out_dir, name):
+        for path in flat_export_files(self._root, name):
             if path.absolute() in self.inputs:
                 raise OutputError(path, "would overwrite the input")
             if not self.force:
                 raise OutputError(path, "already exists (an export); use --force to replace it")
         if set_name not in self._sets:
             check_export_name(set_name)
-            stage = self._stack.enter_context(staged_output(self.out_dir / set_name, self.force, self.inputs, holds_export))
+            stage = self._stack.enter_context(staged_output(self._root / set_name, self.force, self.inputs, holds_export, holds_export))
             self._sets[set_name] = FileListWriter(stage, chunk_bytes=self.chunk_bytes, progress=self.progress)
         return self._sets[set_name]
 

@@ -28,24 +28,26 @@ from typing import Callable, Iterator, Optional, Sequence
 
 from gpart.base.errors import GpartError, OutputError, uninterrupted
 from gpart.base.work_paths import hold, release
-from gpart.formats.files.manifest import MANIFEST_NAME, fsync_dir
+from gpart.formats.files.manifest import fsync_dir
 from gpart.formats.files.names import stale_work, work_name
+from gpart.formats.files.ownership import has_manifest, is_gpart_output
 
-
-def has_manifest(directory: Path) -> bool:
-    """Whether `directory` holds a result's manifest: what makes a directory a gpart result."""
-    return (directory / MANIFEST_NAME).exists()
+# The words of both answers, the same for every command (SPEC.md 9.4)
+REPLACE_WITH_FORCE = "already exists (a gpart result); use --force to replace it"
+NOT_REPLACED = "is a non-empty directory that is not a gpart result; refusing to replace it (--force replaces only gpart results)"
 
 
 def check_output_dir(out: os.PathLike | str, force: bool, inputs: Sequence[os.PathLike | str] = (),
-                     is_result: Callable[[Path], bool] = has_manifest) -> Path:
+                     is_result: Callable[[Path], bool] = is_gpart_output) -> Path:
     """Refuse an output that would overwrite the user's data; return it as an absolute Path.
 
+    This is where every command decides whether it may replace a directory.
     A symlink to a directory stands for that directory (the result replaces
     the link's target; the link stays). Stale work of dead processes for this
     name is swept first, so an interrupted swap's old result is back in place
-    before the checks below look at it. `is_result` tells a result that
-    `force` may replace from user data (default: it has a manifest).
+    before the checks below look at it. `is_result` tells what `force` may
+    replace from user data (default: anything gpart wrote, of any kind,
+    gpart.formats.files.ownership); the user's data is refused with or without `force`.
     """
     out = Path(out).absolute()
     if out.is_symlink() and out.is_dir():
@@ -61,12 +63,10 @@ def check_output_dir(out: os.PathLike | str, force: bool, inputs: Sequence[os.Pa
             raise OutputError(out, "exists and is not a directory")
         entries = [p for p in out.iterdir()]
         if entries:
-            replaceable = is_result(out)
+            if not is_result(out):
+                raise OutputError(out, NOT_REPLACED)
             if not force:
-                what = "a gpart result" if replaceable else "a non-empty directory"
-                raise OutputError(out, f"already exists ({what}); use --force to replace it")
-            if not replaceable:
-                raise OutputError(out, "is a non-empty directory that is not a gpart result; refusing to replace it even with --force")
+                raise OutputError(out, REPLACE_WITH_FORCE)
     parent = out.parent
     if not parent.exists():
         try:
@@ -80,12 +80,12 @@ def check_output_dir(out: os.PathLike | str, force: bool, inputs: Sequence[os.Pa
 
 @contextmanager
 def staged_output(out: os.PathLike | str, force: bool = False, inputs: Sequence[os.PathLike | str] = (),
-                  is_result: Callable[[Path], bool] = has_manifest) -> Iterator[Path]:
+                  is_result: Callable[[Path], bool] = is_gpart_output, is_complete: Callable[[Path], bool] = has_manifest) -> Iterator[Path]:
     """Yield a fresh staging directory; on success move it to `out`, on failure remove it.
 
     The caller writes every data file and then the manifest (formats.manifest.write_manifest)
-    into the staging directory before leaving the block; `is_result` says whether it did
-    (and which existing `out` force may replace; default: a manifest).
+    into the staging directory before leaving the block; `is_complete` says whether it did
+    (default: a manifest), `is_result` which existing `out` force may replace (check_output_dir).
     """
     out = check_output_dir(out, force, inputs, is_result)
     stage = work_name(out, "staging")
@@ -97,7 +97,7 @@ def staged_output(out: os.PathLike | str, force: bool = False, inputs: Sequence[
         hold(stage)
     try:
         yield stage
-        if not is_result(stage):
+        if not is_complete(stage):
             raise RuntimeError(f"writer for {out} finished without writing its manifest")
         with uninterrupted():
             _swap_into_place(stage, out)
