@@ -97,3 +97,20 @@ def test_every_gpart_line_uses_options_its_help_lists(line):
 
     help_text = CliRunner().invoke(cli, [words[1], "--help"]).output
     assert all(w.split("=")[0] in help_text for w in words[2:] if w.startswith("-")), (line, help_text)
+
+
+def test_quick_start_train_runs_as_written(tmp_path):
+    """The demo's partition, then the quick start's train.py under its torchrun line: it learns, and counts each test node once."""
+    text = README.read_text()
+    shutil.copytree(REPO / "sample_data", tmp_path / "sample_data", ignore=shutil.ignore_patterns("__pycache__"))
+    env = shims(tmp_path / "bin")
+    quick_start = section(text, "Quick start: train")
+    (lang, script), (shell, launch) = fenced_blocks(quick_start)[:2]
+    assert (lang, shell) == ("python", "bash") and len(launch) == 1
+    (tmp_path / "train.py").write_text("\n".join(script) + "\n")
+    for line in [demo_commands(text)[0], launch[0]]:
+        proc = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"{line!r} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    accuracy = re.search(r"test accuracy ([0-9.]+) over (\d+) test nodes", proc.stdout)
+    assert accuracy, proc.stdout[-2000:]
+    assert float(accuracy[1]) > 0.5 and int(accuracy[2]) == 1000, accuracy[0]  # Cora's test mask: 1,000 nodes
