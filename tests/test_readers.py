@@ -17,7 +17,7 @@ from support import synthetic
 from support.synthetic import powerlaw_graph
 
 import gpart.formats.input.readers as readers
-import gpart.formats.input.text_graphs as text_graphs
+import gpart.formats.input.text_tokens as text_tokens
 from gpart.base.errors import InputError
 from gpart.cli.options.params import parse_name_paths
 from gpart.formats.input.checks import scan_range
@@ -179,7 +179,7 @@ def test_text_block_boundaries(monkeypatch, block: int) -> None:
     n, src, dst = _reference_metis(gzip.open(path, "rt").read())
     enron = needs(DATA / "email-enron" / "email-Enron.txt.gz")
     whole_enron = read_graph(enron)
-    monkeypatch.setattr(text_graphs, "TEXT_BLOCK_BYTES", block)
+    monkeypatch.setattr(text_tokens, "TEXT_BLOCK_BYTES", block)
     g = read_graph(path)
     assert g.num_nodes == n and np.array_equal(g.src, src) and np.array_equal(g.dst, dst)
     if block >= 1000:  # (smaller blocks would make these slow, not different)
@@ -222,12 +222,12 @@ def test_snap_random_text_matches_reference(tmp_path_factory, data, block: int) 
     text, edges = data
     path = tmp_path_factory.mktemp("snap") / "g.txt"
     path.write_bytes(text.encode())
-    saved = text_graphs.TEXT_BLOCK_BYTES
-    text_graphs.TEXT_BLOCK_BYTES = block
+    saved = text_tokens.TEXT_BLOCK_BYTES
+    text_tokens.TEXT_BLOCK_BYTES = block
     try:
         g = read_graph(path)
     finally:
-        text_graphs.TEXT_BLOCK_BYTES = saved
+        text_tokens.TEXT_BLOCK_BYTES = saved
     expected = np.array(edges, dtype=np.int64).reshape(-1, 2)
     assert np.array_equal(g.src, expected[:, 0]) and np.array_equal(g.dst, expected[:, 1])
     assert g.num_nodes == (int(expected.max()) + 1 if edges else 0)
@@ -252,12 +252,12 @@ def test_metis_random_graph_round_trip(tmp_path_factory, n: int, seed: int, bloc
         dst += adj[i]
     path = tmp_path_factory.mktemp("metis") / "g.graph"
     path.write_text("\n".join(out) + "\n")
-    saved = text_graphs.TEXT_BLOCK_BYTES
-    text_graphs.TEXT_BLOCK_BYTES = block
+    saved = text_tokens.TEXT_BLOCK_BYTES
+    text_tokens.TEXT_BLOCK_BYTES = block
     try:
         g = read_graph(path)
     finally:
-        text_graphs.TEXT_BLOCK_BYTES = saved
+        text_tokens.TEXT_BLOCK_BYTES = saved
     assert g.num_nodes == n and g.src.tolist() == src and g.dst.tolist() == dst
 
 
