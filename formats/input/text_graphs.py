@@ -14,8 +14,7 @@ import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
-from gpart.formats.input.text_tokens import Tokens, fail_negative, parse_or_fail, text_blocks, tokenize
-
+from gpart.formats.input.text_tokens import Tokens, fail_negative, parse_ints, parse_or_fail, text_blocks, tokenize
 
 # ---------------------------------------------------------------------------
 # SNAP edge lists (SPEC 3.3)
@@ -23,7 +22,8 @@ from gpart.formats.input.text_tokens import Tokens, fail_negative, parse_or_fail
 
 
 def read_snap(path: Path) -> Graph:
-    srcs, dsts = [], []
+    srcs: list[np.ndarray] = []
+    dsts: list[np.ndarray] = []
     line0 = 0
     for block in text_blocks(path):
         tok = tokenize(block)
@@ -37,6 +37,8 @@ def read_snap(path: Path) -> Graph:
         rank = tok.rank
         col0 = np.flatnonzero(keep & (rank == 0))
         col1 = np.flatnonzero(keep & (rank == 1))
+        if not any(s.size for s in srcs):  # no edge yet: this may be a header line
+            _refuse_header(path, tok, col0, col1, line0)
         src = parse_or_fail(path, tok, col0, line0, "source id")
         dst = parse_or_fail(path, tok, col1, line0, "target id")
         fail_negative(path, tok, col0, src, line0)
@@ -48,6 +50,17 @@ def read_snap(path: Path) -> Graph:
     dst = np.concatenate(dsts) if dsts else np.zeros(0, np.int64)
     num_nodes = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
     return Graph(num_nodes, src, dst)
+
+
+def _refuse_header(path: Path, tok: Tokens, col0: np.ndarray, col1: np.ndarray, line0: int) -> None:
+    """The file's first edge line holding no integer ids is a header: say how to read such a file."""
+    if not col0.size:
+        return
+    first = np.array([col0[0], col1[0]])
+    if parse_ints(tok, first)[1].all():
+        t = int(first[0])
+        raise InputError(path, f"line {line0 + int(tok.line[t]) + 1}: '{tok.text(t)} {tok.text(t + 1)}' looks like a header, not an "
+                               "edge: name the file .csv or .tsv, or pass --header (SPEC.md 3.8)")
 
 
 # ---------------------------------------------------------------------------

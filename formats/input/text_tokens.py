@@ -154,3 +154,18 @@ def fail_negative(path: Path, tokens: Tokens, which: np.ndarray, values: np.ndar
         t = int(which[i])
         kind = "negative id" if lowest == 0 else f"id below {lowest}"
         raise InputError(path, f"line {line0 + int(tokens.line[t]) + 1}: {kind} {int(values[i])}")
+
+
+def join_parts(parts: list[np.ndarray], dtype: np.dtype, width: tuple[int, ...] = ()) -> np.ndarray:
+    """Concatenate arrays parsed block by block, dropping each once copied: the peak is the result plus
+    one block, not twice the result as with np.concatenate. `parts` is emptied."""
+    total = sum(int(p.shape[0]) for p in parts)
+    out = np.empty((total, *width), dtype=dtype)
+    at = 0
+    parts.reverse()
+    while parts:
+        part = parts.pop()
+        out[at : at + part.shape[0]] = part
+        at += part.shape[0]
+        del part
+    return out
