@@ -83,10 +83,10 @@ def _default_columns(path: PathLike, names: Optional[Sequence[str]], num_columns
         for a, b in DEFAULT_COLUMN_PAIRS:
             if a in lowered and b in lowered:
                 return lowered.index(a), lowered.index(b)
-        if num_columns != 2:
-            shown = ", ".join(repr(n) for n in names[:8]) + (", ..." if len(names) > 8 else "")
-            raise InputError(path, f"no source/destination columns among {shown} (looked for src/dst, source/target, "
-                                   "from/to, u/v, ...): name them with --src-col and --dst-col")
+        # a header of other names, even two, is refused: guessing their order could reverse every edge
+        shown = ", ".join(repr(n) for n in names[:8]) + (", ..." if len(names) > 8 else "")
+        raise InputError(path, f"no source/destination columns among {shown} (looked for src/dst, source/target, "
+                               "from/to, u/v, ...): name them with --src-col and --dst-col")
     if num_columns < 2:
         raise InputError(path, f"{num_columns} column{'s' if num_columns != 1 else ''}, an edge list needs two (source and destination)")
     return 0, 1

@@ -77,9 +77,9 @@ def read_graph(
     fmt = input_format(path)
     if options.table_options and fmt not in TABLE_FORMATS:
         raise InputError(path, f"--src-col, --dst-col and --header apply to edge tables (.csv, .tsv, .parquet, "
-                               f"text edge lists), not to a {fmt} input")
+                               f"text edge lists), not to this {fmt} input")
     if options.split is not None and fmt != "ogb":
-        raise InputError(path, f"--split applies to OGB dataset folders, not to a {fmt} input")
+        raise InputError(path, f"--split applies to OGB dataset folders, not to this {fmt} input")
     graph = READERS[fmt](path, options)
     graph.source = os.fspath(raw)
     graph.input_format = fmt
