@@ -20,6 +20,7 @@ from gpart.formats.input.text_tokens import join_parts, text_blocks
 # bytes that only a non-integer value holds: a decimal point, an exponent, nan, inf
 FLOAT_BYTES = np.frombuffer(b".eEnNiI", dtype=np.uint8)
 ROW_RE = re.compile(r"at row (\d+), column (\d+)")
+CONVERT_RE = re.compile(r"could not convert string '(.*)' to \w+ at row")
 
 
 def read_numeric_csv(path: Path) -> np.ndarray:
@@ -60,15 +61,17 @@ def _parse_block(path: Path, block: bytes, dtype: type, line0: int) -> np.ndarra
 
 
 def _problem(message: str, line0: int) -> str:
-    """loadtxt's message with its block row turned into the file's 1-based line."""
+    """loadtxt's message with its block row turned into the file's 1-based line (a value's row counts from 0)."""
     message = message.split(";")[0].rstrip(".")
     found = ROW_RE.search(message)
     if found:
         line = line0 + int(found.group(1)) + 1
-        return f"line {line}, column {found.group(2)}: {message[: found.start()].strip()}"
+        value = CONVERT_RE.match(message)
+        what = f"{value.group(1)!r} is not a number" if value else message[: found.start()].strip()
+        return f"line {line}, column {found.group(2)}: {what}"
     found = re.search(r"at row (\d+)", message)
-    if found:
-        return f"line {line0 + int(found.group(1)) + 1}: {message[: found.start()].strip()}"
+    if found:  # "the number of columns changed ... at row R": R counts rows from 1
+        return f"line {line0 + int(found.group(1))}: {message[: found.start()].strip()}"
     return message
 
 
