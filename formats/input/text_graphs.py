@@ -14,7 +14,7 @@ import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
-from gpart.formats.input.text_tokens import Tokens, fail_negative, parse_ints, parse_or_fail, text_blocks, tokenize
+from gpart.formats.input.text_tokens import Tokens, fail_negative, join_parts, parse_ints, parse_or_fail, text_blocks, tokenize
 
 # ---------------------------------------------------------------------------
 # SNAP edge lists (SPEC 3.3)
@@ -46,10 +46,8 @@ def read_snap(path: Path) -> Graph:
         srcs.append(src)
         dsts.append(dst)
         line0 += tok.num_lines
-    src = np.concatenate(srcs) if srcs else np.zeros(0, np.int64)
-    dst = np.concatenate(dsts) if dsts else np.zeros(0, np.int64)
-    num_nodes = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
-    return Graph(num_nodes, src, dst)
+    num_nodes = max((int(max(s.max(), d.max())) for s, d in zip(srcs, dsts) if s.size), default=-1) + 1
+    return Graph(num_nodes, join_parts(srcs, np.dtype(np.int64)), join_parts(dsts, np.dtype(np.int64)))
 
 
 def _refuse_header(path: Path, tok: Tokens, col0: np.ndarray, col1: np.ndarray, line0: int) -> None:
