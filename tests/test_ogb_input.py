@@ -195,3 +195,23 @@ def test_cli_split_option(small, tmp_path: Path, capsys) -> None:
     assert rc == 0, err
     rc, out, err = run(capsys, "partition", folder, "--split", "nope", "--parts", "2", "-o", tmp_path / "q")
     assert rc == 2 and err.count("\n") == 1 and "no such split" in err and not (tmp_path / "q").exists()
+
+
+def test_numbers_dtype_as_ogb_reads_them(tmp_path: Path, monkeypatch) -> None:
+    import gpart.formats.input.numeric_csv as numeric_csv
+
+    ints = tmp_path / "ints.csv.gz"
+    rewrite(ints, "1,2\n3,4\n")
+    assert numeric_csv.read_numeric_csv(ints).dtype == np.int64
+    later = tmp_path / "later.csv.gz"
+    rewrite(later, "1,2\n" * 50 + "3,4.5\n")
+    monkeypatch.setattr(numeric_csv, "SNIFF_BYTES", 16)  # the decimal value lies past the sniffed start
+    values = numeric_csv.read_numeric_csv(later)
+    assert values.dtype == np.float32 and values.shape == (51, 2) and values[50, 1] == 4.5
+    nan = tmp_path / "nan.csv.gz"
+    rewrite(nan, "1\nnan\n2\n")
+    assert np.isnan(numeric_csv.read_numeric_csv(nan)[1, 0])
+    bad = tmp_path / "bad.csv.gz"
+    rewrite(bad, "1,2\n" * 50 + "3,x\n")
+    with pytest.raises(InputError, match=r"line 51, column 2: 'x' is not a number"):
+        numeric_csv.read_numeric_csv(bad)

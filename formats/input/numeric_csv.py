@@ -1,13 +1,14 @@
 """Headerless CSV matrices of numbers (SPEC.md 3.10: OGB's node features, labels, counts and split indices).
 
-Each block of whole lines (gpart.formats.input.text_tokens) is parsed by numpy's C `loadtxt`, which
-rounds decimal text to binary floats exactly; the reader holds the parsed rows and one block of text.
-A file whose text holds only integers becomes int64, any other float32 (as OGB's own reader casts them).
+numpy's C `loadtxt` parses the (decompressing) stream in one call: it reads the text in its own small
+chunks and rounds decimal text to binary floats exactly, so memory is the result plus a few MB. A file
+whose text holds only integers becomes int64, any other float32 (as OGB's own reader casts them): the
+first MiB of text decides, and a file that turns out to hold a decimal value further on is read again
+as float32.
 """
 
 from __future__ import annotations
 
-import io
 import re
 import warnings
 from pathlib import Path
@@ -15,66 +16,63 @@ from pathlib import Path
 import numpy as np
 
 from gpart.base.errors import InputError
-from gpart.formats.input.text_tokens import join_parts, text_blocks
+from gpart.formats.input.text_tokens import DECOMPRESS_ERRORS, open_text, read_error
 
+SNIFF_BYTES = 1 << 20
 # bytes that only a non-integer value holds: a decimal point, an exponent, nan, inf
 FLOAT_BYTES = np.frombuffer(b".eEnNiI", dtype=np.uint8)
-ROW_RE = re.compile(r"at row (\d+), column (\d+)")
-CONVERT_RE = re.compile(r"could not convert string '(.*)' to \w+ at row")
+CONVERT_RE = re.compile(r"could not convert string '(.*)' to \w+ at row (\d+), column (\d+)")
+CHANGED_RE = re.compile(r"(the number of columns changed from \d+ to \d+) at row (\d+)")
+
+
+class _FloatLater(Exception):
+    """An integer-looking file holds a decimal value past its first MiB."""
 
 
 def read_numeric_csv(path: Path) -> np.ndarray:
     """The file's values as a 2-D array [rows, columns]: int64 when every value is an integer, else float32."""
-    parts: list[np.ndarray] = []
-    width = None
-    floats = False
-    line0 = 0
-    for block in text_blocks(path):
-        buf = np.frombuffer(block, dtype=np.uint8)
-        is_float = bool(np.isin(buf, FLOAT_BYTES).any())
-        if bool((buf > 32).any()):
-            rows = _parse_block(path, block, np.float32 if is_float else np.int64, line0)
-            if width is not None and rows.shape[1] != width:
-                raise InputError(path, f"line {line0 + 1 + _first_data_line(block)}: {rows.shape[1]} columns, the lines before have {width}")
-            width = rows.shape[1]
-            floats |= is_float
-            parts.append(rows)
-        line0 += int(np.count_nonzero(buf == 10))
-        del buf
-    if floats:
-        parts = [p.astype(np.float32) if p.dtype != np.float32 else p for p in parts]
-    return join_parts(parts, np.dtype(np.float32 if floats else np.int64), (width or 0,))
+    try:
+        with open_text(path) as fh:
+            head = np.frombuffer(fh.read(SNIFF_BYTES), dtype=np.uint8)
+    except DECOMPRESS_ERRORS as exc:
+        raise read_error(path, exc) from None
+    if bool(np.isin(head, FLOAT_BYTES).any()):
+        return _loadtxt(path, np.float32)
+    try:
+        return _loadtxt(path, np.int64)
+    except _FloatLater:
+        return _loadtxt(path, np.float32)
 
 
-def _parse_block(path: Path, block: bytes, dtype: type, line0: int) -> np.ndarray:
+def _loadtxt(path: Path, dtype: type) -> np.ndarray:
     try:
-        text = block.decode("ascii")
-    except UnicodeDecodeError as exc:
-        line = block[: exc.start].count(b"\n")
-        raise InputError(path, f"line {line0 + line + 1}: a byte that is not ASCII text (0x{block[exc.start]:02x}); expected numbers") from None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return np.loadtxt(io.StringIO(text), delimiter=",", dtype=dtype, ndmin=2, comments=None)
+        with open_text(path) as fh, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an empty file: loadtxt warns, the caller decides
+            return np.loadtxt(fh, delimiter=",", dtype=dtype, ndmin=2, comments=None, quotechar=None)
     except ValueError as exc:
-        raise InputError(path, _problem(str(exc), line0)) from None
+        raise _problem(path, str(exc), dtype) from None
+    except DECOMPRESS_ERRORS as exc:
+        raise read_error(path, exc) from None
 
 
-def _problem(message: str, line0: int) -> str:
-    """loadtxt's message with its block row turned into the file's 1-based line (a value's row counts from 0)."""
-    message = message.split(";")[0].rstrip(".")
-    found = ROW_RE.search(message)
+def _problem(path: Path, message: str, dtype: type) -> Exception:
+    """loadtxt's message with its row turned into the file's 1-based line (a value's row counts from 0,
+    a changed column count's from 1)."""
+    found = CONVERT_RE.search(message)
     if found:
-        line = line0 + int(found.group(1)) + 1
-        value = CONVERT_RE.match(message)
-        what = f"{value.group(1)!r} is not a number" if value else message[: found.start()].strip()
-        return f"line {line}, column {found.group(2)}: {what}"
-    found = re.search(r"at row (\d+)", message)
-    if found:  # "the number of columns changed ... at row R": R counts rows from 1
-        return f"line {line0 + int(found.group(1))}: {message[: found.start()].strip()}"
-    return message
+        value = found.group(1)
+        if dtype is np.int64 and _is_number(value):
+            return _FloatLater()
+        return InputError(path, f"line {int(found.group(2)) + 1}, column {found.group(3)}: {value!r} is not a number")
+    found = CHANGED_RE.search(message)
+    if found:
+        return InputError(path, f"line {found.group(2)}: {found.group(1)}")
+    return InputError(path, message.split(";")[0].rstrip("."))
 
 
-def _first_data_line(block: bytes) -> int:
-    stripped = block.lstrip()
-    return block[: len(block) - len(stripped)].count(b"\n")
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -54,12 +54,20 @@ def text_blocks(path: Path) -> Iterator[bytes]:
                     continue
                 carry = data[cut:]
                 yield data[:cut]
-    except (EOFError, gzip.BadGzipFile, lzma.LZMAError, zlib.error, OSError, ValueError) as exc:
-        if isinstance(exc, OSError) and not isinstance(exc, gzip.BadGzipFile) and exc.errno is not None:
-            raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-        raise InputError(path, f"corrupt or truncated compressed text: {exc}") from None
+    except (*DECOMPRESS_ERRORS, ValueError) as exc:
+        raise read_error(path, exc) from None
     if carry:
         yield carry + b"\n"
+
+
+DECOMPRESS_ERRORS = (EOFError, gzip.BadGzipFile, lzma.LZMAError, zlib.error, OSError)
+
+
+def read_error(path: Path, exc: Exception) -> InputError:
+    """The one-line error of a failed read of (compressed) text: an OS error, or damaged compressed data."""
+    if isinstance(exc, OSError) and not isinstance(exc, gzip.BadGzipFile) and exc.errno is not None:
+        return InputError(path, f"cannot read: {exc.strerror or exc}")
+    return InputError(path, f"corrupt or truncated compressed text: {exc}")
 
 
 @dataclass
