@@ -25,7 +25,8 @@ def split_fields(path: Path, block: bytes, delimiter: bytes, line0: int) -> Toke
     newline = buf == NEWLINE
     separator = buf == delimiter[0]
     quotes = buf == QUOTE
-    if quotes.any():
+    has_quotes = bool(quotes.any())
+    if has_quotes:
         # a byte is inside quotes when an odd number of quotes precede it (an escaped "" pair counts twice)
         inside = (np.cumsum(quotes) - quotes) % 2 == 1
         broken = newline & inside
@@ -45,7 +46,10 @@ def split_fields(path: Path, block: bytes, delimiter: bytes, line0: int) -> Toke
     group = np.cumsum(is_first) - 1  # every line has at least one field: group g is line g of the block
     first = np.flatnonzero(is_first)
     count = np.diff(np.append(first, bounds.shape[0]))
-    starts, ends = _trim(buf, starts, bounds.copy())
+    ends = bounds
+    padded = int(np.count_nonzero(buf <= 32)) > first.shape[0]  # any space, tab or CR besides the newlines
+    if padded or has_quotes:
+        starts, ends = _trim(buf, starts, bounds.copy())
     return Tokens(buf, starts, ends, group, group, first, count, int(first.shape[0]))
 
 
