@@ -17,7 +17,7 @@ from gpart.base.errors import InputError
 from gpart.base.graph import Graph
 from gpart.formats.input.delimited import split_fields
 from gpart.formats.input.options import ReadOptions, resolve_columns
-from gpart.formats.input.text_tokens import Tokens, fail_negative, join_parts, parse_ints, parse_or_fail, text_blocks, tokenize
+from gpart.formats.input.text_tokens import GrowingArray, Tokens, fail_negative, parse_ints, parse_or_fail, text_blocks, tokenize
 
 # the delimiter of each kind of table; None: runs of whitespace, as in SNAP text (3.3)
 DELIMITERS: dict[str, Optional[bytes]] = {"csv": b",", "tsv": b"\t", "text": None}
@@ -78,8 +78,8 @@ class EdgeTable:
 def read_edge_table(path: Path, kind: str, options: ReadOptions) -> Graph:
     """Read a CSV (`kind` 'csv'), TSV ('tsv') or whitespace-separated ('text') edge table."""
     table = EdgeTable(path, DELIMITERS[kind], options)
-    srcs: list[np.ndarray] = []
-    dsts: list[np.ndarray] = []
+    srcs, dsts = GrowingArray(np.dtype(np.int64)), GrowingArray(np.dtype(np.int64))
+    highest = -1
     line0 = 0
     for block in text_blocks(path):
         tok = table.fields(block, line0)
@@ -88,9 +88,9 @@ def read_edge_table(path: Path, kind: str, options: ReadOptions) -> Graph:
             groups = groups[1:]
         if groups.size:
             src, dst = table.edges(tok, groups, line0)
+            highest = max(highest, int(src.max()), int(dst.max()))
             srcs.append(src)
             dsts.append(dst)
         line0 += tok.num_lines
         del tok
-    num_nodes = max((int(max(s.max(), d.max())) for s, d in zip(srcs, dsts)), default=-1) + 1
-    return Graph(num_nodes, join_parts(srcs, np.dtype(np.int64)), join_parts(dsts, np.dtype(np.int64)))
+    return Graph(highest + 1, srcs.finish(), dsts.finish())

@@ -14,7 +14,7 @@ import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
-from gpart.formats.input.text_tokens import Tokens, fail_negative, join_parts, parse_ints, parse_or_fail, text_blocks, tokenize
+from gpart.formats.input.text_tokens import GrowingArray, Tokens, fail_negative, parse_ints, parse_or_fail, text_blocks, tokenize
 
 # ---------------------------------------------------------------------------
 # SNAP edge lists (SPEC 3.3)
@@ -22,8 +22,8 @@ from gpart.formats.input.text_tokens import Tokens, fail_negative, join_parts, p
 
 
 def read_snap(path: Path) -> Graph:
-    srcs: list[np.ndarray] = []
-    dsts: list[np.ndarray] = []
+    srcs, dsts = GrowingArray(np.dtype(np.int64)), GrowingArray(np.dtype(np.int64))
+    highest = -1
     line0 = 0
     for block in text_blocks(path):
         tok = tokenize(block)
@@ -37,17 +37,18 @@ def read_snap(path: Path) -> Graph:
         rank = tok.rank
         col0 = np.flatnonzero(keep & (rank == 0))
         col1 = np.flatnonzero(keep & (rank == 1))
-        if not any(s.size for s in srcs):  # no edge yet: this may be a header line
+        if not srcs.size:  # no edge yet: this may be a header line
             _refuse_header(path, tok, col0, col1, line0)
         src = parse_or_fail(path, tok, col0, line0, "source id")
         dst = parse_or_fail(path, tok, col1, line0, "target id")
         fail_negative(path, tok, col0, src, line0)
         fail_negative(path, tok, col1, dst, line0)
+        if src.size:
+            highest = max(highest, int(src.max()), int(dst.max()))
         srcs.append(src)
         dsts.append(dst)
         line0 += tok.num_lines
-    num_nodes = max((int(max(s.max(), d.max())) for s, d in zip(srcs, dsts) if s.size), default=-1) + 1
-    return Graph(num_nodes, join_parts(srcs, np.dtype(np.int64)), join_parts(dsts, np.dtype(np.int64)))
+    return Graph(highest + 1, srcs.finish(), dsts.finish())
 
 
 def _refuse_header(path: Path, tok: Tokens, col0: np.ndarray, col1: np.ndarray, line0: int) -> None:
