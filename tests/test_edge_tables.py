@@ -209,3 +209,12 @@ def test_cli_partition_csv_and_verify(tmp_path: Path, capsys) -> None:
                                                     "'from_id' (looked for src/dst, source/target, from/to, u/v, ...): "
                                                     "name them with --src-col and --dst-col"]
     assert not (tmp_path / "p2").exists()
+
+
+def test_cli_chunk_takes_the_table_options(tmp_path: Path, capsys) -> None:
+    path = write(tmp_path / "e.tsv", "a\tb\n" + "".join(f"{b}\t{a}\n" for a, b in zip(SRC, DST)))
+    rc, out, err = run(capsys, "chunk", path, "--src-col", "b", "--dst-col", "a", "--chunks", "2", "-o", tmp_path / "c", "--quiet")
+    assert rc == 0, err
+    same_edges(tmp_path / "c")
+    rc, out, err = run(capsys, "chunk", path, "--chunks", "2", "-o", tmp_path / "d")
+    assert rc == 2 and "no source/destination columns among 'a', 'b'" in err and not (tmp_path / "d").exists()

@@ -25,11 +25,11 @@ def input_options(command: F) -> F:
     command = click.option(
         "--dst-col", "dst_col", metavar="NAME|N", default=None,
         help="Edge table (.csv, .tsv, .parquet, text): the destination column, by header name or 0-based number "
-             "[default: dst, target, to, v, ... or the second of two columns].")(command)
+             "[default: dst, target, to, v, ... in the header; column 1 without one].")(command)
     return click.option(
         "--src-col", "src_col", metavar="NAME|N", default=None,
         help="Edge table: the source column, by header name or 0-based number [default: src, source, from, u, "
-             "... or the first of two columns].")(command)  # type: ignore[return-value]
+             "... in the header; column 0 without one].")(command)  # type: ignore[return-value]
 
 
 def graph_input(path: str, src_col: Optional[str], dst_col: Optional[str], header: Optional[bool],

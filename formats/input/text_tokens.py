@@ -74,7 +74,8 @@ def read_error(path: Path, exc: Exception) -> InputError:
 
 @dataclass
 class Tokens:
-    """Whitespace-separated tokens of a block of whole lines, grouped by line.
+    """Tokens of a block of whole lines, grouped by line: separated by whitespace (`tokenize`) or the
+    fields of delimited text (gpart.formats.input.delimited, where blank lines are groups too).
 
     `line[t]` is the 0-based line (within the block) of token `t`; lines
     without tokens (blank lines) have no entry. `first[g]` is the token index
