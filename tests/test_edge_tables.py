@@ -218,3 +218,16 @@ def test_cli_chunk_takes_the_table_options(tmp_path: Path, capsys) -> None:
     same_edges(tmp_path / "c")
     rc, out, err = run(capsys, "chunk", path, "--chunks", "2", "-o", tmp_path / "d")
     assert rc == 2 and "no source/destination columns among 'a', 'b'" in err and not (tmp_path / "d").exists()
+
+
+def test_cli_verify_reads_graph_with_the_table_options(tmp_path: Path, capsys) -> None:
+    path = write(tmp_path / "e.csv", "to_id,from_id\n" + "".join(f"{b},{a}\n" for a, b in zip(SRC, DST)))
+    columns = ("--src-col", "from_id", "--dst-col", "to_id")
+    rc, out, err = run(capsys, "partition", path, *columns, "--parts", "2", "--method", "random", "-o", tmp_path / "p", "--quiet")
+    assert rc == 0, err
+    rc, out, err = run(capsys, "verify", tmp_path / "p", "--graph", path, *columns)
+    assert rc == 0 and out.startswith("OK") and "reconstruction" in out, out + err
+    rc, out, err = run(capsys, "verify", tmp_path / "p", "--graph", path, "--src-col", "to_id", "--dst-col", "from_id")
+    assert rc == 3, out + err  # the same file read the other way round is another graph
+    rc, out, err = run(capsys, "verify", tmp_path / "p", *columns)
+    assert rc == 2 and "give --graph" in err
