@@ -2,7 +2,7 @@
 
 pyarrow is optional: it is imported when a .parquet file is read, and its absence is a one-line error.
 The ids go straight into two int64 arrays of the file's row count (known from its footer), so the reader
-holds the result and one batch, never the whole table.
+holds the result and the row group pyarrow is decoding, never the whole table as Arrow data.
 """
 
 from __future__ import annotations
