@@ -75,9 +75,10 @@ def test_named_and_numbered_columns(tmp_path: Path) -> None:
     same_edges(headless, src_col="2", dst_col="0", header=False)
 
 
-def test_padding_crlf_comments_blank_lines(tmp_path: Path) -> None:
+def test_padding_crlf_comments_blank_lines_bom(tmp_path: Path) -> None:
     body = "".join(f" {a} ,\t{b}\r\n" + ("\n" if a == 2 else "") for a, b in zip(SRC, DST))
     same_edges(write(tmp_path / "p.csv", "# exported\nsrc , dst\r\n" + body))
+    same_edges(write(tmp_path / "bom.csv", "\ufeffsrc,dst\r\n" + body))  # as spreadsheets save UTF-8 CSV
 
 
 def test_blocks_do_not_change_the_result(tmp_path: Path, monkeypatch) -> None:

@@ -22,6 +22,7 @@ from gpart.formats.input.text_tokens import GrowingArray, Tokens, fail_negative,
 # the delimiter of each kind of table; None: runs of whitespace, as in SNAP text (3.3)
 DELIMITERS: dict[str, Optional[bytes]] = {"csv": b",", "tsv": b"\t", "text": None}
 COMMENT_BYTES = (ord("#"), ord("%"))
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 class EdgeTable:
@@ -82,6 +83,8 @@ def read_edge_table(path: Path, kind: str, options: ReadOptions) -> Graph:
     highest = -1
     line0 = 0
     for block in text_blocks(path):
+        if line0 == 0 and block.startswith(UTF8_BOM):  # spreadsheets write one before the header
+            block = block[len(UTF8_BOM):]
         tok = table.fields(block, line0)
         groups = table.data_groups(tok)
         if table.columns is None and groups.size and table.first_line(tok, int(groups[0]), line0):
