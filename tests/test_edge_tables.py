@@ -232,3 +232,33 @@ def test_cli_verify_reads_graph_with_the_table_options(tmp_path: Path, capsys) -
     assert rc == 3, out + err  # the same file read the other way round is another graph
     rc, out, err = run(capsys, "verify", tmp_path / "p", *columns)
     assert rc == 2 and "give --graph" in err
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_tables_match_pythons_csv_module(tmp_path: Path, monkeypatch, seed: int) -> None:
+    """Padding, quotes, quoted commas, CRLF, comments and blank lines at random, in blocks of a few bytes:
+    the ids are those Python's csv module reads from the same text."""
+    import csv
+    import io
+
+    rng = np.random.default_rng(seed)
+    lines = ["\ufeff" * (seed % 2) + "name,src,w,dst"]
+    for i in range(300):
+        if rng.random() < 0.05:
+            lines.append(rng.choice(["", "# note, with a comma", "   "]))
+            continue
+        a, b = (str(int(x)) for x in rng.integers(0, 10**int(rng.integers(1, 12)), 2))
+        pad = [" " * int(rng.integers(0, 3)) for _ in range(4)]
+        if rng.random() < 0.3:
+            a = f'"{a}"'
+        name = f'"n{i}, ""x"""' if rng.random() < 0.3 else f"n{i}"
+        lines.append(f"{name},{pad[0]}{a}{pad[1]},{rng.random():.3f},{pad[2]}{b}{pad[3]}")
+    text = ("\r\n" if seed % 3 == 0 else "\n").join(lines) + "\n"
+    path = tmp_path / "r.csv"
+    path.write_bytes(text.encode())
+    rows = [r for r in csv.reader(io.StringIO(text.lstrip("\ufeff"))) if r and r[0].strip() and not r[0].startswith("#")]
+    want_src = [int(r[1].strip().strip('"')) for r in rows[1:]]
+    want_dst = [int(r[3].strip()) for r in rows[1:]]
+    monkeypatch.setattr(text_tokens, "TEXT_BLOCK_BYTES", int(rng.integers(7, 200)))
+    g = read_graph(path)
+    assert g.src.tolist() == want_src and g.dst.tolist() == want_dst
