@@ -187,6 +187,7 @@ def test_bad_splits_and_layouts(small, tmp_path: Path) -> None:
     rewrite(hetero / "raw" / "edge.csv.gz", "0,1\n")
     assert "a heterogeneous OGB dataset (raw/relations/)" in error_of(hetero)
     assert error_of(tmp_path / "ogbn_small" / "raw").endswith("or an OGB dataset folder (with raw/edge.csv.gz)")
+    assert error_of(tmp_path).endswith("(with raw/edge.csv.gz): it holds the OGB dataset folders ogbn_mag, ogbn_small, give one")
 
 
 def test_cli_split_option(small, tmp_path: Path, capsys) -> None:

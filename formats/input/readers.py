@@ -15,6 +15,7 @@ with its ReadOptions) and, for files, of `SUFFIXES`; directories are told apart 
 from __future__ import annotations
 
 import os
+from itertools import islice
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Union
 
@@ -94,8 +95,10 @@ def input_format(path: PathLike) -> str:
         for fmt, recognises in DIRECTORY_FORMATS:
             if recognises(path):
                 return fmt
+        inside = sorted(p.name for p in islice(path.iterdir(), 1000) if p.is_dir() and is_ogb_dir(p))
+        hint = f": it holds the OGB dataset folder{'s' if len(inside) > 1 else ''} {', '.join(inside)}, give one" if inside else ""
         raise InputError(path, "is a directory, expected a file, a chunked graph (with manifest.json) "
-                               "or an OGB dataset folder (with raw/edge.csv.gz)")
+                               f"or an OGB dataset folder (with raw/edge.csv.gz){hint}")
     check_input_file(path)
     base, compression = split_compression(path.name.lower())
     known = SUFFIXES.get(Path(base).suffix)
