@@ -63,6 +63,7 @@ def test_tsv_and_text_tables(tmp_path: Path) -> None:
     text = write(tmp_path / "e.txt", table(" ", "# made by hand\nsrc dst"))
     same_edges(text, header=True)
     same_edges(text, src_col="src", dst_col="dst")
+    same_edges(write(tmp_path / "snap.txt", table("\t", "FromNodeId\tToNodeId")), header=True)
 
 
 def test_named_and_numbered_columns(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 # Column names taken as (source, destination) when no column is named, in this order (case-insensitive).
 DEFAULT_COLUMN_PAIRS = (
     ("src", "dst"), ("source", "target"), ("src_id", "dst_id"), ("source_id", "target_id"),
-    ("from", "to"), ("u", "v"), ("head", "tail"),
+    ("from", "to"), ("u", "v"), ("head", "tail"), ("fromnodeid", "tonodeid"),  # the last: SNAP's column names
 )
 
 
