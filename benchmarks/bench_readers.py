@@ -12,6 +12,10 @@ Cases:
   /tmp/gpart-bench-A/ and deleted afterwards): `read_graph` against the split baseline.
 - the uncompressed power-law .npz (1M nodes, 10M edges, 128-d float32 features):
   `read_graph` (memory-mapped, fully validated) against `np.load` of every array.
+- `--tables N` (default 5M): the same N random edges as a SNAP .txt, a CSV with a header (plain and
+  gzip), a TSV and a Parquet file (written under /tmp/gpart-bench-A/ and deleted afterwards), each read
+  by `read_graph`; the baseline is the .txt reader on the same edges, and pyarrow's own CSV reader
+  (`pyarrow.csv.read_csv` + to_numpy, multi-threaded) is shown for reference. Rows/s and peak RSS.
 
 Each case runs in its own Python process so its peak RSS (VmHWM, not ru_maxrss: that survives exec) is its own.
 """
@@ -67,9 +71,19 @@ def _gpart(path: Path) -> int:
     return read_graph(path).num_edges
 
 
+def _pyarrow_csv(path: Path) -> int:
+    """pyarrow's multi-threaded C++ CSV reader, the two columns turned into numpy (a reference, not gpart)."""
+    import pyarrow.csv as pcsv
+
+    table = pcsv.read_csv(path)
+    src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
+    return int(src.shape[0] + 0 * dst.shape[0])
+
+
 def run_case(method: str, path: Path) -> dict:
     fn = {
         "gpart": _gpart,
+        "pyarrow.csv": _pyarrow_csv,
         "split": _split_baseline,
         "loadtxt": _loadtxt_baseline,
         "loadtxt#%": _loadtxt_both_baseline,
@@ -104,16 +118,68 @@ def _write_text_edges(npz: Path, out: Path) -> None:
             fh.write("\n")
 
 
+def _write_tables(num_edges: int, folder: Path) -> list[tuple[str, Path, str]]:
+    """The same random edges as .txt, .csv, .csv.gz, .tsv and .parquet: (label, path, method)."""
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, max(1, num_edges // 5), num_edges)
+    dst = rng.integers(0, max(1, num_edges // 5), num_edges)
+    texts = {".txt": ("", "\t"), ".csv": ("src,dst\n", ","), ".tsv": ("src\tdst\n", "\t")}
+    for suffix, (header, sep) in texts.items():
+        with open(folder / f"edges{suffix}", "w") as fh:
+            fh.write(header)
+            for start in range(0, num_edges, 1 << 20):
+                pairs = np.stack([src[start : start + (1 << 20)], dst[start : start + (1 << 20)]], axis=1)
+                fh.write("\n".join(f"{a}{sep}{b}" for a, b in pairs.tolist()) + "\n")
+    with open(folder / "edges.csv", "rb") as fh, gzip.open(folder / "edges.csv.gz", "wb", compresslevel=1) as out:
+        shutil.copyfileobj(fh, out)
+    cases = [("SNAP .txt (baseline)", folder / "edges.txt", "gpart"), ("CSV with header", folder / "edges.csv", "gpart"),
+             ("CSV .gz", folder / "edges.csv.gz", "gpart"), ("TSV with header", folder / "edges.tsv", "gpart")]
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"src": src, "dst": dst}), folder / "edges.parquet")
+        cases += [("Parquet", folder / "edges.parquet", "gpart"), ("CSV by pyarrow.csv (reference)", folder / "edges.csv", "pyarrow.csv")]
+    except ImportError:
+        print("(pyarrow not installed: no Parquet case)")
+    return cases
+
+
+def table_cases(num_edges: int, repeats: int) -> None:
+    """Edge tables beside the SNAP .txt reader on the same edges: rows/s and peak RSS, each in a fresh process."""
+    folder = TMP / "tables"
+    folder.mkdir(parents=True, exist_ok=True)
+    cases = _write_tables(num_edges, folder)
+    print(f"\n{num_edges:,} edges as tables; best of {repeats} fresh processes; baseline: the .txt reader")
+    print(f"{'input':<32} {'MB':>7} {'wall s':>8} {'Mrows/s':>8} {'peak RSS MiB':>13} {'vs baseline':>12}")
+    base = None
+    for label, path, method in cases:
+        r = _in_subprocess(method, path, repeats)
+        assert r["edges"] == num_edges, (label, r["edges"])
+        base = base or r
+        print(f"{label:<32} {path.stat().st_size / 1e6:>7.0f} {r['seconds']:>8.3f} {num_edges / r['seconds'] / 1e6:>8.2f}"
+              f" {r['peak_rss_mib']:>13.0f} {base['seconds'] / r['seconds']:>11.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="input reader benchmark")
     parser.add_argument("--case", nargs=2, metavar=("METHOD", "PATH"), help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per case; the best is reported (default 3)")
+    parser.add_argument("--tables", type=int, default=5_000_000, metavar="N",
+                        help="edges of the CSV/TSV/Parquet cases (0: skip them)")
+    parser.add_argument("--only-tables", action="store_true", help="run only the edge-table cases")
     parser.add_argument("--powerlaw", type=Path, default=DEFAULT_POWERLAW, help="uncompressed power-law .npz (benchmarks/make_powerlaw.py)")
     args = parser.parse_args()
     if args.case:
         print(json.dumps(run_case(args.case[0], Path(args.case[1]))))
         return
 
+    if args.only_tables:
+        try:
+            table_cases(args.tables, args.repeats)
+        finally:
+            shutil.rmtree(TMP, ignore_errors=True)
+        return
     cases: list[tuple[str, Path, list[str]]] = [
         ("email-Enron .txt.gz", DATA / "email-enron" / "email-Enron.txt.gz", ["gpart", "split", "loadtxt", "loadtxt#%"]),
         ("road-ny .gr.xz", DATA / "road-ny" / "NY.gr.xz", ["gpart", "split", "loadtxt"]),
@@ -148,6 +214,8 @@ def main() -> None:
                     f"{label:<44} {m:<9} {r['edges']:>10} {r['seconds']:>8.3f} {r['cpu_seconds']:>7.3f}"
                     f" {r['peak_rss_mib']:>13.0f} {mark:>12}"
                 )
+        if args.tables:
+            table_cases(args.tables, args.repeats)
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
 

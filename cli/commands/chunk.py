@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from gpart.cli.options.input import graph_input, input_options
 from gpart.cli.options.params import parse_name_paths
 from gpart.cli.output.ui import force_option, json_option, print_json, quiet_option, stdout
 from gpart.pipeline.chunk import chunk_graph
@@ -11,6 +12,7 @@ from gpart.pipeline.chunk import chunk_graph
 
 @click.command(context_settings={"show_default": True})
 @click.argument("input", metavar="INPUT")
+@input_options
 @click.option("-k", "--chunks", "num_chunks", type=int, required=True, help="Number of edge chunks and of node chunks K.")
 @click.option("-o", "--out", "out_dir", metavar="DIR", required=True, help="Output directory: new, empty, or (with --force) a gpart result to replace.")
 @click.option("--node-data", "node_data", multiple=True, metavar="NAME=PATH", help="Add a node array from a .npy file. Repeatable.")
@@ -18,7 +20,7 @@ from gpart.pipeline.chunk import chunk_graph
 @force_option
 @quiet_option
 @json_option
-def chunk(input: str, num_chunks: int, out_dir: str, node_data: tuple[str, ...], edge_data: tuple[str, ...],
+def chunk(input: str, src_col: str | None, dst_col: str | None, header: bool | None, split: str | None, num_chunks: int, out_dir: str, node_data: tuple[str, ...], edge_data: tuple[str, ...],
           force: bool, quiet: bool, as_json: bool) -> None:
     """Cut the graph INPUT into K chunks under DIR, for distributed runs (SPEC.md 10.1).
 
@@ -31,7 +33,7 @@ def chunk(input: str, num_chunks: int, out_dir: str, node_data: tuple[str, ...],
       gpart chunk sample_data/cora.npz --chunks 4 -o chunks/
       torchrun --nproc-per-node 2 -m gpart.distributed partition chunks/ --parts 4 --method remainder -o parts/
     """
-    meta = chunk_graph(input, out_dir, num_chunks, force=force,
+    meta = chunk_graph(graph_input(input, src_col, dst_col, header, split), out_dir, num_chunks, force=force,
                        node_data=parse_name_paths(node_data, "--node-data") or None,
                        edge_data=parse_name_paths(edge_data, "--edge-data") or None)
     summary = {"directory": out_dir, "num_nodes": meta["num_nodes"], "num_edges": sum(meta["num_edges_per_chunk"][0]),

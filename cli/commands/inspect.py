@@ -8,6 +8,7 @@ from typing import Any
 import click
 from rich.text import Text
 
+from gpart.cli.options.input import graph_input, input_options
 from gpart.cli.options.params import parse_name_paths
 from gpart.cli.output.blocks import print_blocks
 from gpart.cli.output.ui import data_options, json_option, print_json, progress_for, quiet_option, stdout
@@ -52,6 +53,7 @@ def info(directory: str, plot: str | None, as_json: bool) -> None:
 @click.option("--graph", "graph", metavar="INPUT", default=None,
               help="The input the result was made from: also prove that the partitions reconstruct its edges "
                    "(with edge ids) and node/edge data exactly. Default: checksums and invariants only.")
+@input_options
 @data_options("A node array that was added with --node-data when partitioning (default: the files the manifest records). Repeatable.",
               "An edge array that was added with --edge-data when partitioning. Repeatable.")
 @click.option("--parts", "parts", metavar="LIST", default=None, callback=lambda ctx, param, value: _part_list(value),
@@ -59,8 +61,8 @@ def info(directory: str, plot: str | None, as_json: bool) -> None:
                    "distributed run holds its ranks' partitions, SPEC.md 10.4). Default: every partition.")
 @quiet_option
 @json_option
-def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_data: tuple[str, ...],
-           parts: list[int] | None, quiet: bool, as_json: bool) -> None:
+def verify(directory: str, graph: str | None, src_col: str | None, dst_col: str | None, header: bool | None, split: str | None,
+           node_data: tuple[str, ...], edge_data: tuple[str, ...], parts: list[int] | None, quiet: bool, as_json: bool) -> None:
     """Check every checksum and invariant of the result in DIRECTORY.
 
     Also checkpoints, export-feat directories and the outputs of convert and
@@ -74,7 +76,10 @@ def verify(directory: str, graph: str | None, node_data: tuple[str, ...], edge_d
     nodes = parse_name_paths(node_data, "--node-data") or None
     edges = parse_name_paths(edge_data, "--edge-data") or None
     with progress_for(quiet or as_json) as progress:
-        report = verify_dir(directory, graph, node_data=nodes, edge_data=edges, progress=progress, parts=parts)
+        given = None if graph is None else graph_input(graph, src_col, dst_col, header, split)  # read as partition read it
+        if graph is None and (src_col, dst_col, header, split) != (None, None, None, None):
+            raise click.UsageError("--src-col, --dst-col, --header and --split describe the --graph input: give --graph")
+        report = verify_dir(directory, given, node_data=nodes, edge_data=edges, progress=progress, parts=parts)
     if as_json:
         print_json(report)
     elif not (quiet and report.get("ok")):

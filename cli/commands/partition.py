@@ -8,6 +8,7 @@ import click
 from click.core import ParameterSource
 from rich.table import Table
 
+from gpart.cli.options.input import graph_input, input_options
 from gpart.cli.options.method import DescribedOption, MethodChoice, given_method_options, imbalance_option, method_help, preset_option
 from gpart.cli.options.params import parse_name_paths
 from gpart.cli.output.ui import data_options, force_option, human_bytes, json_option, print_json, progress_for, quiet_option, stderr, stdout, train_balance_text
@@ -17,6 +18,7 @@ from gpart.pipeline.partition import partition_graph
 
 @click.command(context_settings={"show_default": True})
 @click.argument("input", metavar="INPUT")
+@input_options
 @click.option("-p", "--parts", "num_parts", type=int, required=True, help="Number of partitions P (1 <= P <= number of nodes).")
 @click.option("-o", "--out", "out_dir", metavar="DIR", required=True,
               help="Output directory: new, empty, or (with --force) a gpart result to replace.")
@@ -63,7 +65,7 @@ from gpart.pipeline.partition import partition_graph
 @quiet_option
 @click.option("-v", "--verbose", is_flag=True, help="Print each stage's wall time and the peak RSS so far.")
 @json_option
-def partition(input: str, num_parts: int, out_dir: str, method: str, assignment: str | None, storage: str, add_reverse: bool, halo: int,
+def partition(input: str, src_col: str | None, dst_col: str | None, header: bool | None, split: str | None, num_parts: int, out_dir: str, method: str, assignment: str | None, storage: str, add_reverse: bool, halo: int,
               seed: int, imbalance: float | None, threads: int | None, preset: str | None, max_memory: str | None, passes: int | None, objective: str, algorithm: str, trials: int, iterations: int | None,
               balance: tuple[str, ...], balance_edges: bool, node_data: tuple[str, ...], edge_data: tuple[str, ...],
               force: bool, quiet: bool, verbose: bool, as_json: bool) -> None:
@@ -71,7 +73,9 @@ def partition(input: str, num_parts: int, out_dir: str, method: str, assignment:
 
     INPUT is an .npz (COO src/dst or CSR indptr/indices, with node arrays such
     as feat, label, train_mask and edge_* arrays), a SNAP edge list
-    (.txt/.txt.gz), a METIS .graph or a DIMACS .gr file. Each partition gets
+    (.txt/.txt.gz), a CSV/TSV edge table (.csv/.tsv, gzip too) or a Parquet one,
+    a METIS .graph, a DIMACS .gr file, an OGB dataset folder (raw/edge.csv.gz,
+    features, labels, splits as masks) or a chunked directory. Each partition gets
     its owned nodes, their in-edges as CSC over local ids, the halo nodes, and
     its node/edge data rows; the manifest is written last (SPEC.md section 4).
     A typed .npz (keys <ntype>/num_nodes, <ntype>/feat, <src>:<rel>:<dst>/src
@@ -85,6 +89,8 @@ def partition(input: str, num_parts: int, out_dir: str, method: str, assignment:
       gpart partition sample_data/cora.npz --parts 4 --method stream --passes 4 -o parts/
       gpart partition sample_data/cora_hetero.npz --parts 4 -o hparts/
       gpart partition sample_data/cora.npz --parts 4 --add-reverse -o parts/
+      gpart partition edges.csv.gz --src-col from_id --dst-col to_id --parts 4 -o parts/
+      gpart partition dataset/ogbn_arxiv --parts 4 -o parts/
       gpart partition sample_data/cora.npz --parts 4 --preset default -o parts/   # KaMinPar's default context (the default uses fast)
     """
     ctx = click.get_current_context()
@@ -94,7 +100,7 @@ def partition(input: str, num_parts: int, out_dir: str, method: str, assignment:
     log = _verbose_printer() if verbose else None
     with progress_for(quiet or as_json) as progress:
         manifest = partition_graph(
-            input, out_dir, num_parts, named,
+            graph_input(input, src_col, dst_col, header, split), out_dir, num_parts, named,
             storage=storage, halo=halo, force=force, node_data=node_specs or None, edge_data=edge_specs or None, add_reverse=add_reverse,
             progress=progress, verbose_log=log, max_memory=max_memory, **given_method_options(ctx),
         )

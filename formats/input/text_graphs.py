@@ -1,162 +1,20 @@
 """Text input graphs (SPEC.md 3.3-3.5): SNAP edge lists, METIS .graph, DIMACS / PACE .gr.
 
-Text is decompressed and tokenised in large blocks with numpy (`tokenize`),
-never parsed line by line in Python.
+Text is decompressed and tokenised in large blocks with numpy
+(gpart.formats.input.text_tokens), never parsed line by line in Python.
 """
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import io
-import lzma
-import os
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional, Union
+from typing import Optional
 
 import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
-from gpart.formats.input.checks import split_compression
-
-PathLike = Union[str, "os.PathLike[str]"]
-
-# Bytes per text block.
-TEXT_BLOCK_BYTES = 16 << 20
-
-
-def open_text(path: Path) -> io.BufferedIOBase:
-    _, compression = split_compression(path.name.lower())
-    if compression == "gzip":
-        return gzip.open(path, "rb")
-    if compression == "xz":
-        return lzma.open(path, "rb")
-    if compression == "bzip2":
-        return bz2.open(path, "rb")
-    return open(path, "rb")
-
-
-def text_blocks(path: Path) -> Iterator[bytes]:
-    """Decompressed text in blocks of whole lines, each ending with a newline."""
-    block_bytes = TEXT_BLOCK_BYTES
-    carry = b""
-    try:
-        with open_text(path) as fh:
-            while True:
-                data = fh.read(block_bytes)
-                if not data:
-                    break
-                data = carry + data
-                cut = data.rfind(b"\n") + 1
-                if cut == 0:
-                    carry = data
-                    continue
-                carry = data[cut:]
-                yield data[:cut]
-    except (EOFError, gzip.BadGzipFile, lzma.LZMAError, zlib.error, OSError, ValueError) as exc:
-        if isinstance(exc, OSError) and not isinstance(exc, gzip.BadGzipFile) and exc.errno is not None:
-            raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-        raise InputError(path, f"corrupt or truncated compressed text: {exc}") from None
-    if carry:
-        yield carry + b"\n"
-
-
-@dataclass
-class Tokens:
-    """Whitespace-separated tokens of a block of whole lines, grouped by line.
-
-    `line[t]` is the 0-based line (within the block) of token `t`; lines
-    without tokens (blank lines) have no entry. `first[g]` is the token index
-    of line group `g`'s first token, `count[g]` its number of tokens.
-    """
-
-    buf: np.ndarray
-    starts: np.ndarray
-    ends: np.ndarray
-    line: np.ndarray
-    group: np.ndarray
-    first: np.ndarray
-    count: np.ndarray
-    num_lines: int
-
-    @property
-    def rank(self) -> np.ndarray:
-        """Position of each token within its line."""
-        return np.arange(self.starts.shape[0]) - self.first[self.group]
-
-    def group_first_byte(self) -> np.ndarray:
-        return self.buf[self.starts[self.first]] if self.first.size else np.zeros(0, np.uint8)
-
-    def text(self, t: int) -> str:
-        return bytes(self.buf[self.starts[t] : self.ends[t]]).decode("utf-8", "replace")[:40]
-
-
-def tokenize(block: bytes) -> Tokens:
-    """Split a block of whole lines at whitespace (any byte <= 32: space, tab, CR, LF, ...)."""
-    buf = np.frombuffer(block, dtype=np.uint8)
-    in_token = buf > 32
-    # token boundaries are where in_token flips; the block ends with a newline, so they pair up
-    flips = np.flatnonzero(in_token[1:] != in_token[:-1]) + 1
-    if in_token.shape[0] and in_token[0]:
-        flips = np.concatenate(([0], flips))
-    del in_token
-    starts, ends = flips[0::2], flips[1::2]
-    newlines = np.flatnonzero(buf == 10)
-    line = np.searchsorted(newlines, starts)
-    is_first = np.ones(line.shape[0], dtype=bool)
-    is_first[1:] = line[1:] != line[:-1]
-    first = np.flatnonzero(is_first)
-    group = np.cumsum(is_first) - 1
-    count = np.diff(np.append(first, line.shape[0]))
-    return Tokens(buf, starts, ends, line, group, first, count, int(newlines.shape[0]))
-
-
-def parse_ints(tokens: Tokens, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Parse tokens `which` as decimal integers (optional sign); return (values, bad mask).
-
-    Vectorised over tokens: one pass per digit position (at most 18 digits).
-    """
-    starts = tokens.starts[which]
-    lengths = tokens.ends[which] - starts
-    buf = tokens.buf
-    values = np.zeros(starts.shape[0], dtype=np.int64)
-    if not starts.size:
-        return values, np.zeros(0, dtype=bool)
-    first = buf[starts]
-    signed = (first == ord("-")) | (first == ord("+"))
-    negative = first == ord("-")
-    digits_start = starts + signed
-    ndigits = lengths - signed
-    bad = (ndigits < 1) | (ndigits > 18)
-    last = buf.shape[0] - 1
-    for k in range(int(ndigits.max(initial=0)) if not bad.all() else 0):
-        inside = ndigits > k
-        digit = buf[np.minimum(digits_start + k, last)].astype(np.int64) - 48
-        bad |= inside & ((digit < 0) | (digit > 9))
-        values = np.where(inside, values * 10 + digit, values)
-    values = np.where(negative, -values, values)
-    return values, bad
-
-
-def parse_or_fail(path: Path, tokens: Tokens, which: np.ndarray, line0: int, what: str) -> np.ndarray:
-    values, bad = parse_ints(tokens, which)
-    if bad.any():
-        t = int(which[int(np.argmax(bad))])
-        raise InputError(path, f"line {line0 + int(tokens.line[t]) + 1}: {what} {tokens.text(t)!r} is not an integer")
-    return values
-
-
-def fail_negative(path: Path, tokens: Tokens, which: np.ndarray, values: np.ndarray, line0: int, lowest: int = 0) -> None:
-    below = values < lowest
-    if below.any():
-        i = int(np.argmax(below))
-        t = int(which[i])
-        kind = "negative id" if lowest == 0 else f"id below {lowest}"
-        raise InputError(path, f"line {line0 + int(tokens.line[t]) + 1}: {kind} {int(values[i])}")
-
+from gpart.formats.input.text_tokens import GrowingArray, Tokens, fail_negative, parse_ints, parse_or_fail, text_blocks, tokenize
 
 # ---------------------------------------------------------------------------
 # SNAP edge lists (SPEC 3.3)
@@ -164,7 +22,8 @@ def fail_negative(path: Path, tokens: Tokens, which: np.ndarray, values: np.ndar
 
 
 def read_snap(path: Path) -> Graph:
-    srcs, dsts = [], []
+    srcs, dsts = GrowingArray(np.dtype(np.int64)), GrowingArray(np.dtype(np.int64))
+    highest = -1
     line0 = 0
     for block in text_blocks(path):
         tok = tokenize(block)
@@ -178,17 +37,29 @@ def read_snap(path: Path) -> Graph:
         rank = tok.rank
         col0 = np.flatnonzero(keep & (rank == 0))
         col1 = np.flatnonzero(keep & (rank == 1))
+        if not srcs.size:  # no edge yet: this may be a header line
+            _refuse_header(path, tok, col0, col1, line0)
         src = parse_or_fail(path, tok, col0, line0, "source id")
         dst = parse_or_fail(path, tok, col1, line0, "target id")
         fail_negative(path, tok, col0, src, line0)
         fail_negative(path, tok, col1, dst, line0)
+        if src.size:
+            highest = max(highest, int(src.max()), int(dst.max()))
         srcs.append(src)
         dsts.append(dst)
         line0 += tok.num_lines
-    src = np.concatenate(srcs) if srcs else np.zeros(0, np.int64)
-    dst = np.concatenate(dsts) if dsts else np.zeros(0, np.int64)
-    num_nodes = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
-    return Graph(num_nodes, src, dst)
+    return Graph(highest + 1, srcs.finish(), dsts.finish())
+
+
+def _refuse_header(path: Path, tok: Tokens, col0: np.ndarray, col1: np.ndarray, line0: int) -> None:
+    """The file's first edge line holding no integer ids is a header: say how to read such a file."""
+    if not col0.size:
+        return
+    first = np.array([col0[0], col1[0]])
+    if parse_ints(tok, first)[1].all():
+        t = int(first[0])
+        raise InputError(path, f"line {line0 + int(tok.line[t]) + 1}: '{tok.text(t)} {tok.text(t + 1)}' looks like a header, not an "
+                               "edge: name the file .csv or .tsv, or pass --header (SPEC.md 3.8)")
 
 
 # ---------------------------------------------------------------------------
