@@ -54,6 +54,7 @@ from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
 from gpart.runtime.sampling.row_fetcher import Requests, RowFetcher
 from gpart.runtime.sampling.sampled import Sampled
+from gpart.runtime.sampling.table_hops import PaddedSampled, TableHops, trim
 
 Keys = list[list[Hashable]]  # per kind, the node data keys a round carries
 Draw = Optional[tuple[int, torch.Generator]]  # (hop, generator) of a sampling round; None: rows alone
@@ -93,11 +94,21 @@ class DistSampler:
         self.carry_rows = bool(carry_rows) and exchange.active  # one partition: rows are read, nothing to carry
         self.num_hops = sampler.num_hops
         self._relabel: Optional[Union[Relabeller, KeyRelabeller]] = None
+        self._tables: Optional[TableHops] = None
+        # False: table hops one at a time with a host synchronisation each (the path before fixed capacities, which
+        # benchmarks run beside this one); exact and uniform too, from other draws
+        self.fixed_capacity = True
 
     def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None) -> Sampled:
         """One batch for this rank's `seeds` (erased global ids on the device, distinct unless disjoint; any number,
         none too): the hops, then the rows. With disjoint sampling `seed_batch` is each seed's `batch` value (None:
         its position). A collective: every rank calls it as often, in the same order."""
+        if self.table_batches():  # one partition, table hops: fixed capacities, one synchronisation (trim)
+            sampled = trim(self.sample_padded(seeds, gen, rows=False))
+            rows = self.rows
+            sampled.node_data = {key: rows.read(key, sampled.n_id) for key in rows.data_keys}
+            sampled.y = rows.read(rows.label_key, seeds) if rows.label_key is not None else None
+            return sampled
         if self._relabel is None:  # the global-size map, made once, on first use (disjoint keys: sorted instead)
             self._relabel = KeyRelabeller() if self.disjoint else Relabeller(self.part.num_nodes, self.device)
         if self.disjoint:  # a node of seed i is the key i * num_nodes + node: the seeds' keys are distinct
@@ -115,6 +126,29 @@ class DistSampler:
             sampled.batch = seed_of if seed_batch is None else torch.index_select(seed_batch.to(self.device), 0, seed_of)
             sampled.n_id = torch.remainder(n_id, self.part.num_nodes)
         return sampled
+
+    def table_batches(self) -> bool:
+        """Whether a batch's hops are all taken as fixed-capacity tables (gpart.runtime.sampling.table_hops): one
+        partition, not disjoint, the sampler's table hops on for every hop, without replacement, edges to draw."""
+        sampler = self.sampler
+        return (self.fixed_capacity and not self.disjoint and not self.exchange.active and not getattr(sampler, "replace", False)
+                and self.part.num_edges > 0 and all(sampler.table_fanout(hop) for hop in range(self.num_hops)))
+
+    def sample_padded(self, seeds: torch.Tensor, gen: Optional[torch.Generator], rows: bool = True) -> PaddedSampled:
+        """One batch at fixed capacities with no host synchronisation (table_batches() must hold): the rows of its
+        nodes (padding: unspecified rows) and the seeds' labels with `rows`. Its tensors are reused two batches of
+        the same size later (gpart.runtime.sampling.table_hops)."""
+        if self._tables is None:
+            fanouts = [self.sampler.table_fanout(hop) for hop in range(self.num_hops)]
+            draw = self.sampler.table_draw() if hasattr(self.sampler, "table_draw") else None
+            self._tables = TableHops(self.part, fanouts, draw)
+        padded = self._tables.run(seeds, gen)
+        if rows:
+            fetch = self.rows
+            ids = torch.clamp(padded.n_id, max=self.part.num_nodes - 1)
+            padded.node_data = {key: fetch.read(key, ids) for key in fetch.data_keys}
+            padded.y = fetch.read(fetch.label_key, seeds) if fetch.label_key is not None else None
+        return padded
 
     def _hops(self, seeds: torch.Tensor, gen: torch.Generator) -> tuple[_Hops, torch.Tensor]:
         """Every hop from `seeds` (rows carried in the answers when carry_rows); the last hop's added nodes."""
