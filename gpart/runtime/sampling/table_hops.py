@@ -52,8 +52,9 @@ from gpart.runtime.sampling.kernels import TableConstants, floyd_columns
 from gpart.runtime.sampling.sampled import Sampled
 
 _UNSET = torch.iinfo(torch.int32).max
-# draw(cols [C], k, generator, pos_out [C, k], src_out [C, k]): one hop's table (kernels.floyd_columns' contract)
-Draw = Callable[[torch.Tensor, int, Optional[torch.Generator], torch.Tensor, torch.Tensor], None]
+# draw(cols [1, C], hop, k, generator, pos_out [k, C], src_out [k, C]): one hop's table (kernels.floyd_columns'
+# contract; the outputs are transposed views of [C, k] tables); generator None: seeds written beforehand (replay)
+Draw = Callable[[torch.Tensor, int, int, Optional[torch.Generator], torch.Tensor, torch.Tensor], None]
 
 
 @dataclass
@@ -192,7 +193,7 @@ class TableHops:
         slot.index_copy_(0, seeds, buf.seed_codes)
         frontier = seeds.view(1, -1)
         for h, hop in enumerate(buf.hops):
-            self.draw(frontier, hop.fanout, gen, hop.pos_t, hop.src_t)
+            self.draw(frontier, h, hop.fanout, gen, hop.pos_t, hop.src_t)
             src = hop.src_flat
             slot.scatter_reduce_(0, src, hop.claims, reduce="amin")
             got = torch.index_select(slot, 0, src)
@@ -228,7 +229,7 @@ def torch_draw(part, consts: TableConstants) -> Draw:
     deg[:part.num_nodes] = part.indptr[1:] - part.indptr[:-1]
     indptr = torch.cat([part.indptr, part.indptr[-1:]])  # num_nodes + 1 starts where num_nodes does
 
-    def draw(cols, k, gen, pos_out, src_out):
+    def draw(cols, hop, k, gen, pos_out, src_out):
         floyd_columns(indptr, deg, part.indices, cols, k, gen, consts, pos_out, src_out)
 
     return draw
