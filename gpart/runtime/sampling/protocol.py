@@ -52,9 +52,10 @@ from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.answer_message import answer_message, split_answers
 from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
+from gpart.runtime.sampling.padded_batches import PaddedBatches
 from gpart.runtime.sampling.row_fetcher import Requests, RowFetcher
 from gpart.runtime.sampling.sampled import Sampled
-from gpart.runtime.sampling.table_hops import PaddedSampled, TableHops, trim
+from gpart.runtime.sampling.table_hops import PaddedSampled, trim
 
 Keys = list[list[Hashable]]  # per kind, the node data keys a round carries
 Draw = Optional[tuple[int, torch.Generator]]  # (hop, generator) of a sampling round; None: rows alone
@@ -94,7 +95,8 @@ class DistSampler:
         self.carry_rows = bool(carry_rows) and exchange.active  # one partition: rows are read, nothing to carry
         self.num_hops = sampler.num_hops
         self._relabel: Optional[Union[Relabeller, KeyRelabeller]] = None
-        self._tables: Optional[TableHops] = None
+        self._padded: Optional[PaddedBatches] = None
+        self.replay = False  # padded batches replayed from CUDA graphs (gpart.runtime.sampling.batch_graphs)
         # False: table hops one at a time with a host synchronisation each (the path before fixed capacities, which
         # benchmarks run beside this one); exact and uniform too, from other draws
         self.fixed_capacity = True
@@ -135,20 +137,12 @@ class DistSampler:
                 and self.part.num_edges > 0 and all(sampler.table_fanout(hop) for hop in range(self.num_hops)))
 
     def sample_padded(self, seeds: torch.Tensor, gen: Optional[torch.Generator], rows: bool = True) -> PaddedSampled:
-        """One batch at fixed capacities with no host synchronisation (table_batches() must hold): the rows of its
-        nodes (padding: unspecified rows) and the seeds' labels with `rows`. Its tensors are reused two batches of
-        the same size later (gpart.runtime.sampling.table_hops)."""
-        if self._tables is None:
-            fanouts = [self.sampler.table_fanout(hop) for hop in range(self.num_hops)]
-            draw = self.sampler.table_draw() if hasattr(self.sampler, "table_draw") else None
-            self._tables = TableHops(self.part, fanouts, draw)
-        padded = self._tables.run(seeds, gen)
-        if rows:
-            fetch = self.rows
-            ids = torch.clamp(padded.n_id, max=self.part.num_nodes - 1)
-            padded.node_data = {key: fetch.read(key, ids) for key in fetch.data_keys}
-            padded.y = fetch.read(fetch.label_key, seeds) if fetch.label_key is not None else None
-        return padded
+        """One batch at fixed capacities with no host synchronisation (table_batches() must hold), with the rows of
+        its nodes and the seeds' labels (`rows`), replayed from a CUDA graph when `replay` is set and it can be
+        (gpart.runtime.sampling.padded_batches). Its tensors are reused two batches of its size later."""
+        if self._padded is None:
+            self._padded = PaddedBatches(self.part, self.sampler, self.rows)
+        return self._padded.run(seeds, gen, rows, self.replay)
 
     def _hops(self, seeds: torch.Tensor, gen: torch.Generator) -> tuple[_Hops, torch.Tensor]:
         """Every hop from `seeds` (rows carried in the answers when carry_rows); the last hop's added nodes."""

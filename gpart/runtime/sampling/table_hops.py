@@ -173,11 +173,15 @@ class TableHops:
         self.keep = max(1, int(keep))
         self._shapes: dict[int, list] = {}
 
+    def new_buffers(self, seeds: int) -> _Buffers:
+        """A buffer set of its own for `seeds` seeds (a CUDA graph keeps one)."""
+        return _Buffers(seeds, self.fanouts, self.num_nodes, self.device)
+
     def buffers(self, seeds: int) -> _Buffers:
         """The next buffer set for `seeds` seeds (round robin over `keep` sets)."""
         ring = self._shapes.setdefault(seeds, [0])
         if len(ring) <= self.keep:
-            ring.append(_Buffers(seeds, self.fanouts, self.num_nodes, self.device))
+            ring.append(self.new_buffers(seeds))
         ring[0] = ring[0] % (len(ring) - 1) + 1
         return ring[ring[0]]
 
