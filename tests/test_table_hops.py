@@ -21,7 +21,7 @@ from test_runtime_sampler import CORA, _chi2, _chi2_critical, _cora, check_batch
 
 import gpart.runtime as gr
 from gpart.runtime.sampling import fused_floyd
-from gpart.runtime.sampling.kernels import TableConstants
+from gpart.runtime.sampling.kernels import HopTable, TableConstants
 from gpart.runtime.sampling.op_count import OpCounter
 from gpart.runtime.sampling.table_hops import torch_draw, trim
 
@@ -56,9 +56,11 @@ def draw_of(request, monkeypatch):
 
 
 def _draw_table(draw, part, cols: list[int], k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    pos, src = torch.empty((len(cols), k), dtype=torch.int64), torch.empty((len(cols), k), dtype=torch.int64)
-    draw(torch.tensor([cols]), 0, k, torch.Generator().manual_seed(seed), pos.t(), src.t())
-    return pos.numpy(), src.numpy()
+    size = len(cols) * k
+    out = HopTable.of(torch.empty(size, dtype=torch.int64), torch.empty(size, dtype=torch.int64),
+                      torch.empty(size, dtype=torch.bool), len(cols), k)
+    draw(torch.tensor(cols), 0, k, torch.Generator().manual_seed(seed), out)
+    return out.pos.view(len(cols), k).numpy(), out.src.view(len(cols), k).numpy()
 
 
 def test_draws_are_exact(draw_of):

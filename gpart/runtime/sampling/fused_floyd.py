@@ -1,22 +1,26 @@
 """One fixed-capacity hop's draws as one Triton kernel: Floyd's rounds fused (gpart.runtime.sampling.table_hops).
 
     draw = FusedFloyd(part)                 # on CUDA when triton imports (available()); the torch-op draw otherwise
-    draw(cols, hop, k, generator, pos_t, src_t)
+    draw(cols, hop, k, generator, table)     # table: kernels.HopTable, written
 
 The kernel does what gpart.runtime.sampling.kernels.floyd_columns does with
-torch operations (the same contract: [1, C] columns in, [k, C] views of the
-[C, k] position and source tables out, padding ids without in-edges), in one
+torch operations (the same contract: [C] columns in, the [C, k] position and
+source tables out, padding ids without in-edges; the valid-slot table is not
+written: a source is num_nodes where a slot is unused), in one
 launch: each program takes BLOCK columns, reads their CSC bounds, runs the k
-rounds of Floyd's algorithm in registers (round i draws t in [0, top_i] with
-top_i = max(deg, k) - k + i, and takes top_i instead when t is already
-taken), and writes positions and source ids. Every k-subset of a column's
+rounds of Floyd's algorithm (round i draws t in [0, top_i] with top_i =
+max(deg, k) - k + i, and takes top_i instead when t is already taken: the
+row's earlier draws are read back from its own output slots, by the thread
+that wrote them), and writes positions and source ids. Only triton's
+builtins are used: library jit functions (tl.sum, tl.randint4x) cannot be
+called by the interpreter when triton was imported before TRITON_INTERPRET
+was set, as entering a TorchDispatchMode does. Every k-subset of a column's
 in-edges is equally likely, min(deg, k) are taken, none twice.
 
 Random numbers: SplitMix64 of a per-hop seed drawn from the loader's
 generator (one small torch op per batch, or none when a CUDA graph replays
 with seeds written beforehand) and the (column, round) counter, computed in
-the kernel (not tl.randint4x, a jitted library function the interpreter
-cannot call when triton was imported without it); each draw is a 53-bit
+the kernel; each draw is a 53-bit
 uniform, as torch's float64 draws, so bounds up to 2**53 stay unbiased (a
 32-bit multiply-shift would be biased by up to deg / 2**32). Positions and
 sources are int64 because they index torch tensors.
@@ -35,6 +39,7 @@ from typing import Any, Optional
 
 import torch
 
+from gpart.runtime.sampling.kernels import HopTable
 from gpart.runtime.sampling.op_count import launch
 
 BLOCK = 64
@@ -54,7 +59,7 @@ def _kernel(interpret: bool) -> Any:
 
     @triton.jit
     def floyd_kernel(cols_ptr, indptr_ptr, indices_ptr, seed_ptr, pos_ptr, src_ptr, C, num_nodes,
-                     K: tl.constexpr, KP: tl.constexpr, BLOCK: tl.constexpr):
+                     K: tl.constexpr, BLOCK: tl.constexpr):
         rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         live = rows < C
         col = tl.load(cols_ptr + rows, mask=live, other=num_nodes)
@@ -62,27 +67,27 @@ def _kernel(interpret: bool) -> Any:
         start = tl.load(indptr_ptr + col, mask=real, other=0)
         deg = tl.load(indptr_ptr + col + 1, mask=real, other=0) - start
         spread = tl.maximum(deg, K) - K  # top_i = spread + i
-        slots = tl.arange(0, KP)
-        chosen = tl.full((BLOCK, KP), -1, dtype=tl.int64)
         seed = tl.load(seed_ptr).to(tl.uint64)
+        out = pos_ptr + rows.to(tl.int64) * K  # each row's k slots hold its draws, then its positions
         for i in tl.static_range(K):
             top = spread + i
             # SplitMix64 of (seed, column, round): a 64-bit word, its top 53 bits a uniform u in [0, 1 - 2**-53]
-            z = seed + (rows * K + i).to(tl.uint64) * 0x9E3779B97F4A7C15
+            z = seed + (rows.to(tl.int64) * K + i).to(tl.uint64) * 0x9E3779B97F4A7C15
             z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
             z = (z ^ (z >> 27)) * 0x94D049BB133111EB
             z = z ^ (z >> 31)
             u = (z >> 11).to(tl.float64) * (1.0 / 9007199254740992.0)
             t = (u * (top + 1).to(tl.float64)).to(tl.int64)  # at most top (kernels.floyd_columns says why)
-            taken = tl.sum(((chosen == t[:, None]) & (slots[None, :] < i)).to(tl.int32), axis=1) > 0
-            chosen = tl.where(slots[None, :] == i, tl.where(taken, top, t)[:, None], chosen)
-        inside = live[:, None] & (slots[None, :] < K)
-        valid = inside & (chosen < deg[:, None])
-        pos = tl.where(valid, start[:, None] + chosen, 0)
-        src = tl.load(indices_ptr + pos, mask=valid, other=num_nodes)
-        out = rows[:, None] * K + slots[None, :]
-        tl.store(pos_ptr + out, pos, mask=inside)
-        tl.store(src_ptr + out, src, mask=inside)
+            taken = t < 0
+            for j in tl.static_range(i):  # the row's earlier draws, read back from its own slots
+                taken = taken | (tl.load(out + j, mask=live, other=-1) == t)
+            tl.store(out + i, tl.where(taken, top, t), mask=live)
+        for j in tl.static_range(K):
+            chosen = tl.load(out + j, mask=live, other=0)
+            valid = real & (chosen < deg)
+            pos = tl.where(valid, start + chosen, 0)
+            tl.store(out + j, pos, mask=live)
+            tl.store(src_ptr + rows.to(tl.int64) * K + j, tl.load(indices_ptr + pos, mask=valid, other=num_nodes), mask=live)
 
     return floyd_kernel
 
@@ -98,8 +103,7 @@ class FusedFloyd:
         """Draw this batch's seeds from `gen` (one op, no host synchronisation)."""
         torch.randint(0, 2**62, (self.seeds.numel(),), generator=gen, device=self.seeds.device, out=self.seeds)
 
-    def __call__(self, cols: torch.Tensor, hop: int, k: int, gen: Optional[torch.Generator], pos_t: torch.Tensor,
-                 src_t: torch.Tensor) -> None:
+    def __call__(self, cols: torch.Tensor, hop: int, k: int, gen: Optional[torch.Generator], out: HopTable) -> None:
         if hop == 0 and gen is not None:
             self.reseed(gen)
         count = cols.numel()
@@ -107,6 +111,6 @@ class FusedFloyd:
         block = INTERPRETED_BLOCK if interpret else BLOCK
         kernel = _kernel(interpret)
         with launch("fused_floyd"):
-            pos, src = pos_t.t(), src_t.t()  # the [C, k] row-major tables the views come from
-            kernel[(-(-count // block),)](cols, self.indptr, self.indices, self.seeds[hop:], pos, src, count, self.num_nodes,
-                                          K=k, KP=max(2, 1 << (k - 1).bit_length()), BLOCK=block)
+            kernel[(-(-count // block),)](cols, self.indptr, self.indices, self.seeds[hop:], out.pos, out.src, count,
+                                          self.num_nodes,
+                                          K=k, BLOCK=block)

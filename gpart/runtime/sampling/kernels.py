@@ -173,29 +173,45 @@ def floyd_offsets(deg: torch.Tensor, k: int, generator: Optional[torch.Generator
     return chosen.t()
 
 
+@dataclass
+class HopTable:
+    """One fixed-capacity hop's output: [C, k] tables of CSC positions, source ids and valid slots, each flat
+    (row-major, [C * k]) and as a [k, C] view of the same memory (the draws are made round by round)."""
+
+    pos: torch.Tensor
+    src: torch.Tensor
+    valid: torch.Tensor
+    pos_t: torch.Tensor
+    src_t: torch.Tensor
+    valid_t: torch.Tensor
+
+    @classmethod
+    def of(cls, pos: torch.Tensor, src: torch.Tensor, valid: torch.Tensor, cap: int, k: int) -> "HopTable":
+        return cls(pos, src, valid, pos.view(cap, k).t(), src.view(cap, k).t(), valid.view(cap, k).t())
+
+
 def floyd_columns(indptr: torch.Tensor, deg: torch.Tensor, indices: torch.Tensor, cols: torch.Tensor, k: int,
-                  generator: Optional[torch.Generator], consts: "TableConstants", pos_out: torch.Tensor,
-                  src_out: torch.Tensor) -> None:
+                  generator: Optional[torch.Generator], consts: "TableConstants", out: HopTable) -> None:
     """The torch-op form of one fixed-capacity hop (gpart.runtime.sampling.table_hops): for each of the C columns
-    `cols` ([1, C] local ids; padding ids have no in-edges: deg 0) a uniform min(k, in-degree)-subset of its
-    in-edges, written into `pos_out` ([k, C]: CSC positions, 0 in the unused slots) and `src_out` ([k, C]: source
-    ids, num_nodes in the unused slots), round by round. No host synchronisation, no shape that depends on values.
+    `cols` (local ids; padding ids have no in-edges: deg 0) a uniform min(k, in-degree)-subset of its in-edges,
+    written into `out`: CSC positions (0 in the unused slots), source ids (num_nodes in the unused slots) and
+    which slots are used. No host synchronisation, no shape that depends on values.
 
     Every column runs Floyd's rounds over max(in-degree, k) offsets: over exactly k offsets round i can only
     take i (every smaller one is taken), so a column with in-degree <= k takes 0..k-1 in order, the first
     in-degree of them valid: all its in-edges, as sample_columns takes them; one with more draws a uniform
-    k-subset. Rounds run as rows of a [k, C] table (numpy on the CPU, as
-    floyd_offsets; torch ops elsewhere).
+    k-subset. Rounds run as rows of a [k, C] table (numpy on the CPU, as floyd_offsets; torch ops elsewhere).
     """
-    start, degree = torch.take(indptr, cols), torch.take(deg, cols)
+    start, degree = torch.index_select(indptr, 0, cols), torch.index_select(deg, 0, cols)
     # round i draws t in [0, top_i], top_i = max(deg, k) - k + i: floor(u * (top_i + 1)) with a float64 u < 1 is at
     # most top_i (u <= 1 - 2**-53, top_i + 1 < 2**53: the product rounds below top_i + 1), so nothing is clamped
     tops1 = torch.add(torch.clamp(degree, min=k), consts.round_offsets(k))
     chosen = torch.rand(tops1.shape, dtype=torch.float64, device=cols.device, generator=generator).mul_(tops1).to(torch.int64)
     _floyd_rounds(chosen, tops1)
-    valid = chosen < degree
-    torch.where(valid, chosen.add_(start), consts.zero, out=pos_out)
-    torch.where(valid, torch.take(indices, pos_out), consts.pad, out=src_out)
+    torch.lt(chosen, degree, out=out.valid_t)
+    torch.where(out.valid_t, chosen.add_(start), consts.zero, out=out.pos_t)
+    torch.index_select(indices, 0, out.pos, out=out.src)
+    torch.where(out.valid, out.src, consts.pad, out=out.src)
 
 
 def _floyd_rounds(chosen: torch.Tensor, tops1: torch.Tensor) -> None:

@@ -48,13 +48,13 @@ from typing import Callable, Hashable, Optional
 
 import torch
 
-from gpart.runtime.sampling.kernels import TableConstants, floyd_columns
+from gpart.runtime.sampling.kernels import HopTable, TableConstants, floyd_columns
 from gpart.runtime.sampling.sampled import Sampled
 
 _UNSET = torch.iinfo(torch.int32).max
-# draw(cols [1, C], hop, k, generator, pos_out [k, C], src_out [k, C]): one hop's table (kernels.floyd_columns'
-# contract; the outputs are transposed views of [C, k] tables); generator None: seeds written beforehand (replay)
-Draw = Callable[[torch.Tensor, int, int, Optional[torch.Generator], torch.Tensor, torch.Tensor], None]
+# draw(cols [C], hop, k, generator, out): one hop's table into `out` (kernels.floyd_columns' contract); generator
+# None: the draws' seeds were written beforehand (a CUDA graph's replay)
+Draw = Callable[[torch.Tensor, int, int, Optional[torch.Generator], HopTable], None]
 
 
 @dataclass
@@ -144,15 +144,13 @@ class _Hop:
         self.claims = torch.arange(base + 2, base + 2 + edges, dtype=torch.int32, device=device)
         self.lookup, self.sums = lookup, lookup[base + 1:]
         self.lookup_end = int(lookup.storage_offset() - buf.table.storage_offset()) + lookup.numel() - 1
-        self.pos = buf.pos[at:at + edges]
-        self.pos_t = self.pos.view(cap, fanout).t()  # the draws are made round by round: [fanout, cap] views
-        self.src = torch.empty((cap, fanout), dtype=torch.int64, device=device)
-        self.src_flat, self.src_t = self.src.view(-1), self.src.t()
+        self.table = HopTable.of(buf.pos[at:at + edges], torch.empty(edges, dtype=torch.int64, device=device),
+                                 torch.empty(edges, dtype=torch.bool, device=device), cap, fanout)
         self.codes = buf.codes[at:at + edges]
         self.dst = buf.dst_row[at:at + edges]
         self.rows = torch.arange(cap, dtype=torch.int64, device=device).repeat_interleave(fanout)  # + the frontier's start
         next_cap = buf.caps[h + 1]
-        self.next_at = torch.arange(1, next_cap + 1, dtype=torch.int64, device=device).view(1, next_cap)
+        self.next_at = torch.arange(1, next_cap + 1, dtype=torch.int64, device=device)
         self.next_index = torch.empty_like(self.next_at)  # nid indices of the next frontier: S_h + 1 + r
         self.next_frontier = torch.empty_like(self.next_at)
 
@@ -195,10 +193,10 @@ class TableHops:
         buf.nid.fill_(self.num_nodes + 1)
         buf.seed_slot.copy_(seeds)
         slot.index_copy_(0, seeds, buf.seed_codes)
-        frontier = seeds.view(1, -1)
+        frontier = seeds
         for h, hop in enumerate(buf.hops):
-            self.draw(frontier, h, hop.fanout, gen, hop.pos_t, hop.src_t)
-            src = hop.src_flat
+            self.draw(frontier, h, hop.fanout, gen, hop.table)
+            src = hop.table.src
             slot.scatter_reduce_(0, src, hop.claims, reduce="amin")
             got = torch.index_select(slot, 0, src)
             torch.eq(got, hop.claims, out=hop.first)  # an entry whose claim won: a new node's first occurrence
@@ -210,7 +208,7 @@ class TableHops:
             slot.index_copy_(0, src, hop.codes)
             nxt = buf.hops[h + 1]
             torch.add(hop.next_at, hop.start, out=hop.next_index)  # the new nodes, then padding (num_nodes + 1)
-            frontier = torch.take(buf.nid, hop.next_index, out=hop.next_frontier)
+            frontier = torch.index_select(buf.nid, 0, hop.next_index, out=hop.next_frontier)
             torch.add(nxt.rows, hop.start, out=nxt.dst)  # the next frontier's rows sit at S_h + row
         slot.index_fill_(0, buf.nid_body, _UNSET)
         return self._finish(buf, int(seeds.numel()))
@@ -233,8 +231,8 @@ def torch_draw(part, consts: TableConstants) -> Draw:
     deg[:part.num_nodes] = part.indptr[1:] - part.indptr[:-1]
     indptr = torch.cat([part.indptr, part.indptr[-1:]])  # num_nodes + 1 starts where num_nodes does
 
-    def draw(cols, hop, k, gen, pos_out, src_out):
-        floyd_columns(indptr, deg, part.indices, cols, k, gen, consts, pos_out, src_out)
+    def draw(cols, hop, k, gen, out):
+        floyd_columns(indptr, deg, part.indices, cols, k, gen, consts, out)
 
     return draw
 
