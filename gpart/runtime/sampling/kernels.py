@@ -205,7 +205,7 @@ def floyd_columns(indptr: torch.Tensor, deg: torch.Tensor, indices: torch.Tensor
     start, degree = torch.index_select(indptr, 0, cols), torch.index_select(deg, 0, cols)
     # round i draws t in [0, top_i], top_i = max(deg, k) - k + i: floor(u * (top_i + 1)) with a float64 u < 1 is at
     # most top_i (u <= 1 - 2**-53, top_i + 1 < 2**53: the product rounds below top_i + 1), so nothing is clamped
-    tops1 = torch.add(torch.clamp(degree, min=k), consts.round_offsets(k))
+    tops1 = torch.add(torch.clamp(degree, min=k), consts.round_offsets(k))  # float64: exact below 2**53, no cast to multiply
     chosen = torch.rand(tops1.shape, dtype=torch.float64, device=cols.device, generator=generator).mul_(tops1).to(torch.int64)
     _floyd_rounds(chosen, tops1)
     torch.lt(chosen, degree, out=out.valid_t)
@@ -221,11 +221,11 @@ def _floyd_rounds(chosen: torch.Tensor, tops1: torch.Tensor) -> None:
     if chosen.device.type == "cpu":
         c, t = chosen.numpy(), tops1.numpy()
         for i in range(1, k):
-            np.copyto(c[i], t[i] - 1, where=(c[:i] == c[i]).any(0))
+            np.copyto(c[i], t[i] - 1, casting="unsafe", where=(c[:i] == c[i]).any(0))
         return
     for i in range(1, k):
         seen = (chosen[:i] == chosen[i]).any(0)
-        chosen[i] = torch.where(seen, tops1[i] - 1, chosen[i])
+        chosen[i] = torch.where(seen, (tops1[i] - 1).to(torch.int64), chosen[i])
 
 
 class TableConstants:
@@ -240,7 +240,7 @@ class TableConstants:
     def round_offsets(self, k: int) -> torch.Tensor:
         """[k, 1]: i - k + 1 for round i (top_i + 1 = max(deg, k) + i - k + 1)."""
         if k not in self._offsets:
-            self._offsets[k] = torch.arange(1 - k, 1, dtype=torch.int64, device=self.device).unsqueeze(1)
+            self._offsets[k] = torch.arange(1 - k, 1, dtype=torch.float64, device=self.device).unsqueeze(1)
         return self._offsets[k]
 
 

@@ -14,10 +14,15 @@ drawn with gpart.runtime.sampling.kernels.sample_segments once per distinct fano
 the hop, so the edges come out grouped by column without a sort.
 
 Two hop strategies (`table_hops`): compact hops (sample, the default on the
-CPU) and table hops (sample_table, the default on CUDA with one partition):
-the static-shape form for one edge type and a positive fanout ([columns,
-fanout] positions, -1 padded, no host synchronisation), whose draws differ
-from the compact hops' (gpart.runtime.loaders.node states what reproduces);
+CPU) and table hops (the default on CUDA with one partition): the
+static-shape form for one edge type and a positive fanout, whose draws
+differ from the compact hops' (gpart.runtime.loaders.node states what
+reproduces). Without replacement a batch's table hops run at fixed
+capacities with no host synchronisation (gpart.runtime.sampling.table_hops;
+`table_draw` gives their draw: the fused kernel of
+gpart.runtime.sampling.fused_floyd when `fused`, default on CUDA with
+triton); with replacement each hop is a sample_table ([columns, fanout]
+positions, -1 padded) with one synchronisation;
 hops it cannot take (a typed graph, fanout -1, several partitions) are
 compact whatever the strategy. Tensor
 operations only (no loop per node), on CPU or CUDA alike: the partition's

@@ -22,7 +22,10 @@ nodes are never requested for sampling, so their rows take one more round
 of flagged requests and rows (3 collectives, every array at once). A rank
 without seeds (an empty batch) makes the same calls, so it keeps serving
 its peers' requests until every rank is done. With one partition nothing
-travels: the hops sample locally and rows are read.
+travels: the hops sample locally and rows are read; when the sampler takes
+every hop as a table (table_batches()), the batch runs at fixed capacities
+with one host synchronisation (gpart.runtime.sampling.table_hops), or none
+as a padded batch (sample_padded), replayed from CUDA graphs with `replay`.
 
 With carry_rows=False (for benchmarks and equivalence tests, not the public
 loaders) the rows are fetched after sampling instead, through the same
