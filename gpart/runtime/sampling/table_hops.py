@@ -74,6 +74,7 @@ class PaddedSampled:
     fanouts: list[int]
     node_caps: list[int]  # C_0 .. C_H: seeds, then the nodes each hop may add
     edge_caps: list[int]  # C_h x F_h per hop
+    edge_rows: tuple[torch.Tensor, ...] = ()  # edge_index's two rows (views: trim gathers each, faster than both at once)
     node_data: dict[Hashable, torch.Tensor] = field(default_factory=dict)  # rows of n_id (unspecified at padding)
     y: Optional[torch.Tensor] = None
     x: Optional[torch.Tensor] = None  # the first node data's rows, as a loader presents them
@@ -221,7 +222,7 @@ class TableHops:
         torch.sub(buf.codes, 1, out=buf.src_row)
         torch.index_select(self.edge_ids, 0, buf.pos, out=buf.eid_row)
         return PaddedSampled(buf.nid_body, batch_size, buf.edge_index, buf.eid_row, buf.valid, buf.sizes, buf.fanouts,
-                             buf.caps, buf.edge_caps)
+                             buf.caps, buf.edge_caps, (buf.src_row, buf.dst_row))
 
 
 def torch_draw(part, consts: TableConstants) -> Draw:
@@ -243,9 +244,11 @@ def trim(padded: PaddedSampled) -> Sampled:
     sizes = padded.sizes.tolist()  # the batch's one synchronisation
     listed, slots = [padded.batch_size] + sizes[:hops], sizes[hops:]
     keep = torch.nonzero_static(padded.valid, size=slots[-1]).view(-1)
-    edge_index = torch.index_select(padded.edge_index, 1, keep)
+    rows = padded.edge_rows or tuple(padded.edge_index)
+    edge_index = torch.stack([torch.index_select(row, 0, keep) for row in rows])
     e_id = torch.index_select(padded.e_id, 0, keep)
     nodes = [b - a for a, b in zip([0] + listed[:-1], listed)]
     edges = [b - a for a, b in zip([0] + slots[:-1], slots)]
-    rows = {key: value[:listed[-1]].clone() for key, value in padded.node_data.items()}
-    return Sampled(torch.narrow_copy(padded.n_id, 0, 0, listed[-1]), padded.batch_size, edge_index, e_id, nodes, edges, node_data=rows, y=padded.y)
+    node_rows = {key: value[:listed[-1]].clone() for key, value in padded.node_data.items()}
+    return Sampled(torch.narrow_copy(padded.n_id, 0, 0, listed[-1]), padded.batch_size, edge_index, e_id, nodes, edges,
+                   node_data=node_rows, y=padded.y)
