@@ -14,7 +14,12 @@ and PyG's, is undirected). Any `gpart partition` result works as --parts.
 
 Layers: torch_geometric.nn.SAGEConv (mean aggregation) on `batch.to_pyg()`
 when PyG is importable, otherwise the plain-torch SAGEConv below (the same
-formula, mean with index_add_); `--layers pyg|torch` chooses. Each rank loads its
+formula, mean with index_add_); `--layers pyg|torch` chooses. The plain-torch
+model trims each layer to the nodes the next one reads (the batch's
+num_sampled_nodes / num_sampled_edges, as PyG's trim_to_layer); on a GPU with
+one partition it trains on padded batches (no host synchronisation) and
+takes the mean over their fanout tables (no atomic adds), with bfloat16
+autocast and TF32 matmuls. Each rank loads its
 partition, takes its equal share of the training nodes (gr.node_split), and
 draws mini-batches with gr.DistNeighborLoader; gradients are summed over
 ranks with one all_reduce and divided by the global number of seeds, so a
