@@ -26,11 +26,11 @@ from gpart.runtime.sampling.table_hops import PaddedSampled, TableHops
 class PaddedBatches:
     """The padded batches of `sampler`'s table hops over `part` (see the module)."""
 
-    def __init__(self, part: Partition, sampler: Any, rows: RowFetcher):
+    def __init__(self, part: Partition, sampler: Any, rows: RowFetcher, keep: int = 2):
         self.part, self.rows = part, rows
         fanouts = [sampler.table_fanout(hop) for hop in range(sampler.num_hops)]
         self.draw = sampler.table_draw() if hasattr(sampler, "table_draw") else None
-        self.tables = TableHops(part, fanouts, self.draw)
+        self.tables = TableHops(part, fanouts, self.draw, keep)
         self._replay: Optional[GraphReplay] = None
 
     def run(self, seeds: torch.Tensor, gen: Optional[torch.Generator], rows: bool = True,

@@ -100,6 +100,9 @@ class DistSampler:
         self._relabel: Optional[Union[Relabeller, KeyRelabeller]] = None
         self._padded: Optional[PaddedBatches] = None
         self.replay = False  # padded batches replayed from CUDA graphs (gpart.runtime.sampling.batch_graphs)
+        # buffer sets per batch size that padded batches rotate through: a padded batch's tensors hold until this
+        # many later batches of its size (a loader preparing batches ahead must keep prefetch + 2); set before use
+        self.padded_keep = 2
         # False: table hops one at a time with a host synchronisation each (the path before fixed capacities, which
         # benchmarks run beside this one); exact and uniform too, from other draws
         self.fixed_capacity = True
@@ -142,9 +145,9 @@ class DistSampler:
     def sample_padded(self, seeds: torch.Tensor, gen: Optional[torch.Generator], rows: bool = True) -> PaddedSampled:
         """One batch at fixed capacities with no host synchronisation (table_batches() must hold), with the rows of
         its nodes and the seeds' labels (`rows`), replayed from a CUDA graph when `replay` is set and it can be
-        (gpart.runtime.sampling.padded_batches). Its tensors are reused two batches of its size later."""
+        (gpart.runtime.sampling.padded_batches). Its tensors are reused `padded_keep` batches of its size later."""
         if self._padded is None:
-            self._padded = PaddedBatches(self.part, self.sampler, self.rows)
+            self._padded = PaddedBatches(self.part, self.sampler, self.rows, self.padded_keep)
         return self._padded.run(seeds, gen, rows, self.replay)
 
     def _hops(self, seeds: torch.Tensor, gen: torch.Generator) -> tuple[_Hops, torch.Tensor]:
