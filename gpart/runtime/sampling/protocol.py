@@ -111,7 +111,7 @@ class DistSampler:
         """One batch for this rank's `seeds` (erased global ids on the device, distinct unless disjoint; any number,
         none too): the hops, then the rows. With disjoint sampling `seed_batch` is each seed's `batch` value (None:
         its position). A collective: every rank calls it as often, in the same order."""
-        if self.table_batches():  # one partition, table hops: fixed capacities, one synchronisation (trim)
+        if seeds.numel() and self.table_batches():  # one partition, table hops: fixed capacities, one synchronisation
             sampled = trim(self.sample_padded(seeds, gen, rows=False))
             rows = self.rows
             sampled.node_data = {key: rows.read(key, sampled.n_id) for key in rows.data_keys}
