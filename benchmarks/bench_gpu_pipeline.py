@@ -10,10 +10,15 @@ sizes 1024 and 8192, the same seeds (a fixed permutation of the training
 nodes, no shuffling) for every sampler. Printed per batch size:
 
 - gpart, topology only: sampled edges/s (the loader's whole batch: sampling,
-  relabelling, edge_index);
+  relabelling, edge_index), with the torch ops and host synchronisations of
+  one batch (gpart.runtime.sampling.op_count); on CUDA also padded batches
+  (padded=True: no synchronisation) and padded batches replayed from CUDA
+  graphs (loader.protocol.replay);
 - gpart with x and y gathered: batches/s;
-- a GraphSAGE step (3 mean-aggregation layers, hidden 256, plain torch, Adam)
-  on those batches: seconds per batch, and the epoch over every training node
+- a GraphSAGE step (examples/train_sage.py's model: 3 mean-aggregation layers,
+  hidden 256, trimmed per layer; on CUDA padded batches, the mean over their
+  fanout tables, bfloat16 autocast and TF32; Adam) on those batches: seconds
+  per batch, and the epoch over every training node
   (measured when --batches covers the epoch, else extrapolated: said so);
 - gpart on the CPU beside, when --device is CUDA (the CPU path of the same code);
   on the CPU, also the GPU's hop form (`loader.sampler.table_hops`) run on the CPU;
@@ -104,7 +109,7 @@ def gpart_side(parts: Path, device_name: str, seeds: np.ndarray, batch: int, bat
     device = part.device
     for t in (part.indptr, part.indices, part.node_ids, part.edge_ids, *part.node_data.values()):
         int(t.reshape(-1)[::512].to(torch.float64).sum())  # every page read once: figures are not page-fault counts
-    ids = torch.from_numpy(seeds[: batch * (batches * repeats + 1)])
+    ids = torch.from_numpy(seeds[: batch * (batches * repeats + 5)])  # warm-ups and counted batches too
 
     def loader(**kw):
         made = gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=batch, shuffle=False, **kw)
@@ -121,6 +126,13 @@ def gpart_side(parts: Path, device_name: str, seeds: np.ndarray, batch: int, bat
         return count
 
     out = dict(zip(("edges_per_s", "edges_per_cpu_s"), _median_rate(lambda: _rate(edges), repeats)))
+    from gpart.runtime.sampling.op_count import OpCounter  # gpart's side only, as above
+
+    with OpCounter() as count:
+        next(topo)
+    out["ops"], out["syncs"] = count.ops, count.syncs
+    if device.type == "cuda":  # padded batches (no synchronisation), eager then replayed from CUDA graphs
+        out.update(padded_rates(part, ids, batch, batches, repeats))
     full = loader(node_data=["feat"], labels="label")
     next(full)
 
@@ -139,18 +151,49 @@ def gpart_side(parts: Path, device_name: str, seeds: np.ndarray, batch: int, bat
     return out
 
 
+def padded_rates(part, ids: torch.Tensor, batch: int, batches: int, repeats: int) -> dict:
+    """Sampled edges/s of padded batches (padded=True: no host synchronisation), eager and replayed from CUDA graphs
+    (loader.protocol.replay); the edges are counted from the batches' device sizes after the timing."""
+    import gpart.runtime as gr  # gpart's side only: the DGL child runs this module without gpart
+    from gpart.runtime.sampling.op_count import OpCounter
+
+    out = {}
+    for label, replay in (("padded", False), ("replayed", True)):
+        loader = gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=batch, shuffle=False, node_data=None,
+                                       labels=None, padded=True)
+        loader.protocol.replay = replay
+        it = iter(loader)
+        for _ in range(3):  # warm: buffers made, graphs captured
+            next(it)
+
+        def edges(it=it) -> int:
+            _sync(part.device)
+            sizes = [next(it).sizes[-1].clone() for _ in range(batches)]  # reused buffers: keep the counts
+            _sync(part.device)
+            return int(torch.stack(sizes).sum())
+
+        with OpCounter() as count:
+            next(it)
+        out[f"{label}_edges_per_s"] = _median_rate(lambda: _rate(edges), repeats)[0]
+        out[f"{label}_ops"], out[f"{label}_syncs"] = count.ops, count.syncs
+    return out
+
+
 def sage_step_seconds(part, ids, batch: int, batches: int, train_count: int) -> dict:
     """Seconds per training step (batch sampled, x and y gathered, forward, backward, Adam) and the epoch."""
     import gpart.runtime as gr  # gpart's side only: the DGL child runs this module without gpart
 
+    example = example_sage()
     torch.manual_seed(0)
-    model = Sage(100, 256, 47, len(FANOUTS)).to(part.device)
+    model = example.SAGE(100, 256, 47, len(FANOUTS), dropout=0.0, row_normalize=False).to(part.device)
     opt = torch.optim.Adam(model.parameters(), lr=0.003)
-    it = iter(gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=batch, shuffle=False))
+    cuda = part.device.type == "cuda"  # as the example: padded batches, TF32, bfloat16 on a GPU
+    torch.backends.cuda.matmul.allow_tf32 = cuda
+    it = iter(gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=batch, shuffle=False, padded=cuda))
 
     def step() -> None:
         b = next(it)
-        loss = torch.nn.functional.cross_entropy(model(b.x, b.edge_index)[: b.batch_size], b.y)
+        loss = torch.nn.functional.cross_entropy(example.forward(model, b), b.y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -166,24 +209,15 @@ def sage_step_seconds(part, ids, batch: int, batches: int, train_count: int) -> 
     return {"step_s": per, "epoch_s": per * per_epoch, "epoch_batches": per_epoch, "epoch_measured": batches >= per_epoch}
 
 
-class Sage(torch.nn.Module):
-    """GraphSAGE with mean aggregation over a batch's edge_index (messages edge_index[0] -> [1])."""
+def example_sage():
+    """examples/train_sage.py as a module: the benchmark trains the model a user copies (per-layer trimming, the
+    fanout-table mean on padded batches, bfloat16 autocast on CUDA)."""
+    import importlib.util
 
-    def __init__(self, dim_in: int, hidden: int, classes: int, layers: int):
-        super().__init__()
-        dims = [dim_in] + [hidden] * (layers - 1) + [classes]
-        self.self_lin = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
-        self.neigh_lin = torch.nn.ModuleList(torch.nn.Linear(a, b, bias=False) for a, b in zip(dims[:-1], dims[1:]))
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        src, dst = edge_index
-        deg = torch.zeros(x.shape[0], device=x.device).index_add_(0, dst, torch.ones_like(dst, dtype=x.dtype)).clamp_(min=1)
-        for i, (own, neigh) in enumerate(zip(self.self_lin, self.neigh_lin)):
-            mean = torch.zeros_like(x).index_add_(0, dst, torch.index_select(x, 0, src)) / deg.unsqueeze(1)
-            x = own(x) + neigh(mean)
-            if i < len(self.self_lin) - 1:
-                x = torch.relu(x)
-        return x
+    spec = importlib.util.spec_from_file_location("gpart_example_train_sage", HERE.parents[1] / "examples" / "train_sage.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 _WHOLEMEMORY: dict = {}
@@ -311,7 +345,13 @@ def report(batch: int, rows: list[tuple[str, dict]]) -> None:
             note = f"epoch extrapolated from {r['epoch_batches']} batches x measured step; "
         if "x_mib" in r:
             note += f"x {r['x_mib']:.0f} MiB/batch; RSS {r['rss_mib']:.0f} MiB"
+        if "ops" in r:
+            note += f"; {r['ops']} ops, {r['syncs']} syncs/batch"
         print(f"  {name:<36}{r['edges_per_s'] / 1e6:10.2f}{per_cpu:>8}{bps:>15}{step:>12}{epoch:>9}  {note}", flush=True)
+        for label in ("padded", "replayed"):
+            if f"{label}_edges_per_s" in r:
+                print(f"  {'  ' + label + ' batches':<36}{r[label + '_edges_per_s'] / 1e6:10.2f}{'-':>8}{'-':>15}{'-':>12}"
+                      f"{'-':>9}  {r[label + '_ops']} ops, {r[label + '_syncs']} syncs/batch", flush=True)
 
 
 def main() -> None:
@@ -343,7 +383,7 @@ def main() -> None:
     with np.load(graph) as z:
         train_count = int(np.count_nonzero(z["train_mask"]))
     for batch in (int(b) for b in args.batch_sizes.split(",")):
-        seeds = seed_order(graph, batch * (args.batches * args.repeats + 2))
+        seeds = seed_order(graph, batch * (args.batches * args.repeats + 6))
         rows = [(f"gpart on {device}", gpart_side(parts, device, seeds, batch, args.batches, args.repeats, not args.skip_model,
                                                           train_count))]
         if device.startswith("cuda"):

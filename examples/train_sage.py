@@ -14,7 +14,12 @@ and PyG's, is undirected). Any `gpart partition` result works as --parts.
 
 Layers: torch_geometric.nn.SAGEConv (mean aggregation) on `batch.to_pyg()`
 when PyG is importable, otherwise the plain-torch SAGEConv below (the same
-formula, mean with index_add_); `--layers pyg|torch` chooses. Each rank loads its
+formula, mean with index_add_); `--layers pyg|torch` chooses. The plain-torch
+model trims each layer to the nodes the next one reads (the batch's
+num_sampled_nodes / num_sampled_edges, as PyG's trim_to_layer); on a GPU with
+one partition it trains on padded batches (no host synchronisation) and
+takes the mean over their fanout tables (no atomic adds), with bfloat16
+autocast and TF32 matmuls. Each rank loads its
 partition, takes its equal share of the training nodes (gr.node_split), and
 draws mini-batches with gr.DistNeighborLoader; gradients are summed over
 ranks with one all_reduce and divided by the global number of seeds, so a
@@ -28,6 +33,7 @@ val_mask and test_mask.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -44,18 +50,43 @@ from train_common import LayerwiseAccuracy, add_common_arguments, all_max, fit, 
 
 
 class SAGEConv(nn.Module):
-    """out = W_self x + W_neigh mean(x of in-neighbours), over a batch's edge_index (source -> destination)."""
+    """out = W_self x + W_neigh mean(x of in-neighbours), over a batch's edge_index (source -> destination).
+
+    num_dst: outputs for the first num_dst nodes only (every destination is among them: a trimmed layer);
+    forward_tables: the mean over a padded batch's fanout tables instead (no atomic adds, see `tables`)."""
 
     def __init__(self, dim_in: int, dim_out: int):
         super().__init__()
         self.lin_self = nn.Linear(dim_in, dim_out)
         self.lin_neigh = nn.Linear(dim_in, dim_out, bias=False)
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, num_dst: Optional[int] = None) -> torch.Tensor:
         src, dst = edge_index
-        total = torch.zeros_like(x).index_add_(0, dst, x[src])
-        deg = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device).index_add_(0, dst, torch.ones_like(dst, dtype=x.dtype))
-        return self.lin_self(x) + self.lin_neigh(total / deg.clamp(min=1).unsqueeze(1))
+        n = x.shape[0] if num_dst is None else num_dst
+        total = x.new_zeros((n, x.shape[1])).index_add_(0, dst, x[src])
+        deg = x.new_zeros(n).index_add_(0, dst, x.new_ones(dst.shape[0]))
+        return self.lin_self(x[:n]) + self.lin_neigh(total / deg.clamp(min=1).unsqueeze(1))
+
+    def forward_tables(self, x: torch.Tensor, tables: list[tuple[torch.Tensor, torch.Tensor]], num_dst: int) -> torch.Tensor:
+        """Outputs for the first num_dst positions from (source table [C, F] (-1: unused slot), the C rows'
+        positions) per hop: each row's mean over its valid slots, written at its position, hop after hop (a padding
+        row's position is a later hop's row, which overwrites it, or past what the next layer reads)."""
+        agg = x.new_zeros((num_dst, x.shape[1]))
+        for src, rows in tables:
+            valid = (src >= 0).unsqueeze(2).to(x.dtype)
+            total = (x[src.clamp(min=0)] * valid).sum(1)
+            agg = agg.index_copy(0, rows, total / valid.sum(1).clamp(min=1))
+        return self.lin_self(x[:num_dst]) + self.lin_neigh(agg)
+
+
+def tables(batch) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """A padded batch's hops as (source positions [C_h, F_h], -1 unused; the positions of the C_h rows), static views."""
+    out, at = [], 0
+    for cap, fanout, size in zip(batch.node_caps, batch.fanouts, batch.edge_caps):
+        src = batch.edge_index[0, at:at + size].view(cap, fanout)
+        out.append((src, batch.edge_index[1, at:at + size:fanout]))
+        at += size
+    return out
 
 
 def conv_class(use_pyg: bool) -> type:
@@ -76,16 +107,39 @@ class SAGE(nn.Module):
         self.convs = nn.ModuleList(conv(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = dropout
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        x = x.float()
-        if self.row_normalize:
-            x = x / x.abs().sum(1, keepdim=True).clamp(min=1e-12)
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, num_sampled_nodes: Optional[list[int]] = None,
+                num_sampled_edges: Optional[list[int]] = None) -> torch.Tensor:
+        """Logits of every node, or, given a batch's per-hop counts (as many hops as layers), trimmed per layer as
+        PyG's trim_to_layer: layer i computes only the nodes within layers - 1 - i hops of the seeds, from the edges
+        of the first layers - i hops; the first batch_size rows are the seeds' logits either way."""
+        x = self._first(x)
         for i, conv in enumerate(self.convs):
             x = F.dropout(x, self.dropout, self.training)
-            x = conv(x, edge_index)
-            if i < len(self.convs) - 1:
-                x = F.relu(x)
+            if num_sampled_nodes is None or num_sampled_edges is None:
+                x = conv(x, edge_index)
+            else:
+                keep = len(self.convs) - 1 - i  # hops whose nodes this layer outputs
+                x = conv(x, edge_index[:, :sum(num_sampled_edges[:keep + 1])], sum(num_sampled_nodes[:keep + 1]))
+            x = self._between(x, i)
         return x
+
+    def forward_padded(self, x: torch.Tensor, batch) -> torch.Tensor:
+        """forward over a padded batch (DistNeighborLoader(padded=True)): means over its fanout tables, trimmed per
+        layer by capacity; the first batch_size rows are the seeds' logits."""
+        hops = tables(batch)
+        x = self._first(x)
+        for i, conv in enumerate(self.convs):
+            x = F.dropout(x, self.dropout, self.training)
+            keep = len(self.convs) - 1 - i
+            x = self._between(conv.forward_tables(x, hops[:keep + 1], sum(batch.node_caps[:keep + 1])), i)
+        return x
+
+    def _first(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.float()
+        return x / x.abs().sum(1, keepdim=True).clamp(min=1e-12) if self.row_normalize else x
+
+    def _between(self, x: torch.Tensor, i: int) -> torch.Tensor:
+        return F.relu(x) if i < len(self.convs) - 1 else x
 
     def layers(self) -> list:
         """The forward pass as layers `layer(x, edge_index)` (evaluation mode: no dropout), for gr.layerwise_inference."""
@@ -109,7 +163,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def forward(model: nn.Module, batch) -> torch.Tensor:
-    return model(batch.x, batch.edge_index)[: batch.batch_size]
+    """The seeds' logits: trimmed per layer, over the fanout tables of a padded batch; bfloat16 matmuls on CUDA."""
+    with torch.autocast("cuda", dtype=torch.bfloat16) if batch.x.is_cuda else contextlib.nullcontext():
+        if hasattr(batch, "node_caps"):  # a padded batch
+            out = model.forward_padded(batch.x, batch)
+        else:
+            out = model(batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
+    return out[: batch.batch_size].float()
 
 
 def forward_pyg(model: nn.Module, batch) -> torch.Tensor:
@@ -131,7 +191,11 @@ def train(args: argparse.Namespace) -> dict:
     model = SAGE(part.node_data["feat"].shape[1], args.hidden, classes, len(fanouts), args.dropout, args.row_normalize,
                  conv_class(use_pyg)).to(device)
     per_rank = -(-args.batch_size // world_size)
-    loader = gr.DistNeighborLoader(part, gr.node_split(part, "train_mask"), fanouts=fanouts, batch_size=per_rank, seed=args.seed)
+    # on a GPU with one partition: padded batches (no host synchronisation, fanout-table means) and TF32 matmuls
+    fast = device.type == "cuda" and part.num_parts == 1 and not use_pyg and min(fanouts) > 0
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = device.type == "cuda"
+    loader = gr.DistNeighborLoader(part, gr.node_split(part, "train_mask"), fanouts=fanouts, batch_size=per_rank, seed=args.seed,
+                                   padded=fast)
     # evaluation: every node's logits by layer-wise inference (all in-neighbours), accuracy over the mask's nodes
     loaders = (loader, LayerwiseAccuracy(part, "val_mask", SAGE.layers), LayerwiseAccuracy(part, "test_mask", SAGE.layers))
     return fit(model, forward_pyg if use_pyg else forward, loaders, args, device, rank, world_size) | {"layers": "pyg" if use_pyg else "torch"}

@@ -41,8 +41,13 @@ the same order and, per seed, the same number of first-hop in-edges
 (min(fanout, in-degree); with replace=True fanout for a node with
 in-edges), each neighbour set uniform; past that, the neighbours differ, except where no hop draws: when
 every fanout is at least the in-degree of every node it samples, the two
-give identical batches. Disjoint and non-disjoint sampling give different
-batches.
+give identical batches. Table hops draw with torch operations, or on CUDA
+with the fused kernel (`loader.sampler.fused`; gpart.runtime.sampling.
+fused_floyd), whose Philox numbers are others again: each reproduces, and
+across them the same holds as across table and compact hops. Padded batches
+(padded=True) trimmed (`batch.trim()`) are the compact batches of the same
+loader without padded, field by field. Disjoint and non-disjoint sampling
+give different batches.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.epochs import NODE_SALTS, EpochStreams, agreed_batch_count
 from gpart.runtime.sampling.row_source import RowSource
 from gpart.runtime.sampling.sampled import Sampled
+from gpart.runtime.sampling.table_hops import PaddedSampled
 
 
 def present_defaults(have_keys: Sequence[Any], node_data: Union[str, Sequence[str], None],
@@ -80,6 +86,7 @@ class NodeLoaderOptions(LoaderOptions):
     """DistNeighborLoader's settings (see there): every loader's, and the seeds' labels."""
 
     labels: Optional[str] = "label"
+    padded: bool = False
 
 
 def DistNeighborLoader(
@@ -98,6 +105,7 @@ def DistNeighborLoader(
     disjoint: bool = False,
     sampler: Any = None,
     row_source: Optional[RowSource] = None,
+    padded: bool = False,
 ) -> "NeighborLoader":
     """Mini-batches of this rank's `seeds` with neighbours sampled across all partitions (an iterable loader).
 
@@ -125,7 +133,13 @@ def DistNeighborLoader(
     e.g. LocalSampler(part, hop_fanouts, replace, table_hops), must take as
     many hops, and draws as it was built). row_source: where owners read rows
     (gpart.runtime.sampling.row_source.RowSource; None: the partition's node
-    data); node_data and labels name its keys.
+    data); node_data and labels name its keys. padded: yield each batch at
+    fixed capacities with no host synchronisation (gpart.runtime.sampling.
+    table_hops.PaddedSampled: sizes as a device tensor, `trim()` gives the
+    compact batch, the same as padded=False gives); needs one partition, a
+    homogeneous graph, positive fanouts, replace=False and disjoint=False, and
+    takes the hops as tables; its tensors are reused two batches later, and
+    `stats` counts no sampled edges for it (that would synchronise).
 
     Collectives (every rank must make the same calls, each bounded by
     timeout_s): building the loader (it checks every rank's settings agree
@@ -137,7 +151,7 @@ def DistNeighborLoader(
     """
     options = NodeLoaderOptions(fanouts=fanouts, batch_size=batch_size, shuffle=shuffle, seed=seed, node_data=node_data,
                                 labels=labels, replace=replace, drop_last=drop_last, timeout_s=timeout_s, pyg=pyg,
-                                disjoint=disjoint)
+                                disjoint=disjoint, padded=padded)
     return _loader_class(part)(part, seeds, options, sampler=sampler, row_source=row_source)
 
 
@@ -168,6 +182,9 @@ class NeighborLoader:
         self.rank, self.world_size = pieces.layout.rank, pieces.layout.world_size
         self.seeds = self.plan.seeds
         problem = self.plan.problem or (f"batch_size must be >= 1, got {self.batch_size}" if self.batch_size < 1 else None)
+        self.padded = bool(options.padded)
+        if self.padded and problem is None and pieces.protocol is not None:
+            problem = _padded_problem(self.sampler, pieces.protocol)
         # batch_size and drop_last too: every rank counts the batches of every rank's seeds with its own
         settings = (f"{self.plan.settings} replace={bool(options.replace)} carry_rows={pieces.exchange.active and carry_rows} "
                     f"disjoint={bool(options.disjoint)} batch_size={self.batch_size} drop_last={self.drop_last} "
@@ -190,6 +207,10 @@ class NeighborLoader:
         seeds = self.seeds[order]
         for i in range(self.num_batches):
             start = time.perf_counter()
+            if self.padded:  # no synchronisation: nothing to count or present on the host
+                yield self.sample_padded(seeds[i * self.batch_size : (i + 1) * self.batch_size], gen)
+                self.stats["batches"] += 1
+                continue
             sampled = self.sample(seeds[i * self.batch_size : (i + 1) * self.batch_size], gen)
             batch = self.present(sampled)
             self.stats["total_s"] += time.perf_counter() - start
@@ -202,6 +223,13 @@ class NeighborLoader:
         """One batch of the protocol for `seeds` (erased global ids; see DistSampler.sample): a collective."""
         return self.protocol.sample(seeds, gen, seed_batch)
 
+    def sample_padded(self, seeds: torch.Tensor, gen: torch.Generator) -> PaddedSampled:
+        """One padded batch for `seeds` (padded=True; gpart.runtime.sampling.table_hops), x its first node data."""
+        padded = self.protocol.sample_padded(seeds, gen)
+        if self.node_data_names:
+            padded.x = padded.node_data[self.node_data_names[0]]
+        return padded
+
     def present(self, sampled: Sampled) -> Union[Batch, HeteroBatch]:
         """The batch as the user sees it: a Batch with x / node_data / y (homogeneous) or split by type."""
         first = self.node_data_names[0] if self.node_data_names else None
@@ -211,6 +239,16 @@ class NeighborLoader:
 class HeteroNeighborLoader(NeighborLoader):
     """The loader of a typed partition (what DistNeighborLoader builds for one): the same loader, whose
     batches are HeteroBatch (HeteroData with pyg=True); seeds {ntype: ids}, fanouts {(s, r, d): [per hop]}."""
+
+
+def _padded_problem(sampler: Any, protocol: Any) -> Optional[str]:
+    """Why padded batches cannot be taken (None: they can); turns the sampler's table hops on."""
+    if hasattr(sampler, "table_hops"):
+        sampler.table_hops = True
+    if not protocol.table_batches():
+        return ("padded batches need one partition, a homogeneous graph, positive fanouts, replace=False and "
+                "disjoint=False")
+    return None
 
 
 def _loader_class(part: Partition) -> type:

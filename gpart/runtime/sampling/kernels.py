@@ -173,6 +173,77 @@ def floyd_offsets(deg: torch.Tensor, k: int, generator: Optional[torch.Generator
     return chosen.t()
 
 
+@dataclass
+class HopTable:
+    """One fixed-capacity hop's output: [C, k] tables of CSC positions, source ids and valid slots, each flat
+    (row-major, [C * k]) and as a [k, C] view of the same memory (the draws are made round by round)."""
+
+    pos: torch.Tensor
+    src: torch.Tensor
+    valid: torch.Tensor
+    pos_t: torch.Tensor
+    src_t: torch.Tensor
+    valid_t: torch.Tensor
+
+    @classmethod
+    def of(cls, pos: torch.Tensor, src: torch.Tensor, valid: torch.Tensor, cap: int, k: int) -> "HopTable":
+        return cls(pos, src, valid, pos.view(cap, k).t(), src.view(cap, k).t(), valid.view(cap, k).t())
+
+
+def floyd_columns(indptr: torch.Tensor, deg: torch.Tensor, indices: torch.Tensor, cols: torch.Tensor, k: int,
+                  generator: Optional[torch.Generator], consts: "TableConstants", out: HopTable) -> None:
+    """The torch-op form of one fixed-capacity hop (gpart.runtime.sampling.table_hops): for each of the C columns
+    `cols` (local ids; padding ids have no in-edges: deg 0) a uniform min(k, in-degree)-subset of its in-edges,
+    written into `out`: CSC positions (0 in the unused slots), source ids (num_nodes in the unused slots) and
+    which slots are used. No host synchronisation, no shape that depends on values.
+
+    Every column runs Floyd's rounds over max(in-degree, k) offsets: over exactly k offsets round i can only
+    take i (every smaller one is taken), so a column with in-degree <= k takes 0..k-1 in order, the first
+    in-degree of them valid: all its in-edges, as sample_columns takes them; one with more draws a uniform
+    k-subset. Rounds run as rows of a [k, C] table (numpy on the CPU, as floyd_offsets; torch ops elsewhere).
+    """
+    start, degree = torch.index_select(indptr, 0, cols), torch.index_select(deg, 0, cols)
+    # round i draws t in [0, top_i], top_i = max(deg, k) - k + i: floor(u * (top_i + 1)) with a float64 u < 1 is at
+    # most top_i (u <= 1 - 2**-53, top_i + 1 < 2**53: the product rounds below top_i + 1), so nothing is clamped
+    tops1 = torch.add(torch.clamp(degree, min=k), consts.round_offsets(k))  # float64: exact below 2**53, no cast to multiply
+    chosen = torch.rand(tops1.shape, dtype=torch.float64, device=cols.device, generator=generator).mul_(tops1).to(torch.int64)
+    _floyd_rounds(chosen, tops1)
+    torch.lt(chosen, degree, out=out.valid_t)
+    torch.where(out.valid_t, chosen.add_(start), consts.zero, out=out.pos_t)
+    torch.index_select(indices, 0, out.pos, out=out.src)
+    torch.where(out.valid, out.src, consts.pad, out=out.src)
+
+
+def _floyd_rounds(chosen: torch.Tensor, tops1: torch.Tensor) -> None:
+    """Floyd's rounds in place on [k, C] draws (row i drawn in [0, tops1[i] - 1]): a draw already taken by an
+    earlier round of its column becomes top_i = tops1[i] - 1, which no earlier round can hold."""
+    k = chosen.shape[0]
+    if chosen.device.type == "cpu":
+        c, t = chosen.numpy(), tops1.numpy()
+        for i in range(1, k):
+            np.copyto(c[i], t[i] - 1, casting="unsafe", where=(c[:i] == c[i]).any(0))
+        return
+    for i in range(1, k):
+        seen = (chosen[:i] == chosen[i]).any(0)
+        chosen[i] = torch.where(seen, (tops1[i] - 1).to(torch.int64), chosen[i])
+
+
+class TableConstants:
+    """Small device tensors a fixed-capacity hop reuses (cached: no per-batch allocation or scalar copy)."""
+
+    def __init__(self, num_nodes: int, device: torch.device):
+        self.device = device
+        self.zero = torch.zeros((), dtype=torch.int64, device=device)
+        self.pad = torch.full((), num_nodes, dtype=torch.int64, device=device)  # the sentinel id
+        self._offsets: dict[int, torch.Tensor] = {}
+
+    def round_offsets(self, k: int) -> torch.Tensor:
+        """[k, 1]: i - k + 1 for round i (top_i + 1 = max(deg, k) + i - k + 1)."""
+        if k not in self._offsets:
+            self._offsets[k] = torch.arange(1 - k, 1, dtype=torch.float64, device=self.device).unsqueeze(1)
+        return self._offsets[k]
+
+
 class Relabeller:
     """Positions of global ids in a growing node list, through a global-size scratch map.
 

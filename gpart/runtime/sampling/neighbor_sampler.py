@@ -14,10 +14,15 @@ drawn with gpart.runtime.sampling.kernels.sample_segments once per distinct fano
 the hop, so the edges come out grouped by column without a sort.
 
 Two hop strategies (`table_hops`): compact hops (sample, the default on the
-CPU) and table hops (sample_table, the default on CUDA with one partition):
-the static-shape form for one edge type and a positive fanout ([columns,
-fanout] positions, -1 padded, no host synchronisation), whose draws differ
-from the compact hops' (gpart.runtime.loaders.node states what reproduces);
+CPU) and table hops (the default on CUDA with one partition): the
+static-shape form for one edge type and a positive fanout, whose draws
+differ from the compact hops' (gpart.runtime.loaders.node states what
+reproduces). Without replacement a batch's table hops run at fixed
+capacities with no host synchronisation (gpart.runtime.sampling.table_hops;
+`table_draw` gives their draw: the fused kernel of
+gpart.runtime.sampling.fused_floyd when `fused`, default on CUDA with
+triton); with replacement each hop is a sample_table ([columns, fanout]
+positions, -1 padded) with one synchronisation;
 hops it cannot take (a typed graph, fanout -1, several partitions) are
 compact whatever the strategy. Tensor
 operations only (no loop per node), on CPU or CUDA alike: the partition's
@@ -26,11 +31,12 @@ tensors and the generator decide the device.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
 from gpart.runtime.partition.interface import Partition
+from gpart.runtime.sampling import fused_floyd
 from gpart.runtime.sampling.kernels import sample_segments, sample_table
 
 
@@ -49,6 +55,7 @@ class LocalSampler:
         self.remote_ids = part.num_parts > 1  # with one partition local ids are the global ids (SPEC.md 4.1)
         # tables need one partition: a table's positions are relabelled as global ids, which local ids then are
         self.table_hops = part.device.type == "cuda" and not self.remote_ids if table_hops is None else bool(table_hops)
+        self.fused: Optional[bool] = None  # the fused sampling kernel for table hops (None: on CUDA with triton)
         if self.typed:
             self._typed_tables(hop_fanouts)
 
@@ -90,6 +97,13 @@ class LocalSampler:
             return 0
         values = self.hop_values[hop]
         return values[0] if not self.typed and len(values) == 1 and values[0] > 0 else 0
+
+    def table_draw(self) -> Optional[Callable]:
+        """The draw of fixed-capacity hops (gpart.runtime.sampling.table_hops): the fused Triton kernel
+        (gpart.runtime.sampling.fused_floyd) when `fused` (None: on CUDA when triton imports), else None (the
+        torch-op draw)."""
+        fused = self.part.device.type == "cuda" and fused_floyd.available() if self.fused is None else self.fused
+        return fused_floyd.FusedFloyd(self.part, self.num_hops) if fused else None
 
     def sample_table(self, cols: torch.Tensor, hop: int, gen: torch.Generator) -> torch.Tensor:
         """[len(cols), F] CSC positions sampled per owned column, -1 padded (table_fanout(hop) = F > 0), with no host

@@ -22,7 +22,10 @@ nodes are never requested for sampling, so their rows take one more round
 of flagged requests and rows (3 collectives, every array at once). A rank
 without seeds (an empty batch) makes the same calls, so it keeps serving
 its peers' requests until every rank is done. With one partition nothing
-travels: the hops sample locally and rows are read.
+travels: the hops sample locally and rows are read; when the sampler takes
+every hop as a table (table_batches()), the batch runs at fixed capacities
+with one host synchronisation (gpart.runtime.sampling.table_hops), or none
+as a padded batch (sample_padded), replayed from CUDA graphs with `replay`.
 
 With carry_rows=False (for benchmarks and equivalence tests, not the public
 loaders) the rows are fetched after sampling instead, through the same
@@ -52,8 +55,10 @@ from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.answer_message import answer_message, split_answers
 from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
+from gpart.runtime.sampling.padded_batches import PaddedBatches
 from gpart.runtime.sampling.row_fetcher import Requests, RowFetcher
 from gpart.runtime.sampling.sampled import Sampled
+from gpart.runtime.sampling.table_hops import PaddedSampled, trim
 
 Keys = list[list[Hashable]]  # per kind, the node data keys a round carries
 Draw = Optional[tuple[int, torch.Generator]]  # (hop, generator) of a sampling round; None: rows alone
@@ -93,11 +98,25 @@ class DistSampler:
         self.carry_rows = bool(carry_rows) and exchange.active  # one partition: rows are read, nothing to carry
         self.num_hops = sampler.num_hops
         self._relabel: Optional[Union[Relabeller, KeyRelabeller]] = None
+        self._padded: Optional[PaddedBatches] = None
+        self.replay = False  # padded batches replayed from CUDA graphs (gpart.runtime.sampling.batch_graphs)
+        # buffer sets per batch size that padded batches rotate through: a padded batch's tensors hold until this
+        # many later batches of its size (a loader preparing batches ahead must keep prefetch + 2); set before use
+        self.padded_keep = 2
+        # False: table hops one at a time with a host synchronisation each (the path before fixed capacities, which
+        # benchmarks run beside this one); exact and uniform too, from other draws
+        self.fixed_capacity = True
 
     def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None) -> Sampled:
         """One batch for this rank's `seeds` (erased global ids on the device, distinct unless disjoint; any number,
         none too): the hops, then the rows. With disjoint sampling `seed_batch` is each seed's `batch` value (None:
         its position). A collective: every rank calls it as often, in the same order."""
+        if seeds.numel() and self.table_batches():  # one partition, table hops: fixed capacities, one synchronisation
+            sampled = trim(self.sample_padded(seeds, gen, rows=False))
+            rows = self.rows
+            sampled.node_data = {key: rows.read(key, sampled.n_id) for key in rows.data_keys}
+            sampled.y = rows.read(rows.label_key, seeds) if rows.label_key is not None else None
+            return sampled
         if self._relabel is None:  # the global-size map, made once, on first use (disjoint keys: sorted instead)
             self._relabel = KeyRelabeller() if self.disjoint else Relabeller(self.part.num_nodes, self.device)
         if self.disjoint:  # a node of seed i is the key i * num_nodes + node: the seeds' keys are distinct
@@ -115,6 +134,21 @@ class DistSampler:
             sampled.batch = seed_of if seed_batch is None else torch.index_select(seed_batch.to(self.device), 0, seed_of)
             sampled.n_id = torch.remainder(n_id, self.part.num_nodes)
         return sampled
+
+    def table_batches(self) -> bool:
+        """Whether a batch's hops are all taken as fixed-capacity tables (gpart.runtime.sampling.table_hops): one
+        partition, not disjoint, the sampler's table hops on for every hop, without replacement, edges to draw."""
+        sampler = self.sampler
+        return (self.fixed_capacity and not self.disjoint and not self.exchange.active and not getattr(sampler, "replace", False)
+                and self.part.num_edges > 0 and all(sampler.table_fanout(hop) for hop in range(self.num_hops)))
+
+    def sample_padded(self, seeds: torch.Tensor, gen: Optional[torch.Generator], rows: bool = True) -> PaddedSampled:
+        """One batch at fixed capacities with no host synchronisation (table_batches() must hold), with the rows of
+        its nodes and the seeds' labels (`rows`), replayed from a CUDA graph when `replay` is set and it can be
+        (gpart.runtime.sampling.padded_batches). Its tensors are reused `padded_keep` batches of its size later."""
+        if self._padded is None:
+            self._padded = PaddedBatches(self.part, self.sampler, self.rows, self.padded_keep)
+        return self._padded.run(seeds, gen, rows, self.replay)
 
     def _hops(self, seeds: torch.Tensor, gen: torch.Generator) -> tuple[_Hops, torch.Tensor]:
         """Every hop from `seeds` (rows carried in the answers when carry_rows); the last hop's added nodes."""
