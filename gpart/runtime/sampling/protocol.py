@@ -15,20 +15,35 @@ grouped by owning partition; a request round sends every owner its
 requests (local column ids, a flag each: whether the requester needs the
 node's rows: it does not when it holds them, owned or a halo node whose
 rows the source holds), the owner samples the columns and answers with the
-sampled counts and the flagged nodes' rows (the first hop's also with the
-seeds' labels), then with the sampled edges: 4 collectives per hop. The
+sampled counts, the flagged nodes' rows (the first hop's also with the
+seeds' labels) and the sampled edges: 3 collectives per hop. The first is
+a count table (gpart.runtime.partition.exchange: per owner, the requests,
+the flagged ones per node kind, the draws), from which both sides know
+every size of the round; the edges travel in the answer in slots sized by
+the hop's bound on edges per column (the fanout; gpart.runtime.sampling.
+answer_message), so no round waits for the counts to size the edges. A hop
+without such a bound (fanout -1, a sampler that states none, or a fanout
+past MAX_EDGE_SLOTS) sends its edges in a fourth collective, sized by the
+counts. Sources and edge ids travel as int32 when every id fits. The
 answers are relabelled into the batch's node list. The last hop's added
 nodes are never requested for sampling, so their rows take one more round
 of flagged requests and rows (3 collectives, every array at once). A rank
 without seeds (an empty batch) makes the same calls, so it keeps serving
 its peers' requests until every rank is done. With one partition nothing
-travels: the hops sample locally and rows are read.
+travels: the hops sample locally and rows are read. Every size a round
+reads to the host goes through Exchange.host (counted as "host_syncs"): 3
+per sampling round (the count table, the owner's edges per requester, the
+requester's edges per owner) and 1 per round of rows alone.
 
 With carry_rows=False (for benchmarks and equivalence tests, not the public
 loaders) the rows are fetched after sampling instead, through the same
 round, one array at a time over the whole node list (and the labels over
 the seeds): 3 collectives per array and node type + 3; the batches are the
 same.
+
+The loaders may run this protocol on a background thread (prefetch,
+gpart.runtime.loaders.prefetch); it is then the only caller of the
+exchange's collectives until the iteration ends.
 
 disjoint=True (PyG's disjoint): every seed gets its own sub-graph. A batch
 node is a key seed index * num_nodes + global id, so the relabelling
@@ -42,6 +57,7 @@ multiplicity.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Hashable, Optional, Union
 
@@ -49,7 +65,7 @@ import torch
 
 from gpart.runtime.partition.exchange import Exchange
 from gpart.runtime.partition.interface import Partition
-from gpart.runtime.sampling.answer_message import answer_message, split_answers
+from gpart.runtime.sampling.answer_message import EdgeSection, answer_message, answer_sizes, split_answers, used_edges
 from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
 from gpart.runtime.sampling.row_fetcher import Requests, RowFetcher
@@ -93,6 +109,9 @@ class DistSampler:
         self.carry_rows = bool(carry_rows) and exchange.active  # one partition: rows are read, nothing to carry
         self.num_hops = sampler.num_hops
         self._relabel: Optional[Union[Relabeller, KeyRelabeller]] = None
+        self._bounds: Optional[list[Optional[int]]] = None
+        # ids travel as int32 pairs when every global node and edge id fits
+        self._edge_dtype = torch.int32 if max(part.num_nodes, part.num_edges) < 2**31 else torch.int64
 
     def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None) -> Sampled:
         """One batch for this rank's `seeds` (erased global ids on the device, distinct unless disjoint; any number,
@@ -220,8 +239,8 @@ class DistSampler:
     def round(self, frontier: torch.Tensor, keys: Keys, sample: Draw, draws: Optional[torch.Tensor] = None) -> _Answer:
         """Requests for `frontier` to their owners; answers: the sampled in-edges (when `sample` = (hop, generator);
         `draws[i]` independent samples of frontier[i], one when None, the counts then per draw) and the rows of
-        `keys` of the flagged requests. 4 collectives with sampling, 3 for rows alone, none in a world of one
-        partition."""
+        `keys` of the flagged requests. 3 collectives (a count table, the requests, the answers with their edges;
+        4 when the hop has no edge bound, see the module), none in a world of one partition."""
         rows, exchange = self.rows, self.exchange
         layouts = rows.layouts(keys)
         widths = [layout.row_bytes for layout in layouts]
@@ -232,38 +251,75 @@ class DistSampler:
         if sample is None:  # rows alone: only the nodes whose rows are not held here are asked for
             asked = torch.nonzero(rows.needs(*located, widths)).reshape(-1)
         owner, cols = self.part.book.owner_and_local(frontier if asked is None else torch.index_select(frontier, 0, asked))
-        send_cols, send_counts, order = exchange.group_by_partition(cols, owner)
+        send_cols, sent_owner, order = exchange.sort_by_partition(cols, owner)
         order = order if asked is None else torch.index_select(asked, 0, order)
-        req = rows.requests(located, order, send_counts, widths)
-        recv_counts = exchange.counts(send_counts)
+        req = rows.requests(located, order, widths)
+        if draws is not None:
+            draws = torch.index_select(draws, 0, order)
+        table = _Table(*exchange.count_table(_count_table(sent_owner, req, len(layouts), draws, exchange.num_peers)),
+                       draws is not None)
+        req.per_kind = table.kinds(table.mine)
         flagged = send_cols * 2 + req.need
         if draws is not None:  # each request with its number of draws
-            draws = torch.index_select(draws, 0, order)
-            flagged = exchange.rows(torch.stack([flagged, draws], 1), send_counts, recv_counts)
+            flagged = exchange.rows(torch.stack([flagged, draws], 1), table.requests(table.mine), table.requests(table.theirs))
             flagged, recv_draws = flagged[:, 0], flagged[:, 1]
         else:
-            flagged = exchange.rows(flagged, send_counts, recv_counts)
+            flagged = exchange.rows(flagged, table.requests(table.mine), table.requests(table.theirs))
         cols, wanted = torch.div(flagged, 2, rounding_mode="floor"), torch.remainder(flagged, 2).bool()
-        src = eid = counts = cols[:0]
-        count_split = got_counts = [0] * exchange.num_peers  # rows alone: no counts ahead of them
-        if sample is not None:
-            drawn, count_split, got_counts = cols, recv_counts, send_counts
-            if draws is not None:  # a column per draw; counts per draw both ways
-                drawn = torch.repeat_interleave(cols, recv_draws, output_size=int(recv_draws.sum()))
-                count_split = [int(d.sum()) for d in recv_draws.split(recv_counts)]
-                got_counts = [int(d.sum()) for d in draws.split(send_counts)]
-            counts, src, eid = self.sampler.sample(drawn, *sample)
-        packed, per_kind = rows.pack_owned(keys, layouts, cols, wanted, recv_counts)
-        message, sizes = answer_message(packed, per_kind, counts, count_split)
-        got_sizes = [8 * c + sum(n * layout.row_bytes for n, layout in zip(kinds, layouts)) for c, kinds in zip(got_counts, req.per_kind)]
+        if sample is None:
+            answer = self._answer(keys, layouts, cols, wanted, table, None)
+            return _Answer(answer[0], cols[:0], cols[:0], order, rows.frontier_rows(keys, layouts, answer[1], req))
+        drawn = cols if draws is None else torch.repeat_interleave(cols, recv_draws, output_size=sum(table.draws(table.theirs)))
+        counts, src, eid = self.sampler.sample(drawn, *sample)
+        got_counts, row_bytes, (src, eid) = self._answer(keys, layouts, cols, wanted, table, (sample[0], counts, src, eid))
+        return _Answer(got_counts, src, eid, order, rows.frontier_rows(keys, layouts, row_bytes, req))
+
+    def _answer(self, keys: Keys, layouts: list, cols: torch.Tensor, wanted: torch.Tensor, table: "_Table",
+                drawn: Optional[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]]):
+        """The owner answers the requests it received (`cols`, `wanted` flags; `drawn` = (hop, counts, sources, edge
+        ids) of its draws when sampling) and this rank receives its own answers: (sampled counts per request or draw,
+        per kind the flagged rows' bytes, and when sampling (sources, edge ids)). One collective, or two when the
+        hop has no edge bound (the edges then follow, sized by the counts)."""
+        exchange, rows = self.exchange, self.rows
+        packed = rows.pack_owned(keys, layouts, cols, wanted)
+        if drawn is None:  # rows alone: no counts ahead of them
+            none = [0] * exchange.num_peers
+            message, sizes = answer_message(packed, table.kinds(table.theirs), cols[:0], none)
+            got_sizes = answer_sizes(none, table.kinds(table.mine), layouts)
+            got = exchange.rows(message, sizes, got_sizes)
+            return split_answers(got, none, got_sizes, table.kinds(table.mine), layouts)[:2]
+        hop, counts, src, eid = drawn
+        count_split, got_split = table.draws(table.theirs), table.draws(table.mine)
+        edges = torch.stack([src, eid], 1).to(self._edge_dtype)
+        edge_split = self._block_sums(counts, count_split)
+        bound = self._edge_bound(hop)
+        mine = theirs = None
+        if bound is not None:  # the edges travel in the answers, in slots sized by what was asked
+            mine = EdgeSection([bound * n for n in got_split], self._edge_dtype)
+            theirs = EdgeSection([bound * n for n in count_split], self._edge_dtype)
+        message, sizes = answer_message(packed, table.kinds(table.theirs), counts, count_split, edges, edge_split, theirs)
+        got_sizes = answer_sizes(got_split, table.kinds(table.mine), layouts, mine)
         got = exchange.rows(message, sizes, got_sizes)
-        got_counts_t, row_bytes = split_answers(got, got_counts, got_sizes, req.per_kind, layouts)
-        if sample is not None:  # the sampled edges, sized by the counts both sides now know
-            answer_rows = [int(c.sum()) for c in counts.split(count_split)]
-            got_rows = [int(c.sum()) for c in got_counts_t.split(got_counts)]
-            edges = exchange.rows(torch.stack([src, eid], 1), answer_rows, got_rows)
-            src, eid = edges[:, 0], edges[:, 1]
-        return _Answer(got_counts_t, src, eid, order, rows.frontier_rows(keys, layouts, row_bytes, req))
+        got_counts, row_bytes, sections = split_answers(got, got_split, got_sizes, table.kinds(table.mine), layouts, mine)
+        used = self._block_sums(got_counts, got_split)
+        if mine is not None:
+            got_edges = used_edges(sections, used, mine)
+        else:  # the sampled edges, sized by the counts both sides now know
+            got_edges = exchange.rows(edges, edge_split, used).to(torch.int64)
+        return got_counts, row_bytes, (got_edges[:, 0], got_edges[:, 1])
+
+    def _block_sums(self, values: torch.Tensor, split: list[int]) -> list[int]:
+        """The sums of `values` over consecutive blocks of `split` items: one host read."""
+        ends = torch.tensor(list(itertools.accumulate(split, initial=0)), dtype=torch.int64, device=values.device)
+        total = torch.cat([values.new_zeros(1), torch.cumsum(values, 0)])
+        return self.exchange.host(torch.index_select(total, 0, ends[1:]) - torch.index_select(total, 0, ends[:-1]))
+
+    def _edge_bound(self, hop: int) -> Optional[int]:
+        """The most edges one draw of hop `hop` can give (None: no bound known, or too large to pad to)."""
+        if self._bounds is None:
+            self._bounds = [edge_bound(self.sampler, h) for h in range(self.num_hops)]
+        bound = self._bounds[hop]
+        return bound if bound is not None and 0 < bound <= MAX_EDGE_SLOTS else None
 
     def _local_round(self, frontier, keys, layouts, located, sample, draws) -> _Answer:
         """A round with one partition: every node is owned here (local ids are the global ids, SPEC.md 4.1)."""
@@ -274,3 +330,57 @@ class DistSampler:
             counts, src, eid = self.sampler.sample(cols, *sample)
         req = Requests(located[0], located[1], order, torch.zeros_like(frontier, dtype=torch.bool), [])
         return _Answer(counts, src, eid, order, self.rows.frontier_rows(keys, layouts, [None] * len(layouts), req))
+
+
+MAX_EDGE_SLOTS = 128  # past this many edges per draw the padded slots would outweigh the round they save
+
+
+def edge_bound(sampler: object, hop: int) -> Optional[int]:
+    """The most in-edges `sampler` takes for one column at `hop`: its own `edge_bound(hop)` when it has one; for a
+    LocalSampler the hop's fanout (typed: the largest sum of the fanouts of the edge types into one node type);
+    None when unbounded (a fanout of -1) or unknown."""
+    own = getattr(sampler, "edge_bound", None)
+    if callable(own):
+        return own(hop)
+    if not isinstance(sampler, LocalSampler):
+        return None
+    if not sampler.typed:
+        values = sampler.hop_values[hop]
+        return values[0] if len(values) == 1 and values[0] > 0 else None
+    fans = sampler.fanout_of[:, hop].tolist()  # once per loader, not per batch
+    if any(f < 0 for f in fans):
+        return None
+    part = sampler.part
+    return max(sum(fans[r] for r, (_, _, dst) in enumerate(part.edge_types) if dst == ntype) for ntype in part.node_types)
+
+
+def _count_table(owner: torch.Tensor, req: Requests, num_kinds: int, draws: Optional[torch.Tensor],
+                 num_peers: int) -> torch.Tensor:
+    """[peer, 1 + kinds (+ 1)]: per owning peer the requests, the flagged ones per kind (and the draws), on the device."""
+    owner = owner.to(torch.int64)
+    columns = [torch.bincount(owner, minlength=num_peers)]
+    cell = torch.masked_select(owner * num_kinds + req.sent_kind.to(torch.int64), req.need)
+    columns.append(torch.bincount(cell, minlength=num_peers * num_kinds).reshape(num_peers, num_kinds))
+    if draws is not None:
+        columns.append(torch.zeros(num_peers, dtype=torch.int64, device=owner.device).index_add_(0, owner, draws))
+    return torch.cat([c.reshape(num_peers, -1) for c in columns], 1)
+
+
+@dataclass
+class _Table:
+    """A round's count table: this rank's rows (`mine`, to each owner) and the rows each requester sent (`theirs`)."""
+
+    mine: list[list[int]]
+    theirs: list[list[int]]
+    with_draws: bool  # the last column: draws per peer
+
+    @staticmethod
+    def requests(rows: list[list[int]]) -> list[int]:
+        return [r[0] for r in rows]
+
+    def kinds(self, rows: list[list[int]]) -> list[list[int]]:
+        return [r[1:len(r) - self.with_draws] for r in rows]
+
+    def draws(self, rows: list[list[int]]) -> list[int]:
+        """Draws per peer (the requests when each is drawn once)."""
+        return [r[-1] for r in rows] if self.with_draws else self.requests(rows)

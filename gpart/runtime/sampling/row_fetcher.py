@@ -37,6 +37,7 @@ class Requests:
     order: torch.Tensor  # frontier positions in group order
     need: torch.Tensor  # flagged requests (group order)
     per_kind: list[list[int]]  # [peer][kind]: flagged requests
+    sent_kind: Optional[torch.Tensor] = None  # kind of each request (group order)
 
 
 class RowFetcher(ABC):
@@ -99,13 +100,13 @@ class RowFetcher(ABC):
             return held < 0 if widths[0] else torch.zeros_like(held, dtype=torch.bool)
         return (held < 0) & (torch.index_select(torch.tensor(widths, device=kind.device), 0, kind) > 0)
 
-    def requests(self, located: tuple[torch.Tensor, torch.Tensor], order: torch.Tensor, send_counts: list[int],
-                 widths: list[int]) -> Requests:
-        """The requests in group order, those flagged for rows, and how many of each kind go to each peer."""
+    def requests(self, located: tuple[torch.Tensor, torch.Tensor], order: torch.Tensor, widths: list[int]) -> Requests:
+        """The requests in group order and those flagged for rows (`per_kind`, how many of each kind go to each peer,
+        is filled in by the round's count table); no host read."""
         kind, held = located
         sent_kind = torch.index_select(kind, 0, order)
         need = self.needs(sent_kind, torch.index_select(held, 0, order), widths)
-        return Requests(kind, held, order, need, per_peer_and_kind(need, sent_kind, send_counts, len(widths)))
+        return Requests(kind, held, order, need, [], sent_kind)
 
     def frontier_rows(self, keys: list[list[Hashable]], layouts: list[RowLayout], row_bytes: list[Optional[torch.Tensor]],
                       req: Requests) -> dict[Hashable, torch.Tensor]:
@@ -133,12 +134,12 @@ class RowFetcher(ABC):
 
     # -- the owner's side
 
-    def pack_owned(self, keys: list[list[Hashable]], layouts: list[RowLayout], cols: torch.Tensor, wanted: torch.Tensor,
-                   recv_counts: list[int]) -> tuple[list[Optional[torch.Tensor]], list[list[int]]]:
-        """(per kind, the packed rows [n, row_bytes] of the flagged requests `wanted` among owned columns `cols`, in
-        peer order then request order, None for a kind that carries nothing; [peer][kind]: how many rows each)."""
+    def pack_owned(self, keys: list[list[Hashable]], layouts: list[RowLayout], cols: torch.Tensor,
+                   wanted: torch.Tensor) -> list[Optional[torch.Tensor]]:
+        """Per kind, the packed rows [n, row_bytes] of the flagged requests `wanted` among owned columns `cols`, in
+        peer order then request order, None for a kind that carries nothing (how many each peer gets of each kind
+        the round's count table says)."""
         kind, rows = self.owned(cols)
-        per_kind = per_peer_and_kind(wanted, kind, recv_counts, len(layouts))
         packed: list[Optional[torch.Tensor]] = []
         for t, (kind_keys, layout) in enumerate(zip(keys, layouts)):
             if not layout.row_bytes:
@@ -146,7 +147,7 @@ class RowFetcher(ABC):
                 continue
             at = torch.masked_select(rows, wanted if len(layouts) == 1 else wanted & (kind == t))
             packed.append(layout.pack([self.read(key, at) for key in kind_keys]))
-        return packed, per_kind
+        return packed
 
     def read(self, key: Hashable, local: torch.Tensor) -> torch.Tensor:
         """Rows `local` of `key` from the row source, on the fetcher's device."""
@@ -197,17 +198,6 @@ class TypedRows(RowFetcher):
 def _spec(source: RowSource, key: Hashable) -> tuple[torch.dtype, tuple[int, ...]]:
     dtype, shape = source.row_spec(key)
     return dtype, tuple(int(d) for d in shape)
-
-
-def per_peer_and_kind(mask: torch.Tensor, kind: torch.Tensor, counts: list[int], num_kinds: int) -> list[list[int]]:
-    """[peer][kind]: the masked items of each kind in each peer's block (blocks of `counts` items, in peer order)."""
-    if num_kinds == 1:  # one kind (homogeneous): a sum per block
-        return [[int(m.sum())] for m in mask.split(counts)]
-    num_peers = len(counts)
-    block = torch.repeat_interleave(torch.arange(num_peers, device=kind.device), torch.tensor(counts, device=kind.device),
-                                    output_size=kind.numel())
-    cell = torch.masked_select(block * num_kinds + kind, mask)
-    return torch.bincount(cell, minlength=num_peers * num_kinds).reshape(num_peers, num_kinds).tolist()
 
 
 def _kind_positions(req: Requests, t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
