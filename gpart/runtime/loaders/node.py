@@ -55,7 +55,8 @@ import torch
 
 from gpart.collectives.agreement import agree_or_raise
 from gpart.runtime.loaders.batch import Batch, present
-from gpart.runtime.loaders.pieces import DEFAULT_NODE_DATA, LoaderOptions, SamplingRequest, compose
+from gpart.runtime.loaders.pieces import DEFAULT_NODE_DATA, LoaderOptions, SamplingRequest, compose, prefetch_ahead, prefetch_problem
+from gpart.runtime.loaders.prefetch import prefetched
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.epochs import NODE_SALTS, EpochStreams, agreed_batch_count
@@ -98,6 +99,7 @@ def DistNeighborLoader(
     disjoint: bool = False,
     sampler: Any = None,
     row_source: Optional[RowSource] = None,
+    prefetch: int = 0,
 ) -> "NeighborLoader":
     """Mini-batches of this rank's `seeds` with neighbours sampled across all partitions (an iterable loader).
 
@@ -125,7 +127,11 @@ def DistNeighborLoader(
     e.g. LocalSampler(part, hop_fanouts, replace, table_hops), must take as
     many hops, and draws as it was built). row_source: where owners read rows
     (gpart.runtime.sampling.row_source.RowSource; None: the partition's node
-    data); node_data and labels name its keys.
+    data); node_data and labels name its keys. prefetch: prepare up to that
+    many batches ahead on a background thread (on CUDA on a side stream)
+    while the caller works on the current one: the same batches as without
+    (gpart.runtime.loaders.prefetch states the rule for the caller's own
+    collectives and how errors surface); 0: none.
 
     Collectives (every rank must make the same calls, each bounded by
     timeout_s): building the loader (it checks every rank's settings agree
@@ -137,7 +143,7 @@ def DistNeighborLoader(
     """
     options = NodeLoaderOptions(fanouts=fanouts, batch_size=batch_size, shuffle=shuffle, seed=seed, node_data=node_data,
                                 labels=labels, replace=replace, drop_last=drop_last, timeout_s=timeout_s, pyg=pyg,
-                                disjoint=disjoint)
+                                disjoint=disjoint, prefetch=prefetch)
     return _loader_class(part)(part, seeds, options, sampler=sampler, row_source=row_source)
 
 
@@ -167,15 +173,17 @@ class NeighborLoader:
         self.plan, self.sampler, self.protocol, self.stats = pieces.plan, pieces.sampler, pieces.protocol, pieces.stats
         self.rank, self.world_size = pieces.layout.rank, pieces.layout.world_size
         self.seeds = self.plan.seeds
-        problem = self.plan.problem or (f"batch_size must be >= 1, got {self.batch_size}" if self.batch_size < 1 else None)
+        problem = self.plan.problem or (f"batch_size must be >= 1, got {self.batch_size}" if self.batch_size < 1 else None) \
+            or prefetch_problem(options.prefetch)
         # batch_size and drop_last too: every rank counts the batches of every rank's seeds with its own
         settings = (f"{self.plan.settings} replace={bool(options.replace)} carry_rows={pieces.exchange.active and carry_rows} "
                     f"disjoint={bool(options.disjoint)} batch_size={self.batch_size} drop_last={self.drop_last} "
-                    f"manifest={part.digest}")
+                    f"prefetch={options.prefetch!r} manifest={part.digest}")
         agree_or_raise(problem or pieces.problem, settings, "the DistNeighborLoader settings", self.timeout_s,
                        path=part.directory)
         self.num_batches = agreed_batch_count(self.seeds.numel(), self.batch_size, self.drop_last, self.world_size,
                                               self.timeout_s)
+        prefetch_ahead(self.protocol, options.prefetch)
         self.epochs = EpochStreams(options.seed, self.rank, self.device, NODE_SALTS)
 
     def __len__(self) -> int:
@@ -188,7 +196,8 @@ class NeighborLoader:
     def __iter__(self) -> Iterator[Any]:
         order, gen = self.epochs.begin(self.seeds.numel(), self.options.shuffle)
         seeds = self.seeds[order]
-        for i in range(self.num_batches):
+
+        def make(i: int) -> Union[Batch, HeteroBatch]:
             start = time.perf_counter()
             sampled = self.sample(seeds[i * self.batch_size : (i + 1) * self.batch_size], gen)
             batch = self.present(sampled)
@@ -196,6 +205,11 @@ class NeighborLoader:
             self.stats["batches"] += 1
             self.stats["sampled_edges"] += sampled.num_edges
             self.stats["seeds"] += sampled.batch_size
+            return batch
+
+        depth = self.options.prefetch
+        batches = prefetched(make, self.num_batches, depth, self.device) if depth else map(make, range(self.num_batches))
+        for batch in batches:
             yield batch.to_pyg() if self.options.pyg else batch
 
     def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None) -> Sampled:

@@ -36,7 +36,7 @@ from typing import Optional, Sequence
 import torch
 
 from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts, exchange_table, group_by_owner
-from gpart.runtime.partition.trainers import TrainerLayout
+from gpart.runtime.partition.trainers import TrainerLayout, own_groups
 
 
 class Exchange:
@@ -51,6 +51,10 @@ class Exchange:
         self.stats.setdefault("collectives", 0)
         self.stats.setdefault("collective_s", 0.0)
         self.stats.setdefault("host_syncs", 0)
+
+    def on_own_groups(self) -> "Exchange":
+        """This exchange on serving groups of its own (trainers.own_groups: a collective), sharing its statistics."""
+        return Exchange(own_groups(self.layout, self.timeout_s), self.timeout_s, self.stats)
 
     @property
     def active(self) -> bool:

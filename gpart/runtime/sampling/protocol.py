@@ -359,8 +359,9 @@ def _count_table(owner: torch.Tensor, req: Requests, num_kinds: int, draws: Opti
     """[peer, 1 + kinds (+ 1)]: per owning peer the requests, the flagged ones per kind (and the draws), on the device."""
     owner = owner.to(torch.int64)
     columns = [torch.bincount(owner, minlength=num_peers)]
-    cell = torch.masked_select(owner * num_kinds + req.sent_kind.to(torch.int64), req.need)
-    columns.append(torch.bincount(cell, minlength=num_peers * num_kinds).reshape(num_peers, num_kinds))
+    cell = owner * num_kinds + req.sent_kind.to(torch.int64)  # index_add, not a masked select: no data-dependent shape
+    flagged = torch.zeros(num_peers * num_kinds, dtype=torch.int64, device=owner.device).index_add_(0, cell, req.need.to(torch.int64))
+    columns.append(flagged)
     if draws is not None:
         columns.append(torch.zeros(num_peers, dtype=torch.int64, device=owner.device).index_add_(0, owner, draws))
     return torch.cat([c.reshape(num_peers, -1) for c in columns], 1)

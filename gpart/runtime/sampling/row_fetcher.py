@@ -165,9 +165,15 @@ class PlainRows(RowFetcher):
     def locate(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.part.num_parts == 1:  # every node is here at its global id (the loader's ids are checked)
             return torch.zeros_like(ids), ids
-        rows = self.part.local_rows(ids)
-        if not self.source.holds_halo:  # halo rows are asked of their owners
-            rows = rows.masked_fill_(rows >= self.part.num_owned, -1)
+        # the loader's own ids: no range check (2 host reads), and the halo looked up without a data-dependent shape
+        part = self.part
+        owner, rows = part.book.owner_and_local(ids)
+        mine = owner == part.rank
+        if not (self.source.holds_halo and part.halo and part.num_halo):  # halo rows are asked of their owners
+            return torch.zeros_like(ids), rows.masked_fill_(~mine, -1)
+        pos = torch.searchsorted(part.halo_ids, ids).clamp_(max=part.num_halo - 1)
+        halo = (torch.index_select(part.halo_ids, 0, pos) == ids) & ~mine
+        rows = torch.where(mine, rows, torch.where(halo, pos + part.num_owned, -1))
         return torch.zeros_like(ids), rows
 
     def owned(self, cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
