@@ -84,7 +84,7 @@ def split_answers(got: torch.Tensor, got_counts: list[int], got_sizes: list[int]
             rows[t].append(block[at:at + n * layout.row_bytes])
             at += n * layout.row_bytes
         edge_bytes.append(block[at:])
-    kinds = [torch.cat(r).reshape(-1, layout.row_bytes) if layout.row_bytes else None for r, layout in zip(rows, layouts)]
+    kinds = [_joined(r).reshape(-1, layout.row_bytes) if layout.row_bytes else None for r, layout in zip(rows, layouts)]
     return torch.cat(counts).view(torch.int64), kinds, edge_bytes
 
 
@@ -93,3 +93,9 @@ def used_edges(sections: list[torch.Tensor], used: list[int], section: EdgeSecti
     width = section.edge_bytes
     edges = torch.cat([s[: n * width] for s, n in zip(sections, used)]) if sections else torch.empty(0, dtype=torch.uint8)
     return edges.view(section.dtype).reshape(-1, 2).to(torch.int64)
+
+
+def _joined(blocks: list[torch.Tensor]) -> torch.Tensor:
+    """The blocks one after the other; the one block that holds anything as it is (rows from one peer: no copy)."""
+    full = [b for b in blocks if b.numel()]
+    return full[0] if len(full) == 1 else torch.cat(blocks)

@@ -164,15 +164,37 @@ class DistSampler:
         """(rows of n_id per key, the seeds' labels): the carried rows and one round for the last hop's nodes, or
         (carry_rows off) rounds after sampling."""
         rows, carry = self.rows, self.carry_rows
-        if carry and rows.data_keys:  # the last hop's nodes: one round of requests and rows for every array
+        if carry and rows.data_keys and len(rows.kind_keys) == 1 and not self.disjoint:
+            node_data = self._last_rows_into(hops, frontier, int(n_id.numel()))
+        elif carry and rows.data_keys:  # the last hop's nodes: one round of requests and rows for every array
             for key, part_rows in self._keyed_round(frontier, rows.keys(False), None).node_rows.items():
                 hops.got[key].append(part_rows)
-        node_data = {key: torch.cat(hops.got[key]) for key in rows.data_keys} if carry else self._fetch_after(n_id)
+            node_data = {key: torch.cat(hops.got[key]) for key in rows.data_keys}
+        else:
+            node_data = {} if carry else self._fetch_after(n_id)
         y = None
         if rows.label_key is not None:
             y = hops.got[rows.label_key][0] if carry else \
                 self._keyed_round(seeds, rows.only(rows.label_key, rows.seed_kind), None).node_rows[rows.label_key]
         return node_data, y
+
+    def _last_rows_into(self, hops: _Hops, frontier: torch.Tensor, total: int) -> dict[Hashable, torch.Tensor]:
+        """Per key the rows of the whole node list: the carried ones copied in, the last hop's nodes' round written
+        straight into the end (one kind: the rows of the last hop, most of the batch's, are not copied again)."""
+        keys = self.rows.keys(False)
+        (layout,) = self.rows.layouts(keys)
+        last = total - int(frontier.numel())
+        out = {key: torch.empty((total, *shape), dtype=dtype, device=self.device)
+               for key, (dtype, shape) in zip(keys[0], layout.fields)}
+        for key, rows in out.items():
+            if last:
+                torch.cat(hops.got[key], out=rows[:last])
+        tails = {key: rows[last:] for key, rows in out.items()}
+        got = self.round(frontier, keys, None, into=tails).node_rows
+        for key, rows in got.items():
+            if rows is not tails[key]:  # every row held here: read, not written in place
+                tails[key].copy_(rows)
+        return out
 
     def _table_hop(self, frontier: torch.Tensor, hop: int, gen: torch.Generator, first: int, final: bool):
         """One hop with one partition as a [columns, fanout] table: (positions of the sources, destinations, edge
@@ -236,7 +258,8 @@ class DistSampler:
             out.update((name, torch.index_select(node_rows[name], 0, at)) for name in names if name in node_rows)
         return out
 
-    def round(self, frontier: torch.Tensor, keys: Keys, sample: Draw, draws: Optional[torch.Tensor] = None) -> _Answer:
+    def round(self, frontier: torch.Tensor, keys: Keys, sample: Draw, draws: Optional[torch.Tensor] = None,
+              into: Optional[dict[Hashable, torch.Tensor]] = None) -> _Answer:
         """Requests for `frontier` to their owners; answers: the sampled in-edges (when `sample` = (hop, generator);
         `draws[i]` independent samples of frontier[i], one when None, the counts then per draw) and the rows of
         `keys` of the flagged requests. 3 collectives (a count table, the requests, the answers with their edges;
@@ -268,7 +291,7 @@ class DistSampler:
         cols, wanted = torch.div(flagged, 2, rounding_mode="floor"), torch.remainder(flagged, 2).bool()
         if sample is None:
             answer = self._answer(keys, layouts, cols, wanted, table, None)
-            return _Answer(answer[0], cols[:0], cols[:0], order, rows.frontier_rows(keys, layouts, answer[1], req))
+            return _Answer(answer[0], cols[:0], cols[:0], order, rows.frontier_rows(keys, layouts, answer[1], req, into))
         drawn = cols if draws is None else torch.repeat_interleave(cols, recv_draws, output_size=sum(table.draws(table.theirs)))
         counts, src, eid = self.sampler.sample(drawn, *sample)
         got_counts, row_bytes, (src, eid) = self._answer(keys, layouts, cols, wanted, table, (sample[0], counts, src, eid))

@@ -109,9 +109,10 @@ class RowFetcher(ABC):
         return Requests(kind, held, order, need, [], sent_kind)
 
     def frontier_rows(self, keys: list[list[Hashable]], layouts: list[RowLayout], row_bytes: list[Optional[torch.Tensor]],
-                      req: Requests) -> dict[Hashable, torch.Tensor]:
+                      req: Requests, into: Optional[dict[Hashable, torch.Tensor]] = None) -> dict[Hashable, torch.Tensor]:
         """Per key, the rows of the frontier nodes of its kind, in frontier order: held ones read here, the
-        others unpacked from the answers (`row_bytes[kind]`: [n, row_bytes] in group order)."""
+        others unpacked from the answers (`row_bytes[kind]`: [n, row_bytes] in group order); written into
+        `into[key]` where given (a slice of the batch's rows: no copy afterwards)."""
         out = {}
         for t, (kind_keys, layout) in enumerate(zip(keys, layouts)):
             if not kind_keys:
@@ -126,7 +127,8 @@ class RowFetcher(ABC):
                 out.update((key, self.read(key, local_rows)) for key in kind_keys)
                 continue
             for key, answered, (dtype, shape) in zip(kind_keys, layout.unpack(row_bytes[t]), layout.fields):
-                rows = torch.empty((count, *shape), dtype=dtype, device=self.device)
+                rows = into[key] if into is not None and key in into else \
+                    torch.empty((count, *shape), dtype=dtype, device=self.device)
                 rows.index_copy_(0, remote, answered.to(self.device))
                 rows.index_copy_(0, local_at, self.read(key, local_rows))
                 out[key] = rows
