@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import gpart.runtime as gr
-from gpart.runtime.sampling import protocol as protocol_module
+from gpart.runtime.sampling import round_sizes
 from tests.support.gloo_processes import run_distributed
 from tests.support.sync_count import OpCounter
 from tests.test_runtime_sampler import cora_parts  # noqa: F401 - the fixture
@@ -63,13 +63,13 @@ def _ranks(rank: int, world_size: int, parts: str) -> dict:
         loader = gr.DistNeighborLoader(part, ids, fanouts=fanouts, batch_size=64, seed=4)
         got = _counted(loader)
         # the same batches with every hop's edges in a round of their own (no slots)
-        saved = protocol_module.MAX_EDGE_SLOTS
-        protocol_module.MAX_EDGE_SLOTS = 0
+        saved = round_sizes.MAX_EDGE_SLOTS
+        round_sizes.MAX_EDGE_SLOTS = 0
         try:
             plain = gr.DistNeighborLoader(part, ids, fanouts=fanouts, batch_size=64, seed=4)
             got["unbounded"] = _counted(plain)
         finally:
-            protocol_module.MAX_EDGE_SLOTS = saved
+            round_sizes.MAX_EDGE_SLOTS = saved
         out[str(fanouts)] = got
     return out
 

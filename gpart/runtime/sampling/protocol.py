@@ -23,7 +23,7 @@ every size of the round; the edges travel in the answer in slots sized by
 the hop's bound on edges per column (the fanout; gpart.runtime.sampling.
 answer_message), so no round waits for the counts to size the edges. A hop
 without such a bound (fanout -1, a sampler that states none, or a fanout
-past MAX_EDGE_SLOTS) sends its edges in a fourth collective, sized by the
+past round_sizes.MAX_EDGE_SLOTS) sends its edges in a fourth collective, sized by the
 counts. Sources and edge ids travel as int32 when every id fits. The
 answers are relabelled into the batch's node list. The last hop's added
 nodes are never requested for sampling, so their rows take one more round
@@ -65,9 +65,11 @@ import torch
 
 from gpart.runtime.partition.exchange import Exchange
 from gpart.runtime.partition.interface import Partition
+from gpart.runtime.sampling import round_sizes
 from gpart.runtime.sampling.answer_message import EdgeSection, answer_message, answer_sizes, split_answers, used_edges
 from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
+from gpart.runtime.sampling.round_sizes import RoundSizes, count_table, edge_bound
 from gpart.runtime.sampling.row_fetcher import Requests, RowFetcher
 from gpart.runtime.sampling.sampled import Sampled
 
@@ -279,7 +281,7 @@ class DistSampler:
         req = rows.requests(located, order, widths)
         if draws is not None:
             draws = torch.index_select(draws, 0, order)
-        table = _Table(*exchange.count_table(_count_table(sent_owner, req, len(layouts), draws, exchange.num_peers)),
+        table = RoundSizes(*exchange.count_table(count_table(sent_owner, req, len(layouts), draws, exchange.num_peers)),
                        draws is not None)
         req.per_kind = table.kinds(table.mine)
         flagged = send_cols * 2 + req.need
@@ -297,7 +299,7 @@ class DistSampler:
         got_counts, row_bytes, (src, eid) = self._answer(keys, layouts, cols, wanted, table, (sample[0], counts, src, eid))
         return _Answer(got_counts, src, eid, order, rows.frontier_rows(keys, layouts, row_bytes, req))
 
-    def _answer(self, keys: Keys, layouts: list, cols: torch.Tensor, wanted: torch.Tensor, table: "_Table",
+    def _answer(self, keys: Keys, layouts: list, cols: torch.Tensor, wanted: torch.Tensor, table: RoundSizes,
                 drawn: Optional[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]]):
         """The owner answers the requests it received (`cols`, `wanted` flags; `drawn` = (hop, counts, sources, edge
         ids) of its draws when sampling) and this rank receives its own answers: (sampled counts per request or draw,
@@ -342,7 +344,7 @@ class DistSampler:
         if self._bounds is None:
             self._bounds = [edge_bound(self.sampler, h) for h in range(self.num_hops)]
         bound = self._bounds[hop]
-        return bound if bound is not None and 0 < bound <= MAX_EDGE_SLOTS else None
+        return bound if bound is not None and 0 < bound <= round_sizes.MAX_EDGE_SLOTS else None
 
     def _local_round(self, frontier, keys, layouts, located, sample, draws) -> _Answer:
         """A round with one partition: every node is owned here (local ids are the global ids, SPEC.md 4.1)."""
@@ -354,57 +356,3 @@ class DistSampler:
         req = Requests(located[0], located[1], order, torch.zeros_like(frontier, dtype=torch.bool), [])
         return _Answer(counts, src, eid, order, self.rows.frontier_rows(keys, layouts, [None] * len(layouts), req))
 
-
-MAX_EDGE_SLOTS = 128  # past this many edges per draw the padded slots would outweigh the round they save
-
-
-def edge_bound(sampler: object, hop: int) -> Optional[int]:
-    """The most in-edges `sampler` takes for one column at `hop`: its own `edge_bound(hop)` when it has one; for a
-    LocalSampler the hop's fanout (typed: the largest sum of the fanouts of the edge types into one node type);
-    None when unbounded (a fanout of -1) or unknown."""
-    own = getattr(sampler, "edge_bound", None)
-    if callable(own):
-        return own(hop)
-    if not isinstance(sampler, LocalSampler):
-        return None
-    if not sampler.typed:
-        values = sampler.hop_values[hop]
-        return values[0] if len(values) == 1 and values[0] > 0 else None
-    fans = sampler.fanout_of[:, hop].tolist()  # once per loader, not per batch
-    if any(f < 0 for f in fans):
-        return None
-    part = sampler.part
-    return max(sum(fans[r] for r, (_, _, dst) in enumerate(part.edge_types) if dst == ntype) for ntype in part.node_types)
-
-
-def _count_table(owner: torch.Tensor, req: Requests, num_kinds: int, draws: Optional[torch.Tensor],
-                 num_peers: int) -> torch.Tensor:
-    """[peer, 1 + kinds (+ 1)]: per owning peer the requests, the flagged ones per kind (and the draws), on the device."""
-    owner = owner.to(torch.int64)
-    columns = [torch.bincount(owner, minlength=num_peers)]
-    cell = owner * num_kinds + req.sent_kind.to(torch.int64)  # index_add, not a masked select: no data-dependent shape
-    flagged = torch.zeros(num_peers * num_kinds, dtype=torch.int64, device=owner.device).index_add_(0, cell, req.need.to(torch.int64))
-    columns.append(flagged)
-    if draws is not None:
-        columns.append(torch.zeros(num_peers, dtype=torch.int64, device=owner.device).index_add_(0, owner, draws))
-    return torch.cat([c.reshape(num_peers, -1) for c in columns], 1)
-
-
-@dataclass
-class _Table:
-    """A round's count table: this rank's rows (`mine`, to each owner) and the rows each requester sent (`theirs`)."""
-
-    mine: list[list[int]]
-    theirs: list[list[int]]
-    with_draws: bool  # the last column: draws per peer
-
-    @staticmethod
-    def requests(rows: list[list[int]]) -> list[int]:
-        return [r[0] for r in rows]
-
-    def kinds(self, rows: list[list[int]]) -> list[list[int]]:
-        return [r[1:len(r) - self.with_draws] for r in rows]
-
-    def draws(self, rows: list[list[int]]) -> list[int]:
-        """Draws per peer (the requests when each is drawn once)."""
-        return [r[-1] for r in rows] if self.with_draws else self.requests(rows)
