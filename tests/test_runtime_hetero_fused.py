@@ -105,7 +105,8 @@ def test_fused_typed_batches_equal_unfused_with_fewer_collectives(typed_parts):
             assert len(got["same"]) == len(got["pyg"]) == got["batches"]
             assert got["keys"] == [["paper", "emb"], ["paper", "feat"], ["paper", "year"], ["word", "flag"], ["word", "vec"]]
             fused, plain = got["collectives"]
-            # per batch: 4 per hop; fused: + 3 (last hop's rows, every array); unfused: + 3 per (type, array) + 3 (labels)
-            assert fused == got["batches"] * (4 * hops + 3), (layout, fused)
-            assert plain == got["batches"] * (4 * hops + 3 * 5 + 3), (layout, plain)
+            # per batch: 3 per hop (the edges travel in the answers); fused: + 3 (last hop's rows, every array);
+            # unfused: + 3 per (type, array) + 3 (labels)
+            assert fused == got["batches"] * (3 * hops + 3), (layout, fused)
+            assert plain == got["batches"] * (3 * hops + 3 * 5 + 3), (layout, plain)
     assert all("DistNeighborLoader settings" in r["mismatch"] for r in results), [r["mismatch"] for r in results]

@@ -123,7 +123,7 @@ def test_two_partitions_two_trainers_each(two_parts):
         assert all(sorted(r[f"seen_{fuse}"]) == sorted(r["split"]) for r in results)
         assert len({r[f"batches_{fuse}"] for r in results}) == 1
     batches = results[0]["batches_True"]
-    assert all(r["collectives_True"] == batches * (4 * len(FANOUTS) + 3) for r in results)
+    assert all(r["collectives_True"] == batches * (3 * len(FANOUTS) + 3) for r in results)
     typed_train = np.flatnonzero(np.load(HETERO)["paper/train_mask"]).tolist()
     assert sorted(sum((r["typed_split"] for r in results), [])) == typed_train
     assert all(sorted(r["typed_seen"]) == sorted(r["typed_split"]) for r in results)

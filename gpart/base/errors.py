@@ -91,6 +91,12 @@ class RankMismatchError(GpartError):
     """Ranks of a torch.distributed job disagree (or one of them did not answer in time)."""
 
 
+class BackgroundBatchError(GpartError):
+    """A batch a loader prepared ahead (prefetch) failed in the background; raised when the caller asks for it."""
+
+    exit_code = 1
+
+
 class NotLocalError(GpartError, LookupError):
     """A single-process gather asked for rows this partition does not hold."""
 

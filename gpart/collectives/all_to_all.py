@@ -51,6 +51,20 @@ def exchange_counts(send_counts: Sequence[int] | torch.Tensor, group=None, timeo
     return [int(x) for x in recv.cpu().tolist()]
 
 
+def exchange_table(table: torch.Tensor, group=None, timeout_s: Optional[float] = None) -> torch.Tensor:
+    """Row r of the int64 [world_size, width] `table` to rank r; the rows every rank sent here, [world_size, width], on
+    the collective's device (NCCL: CUDA, no host read here). timeout_s bounds the wait as in exchange_counts."""
+    _, world_size = world(group)
+    if table.dim() != 2 or table.shape[0] != world_size:
+        raise ValueError(f"need one row per rank ({world_size}), got a table of shape {tuple(table.shape)}")
+    if world_size == 1:
+        return table.clone()
+    send = table.to(comm_device(group), torch.int64).contiguous()
+    recv = torch.empty_like(send)
+    wait(dist.all_to_all_single(recv, send, group=group, async_op=True), timeout_s, "exchanging counts", group)
+    return recv
+
+
 def _as_bytes(flat: torch.Tensor) -> torch.Tensor:
     # Byte views let one code path carry every dtype (bool, bfloat16, ...)
     # whatever the backend supports natively; the bytes are not copied.

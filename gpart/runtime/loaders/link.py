@@ -35,7 +35,8 @@ from gpart.collectives.agreement import agree_or_raise
 from gpart.runtime.loaders.batch import Batch, present
 from gpart.runtime.loaders.link_seeds import SeedEdges, reverse_type
 from gpart.runtime.loaders.node import present_defaults
-from gpart.runtime.loaders.pieces import DEFAULT_NODE_DATA, LoaderOptions, SamplingRequest, compose
+from gpart.runtime.loaders.pieces import DEFAULT_NODE_DATA, LoaderOptions, SamplingRequest, compose, prefetch_ahead, prefetch_problem
+from gpart.runtime.loaders.prefetch import prefetched
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.epochs import LINK_SALTS, EpochStreams, agreed_batch_count
@@ -120,6 +121,7 @@ def DistLinkNeighborLoader(
     disjoint: bool = False,
     sampler: Any = None,
     row_source: Optional[RowSource] = None,
+    prefetch: int = 0,
 ) -> "LinkNeighborLoader":
     """Mini-batches of this rank's seed edges, their endpoints' (and negatives') neighbourhoods sampled across
     all partitions, in PyG's LinkNeighborLoader convention (an iterable loader yielding LinkBatch / HeteroLinkBatch).
@@ -140,7 +142,7 @@ def DistLinkNeighborLoader(
     --add-reverse copies) from the sampled sub-graph. node_data: names whose
     rows make x / node_data (the default "feat" only when the row source has
     it). shuffle, seed, replace, drop_last, timeout_s, pyg, sampler,
-    row_source: as DistNeighborLoader (what reproduces too: the same
+    row_source, prefetch: as DistNeighborLoader (what reproduces too: the same
     (seed, epoch, rank) give the same seed edges, negatives and batches).
     disjoint: as PyG's, every endpoint of every positive
     and negative is a seed with its own sub-graph (n_id starts with them, not
@@ -157,7 +159,7 @@ def DistLinkNeighborLoader(
     options = LinkLoaderOptions(fanouts=fanouts, batch_size=batch_size, shuffle=shuffle, seed=seed, node_data=node_data,
                                 replace=replace, drop_last=drop_last, timeout_s=timeout_s, pyg=pyg, disjoint=disjoint,
                                 neg_sampling=neg_sampling, neg_ratio=neg_ratio, strict_negatives=strict_negatives,
-                                exclude_seed_edges=exclude_seed_edges)
+                                exclude_seed_edges=exclude_seed_edges, prefetch=prefetch)
     return LinkNeighborLoader(part, seed_edges, options, sampler=sampler, row_source=row_source)
 
 
@@ -179,12 +181,12 @@ class LinkNeighborLoader:
         request = SamplingRequest(options.fanouts, names, None, bool(options.replace), self.disjoint, wait)
         pieces = compose(part, {self._src_type(): none} if self.typed and seeds.problem is None else none, request, sampler,
                          row_source)
-        problem = seeds.problem or self._problem() or pieces.problem
+        problem = seeds.problem or self._problem() or pieces.problem or prefetch_problem(options.prefetch)
         self.negatives = NegativeSampler(part, max(seeds.edge_type, 0), self.mode or "binary", self.ratio,
                                          bool(options.strict_negatives)) if self.mode in MODES and problem is None else None
         problem = problem or (self.negatives.problem() if self.negatives else None)
         settings = (f"link etype={seeds.edge_type} neg={self.mode} ratio={self.ratio} strict={bool(options.strict_negatives)} "
-                    f"exclude={self.exclude} batch_size={self.batch_size} drop_last={bool(options.drop_last)} "
+                    f"exclude={self.exclude} batch_size={self.batch_size} drop_last={bool(options.drop_last)} prefetch={options.prefetch!r} "
                     f"{pieces.plan.settings} replace={bool(options.replace)} disjoint={self.disjoint} manifest={part.digest}")
         agree_or_raise(problem, settings, "the DistLinkNeighborLoader settings", wait, path=part.directory)
         self.plan, self.sampler, self.protocol, self.stats = pieces.plan, pieces.sampler, pieces.protocol, pieces.stats
@@ -192,6 +194,7 @@ class LinkNeighborLoader:
         self.rank = pieces.layout.rank
         self.num_batches = agreed_batch_count(self.src.numel(), self.batch_size, bool(options.drop_last),
                                               pieces.layout.world_size, wait)
+        prefetch_ahead(self.protocol, options.prefetch)
         self.reverse_type = reverse_type(part, self.edge_type) if self.exclude else None
         self.epochs = EpochStreams(options.seed, self.rank, part.device, LINK_SALTS)
 
@@ -218,13 +221,19 @@ class LinkNeighborLoader:
 
     def __iter__(self) -> Iterator[Any]:
         order, gen = self.epochs.begin(self.src.numel(), self.options.shuffle)
-        for i in range(self.num_batches):
+
+        def make(i: int) -> Union[LinkBatch, HeteroLinkBatch]:
             start = time.perf_counter()
             take = order[i * self.batch_size:(i + 1) * self.batch_size]
             batch = self.batch(take, gen)
             self.stats["total_s"] += time.perf_counter() - start
             self.stats["batches"] += 1
             self.stats["seeds"] += int(take.numel())
+            return batch
+
+        depth = self.options.prefetch
+        batches = prefetched(make, self.num_batches, depth, self.part.device) if depth else map(make, range(self.num_batches))
+        for batch in batches:
             yield batch.to_pyg() if self.options.pyg else batch
 
     def batch(self, take: torch.Tensor, gen: torch.Generator) -> Union[LinkBatch, HeteroLinkBatch]:

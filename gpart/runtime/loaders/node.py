@@ -60,7 +60,8 @@ import torch
 
 from gpart.collectives.agreement import agree_or_raise
 from gpart.runtime.loaders.batch import Batch, present
-from gpart.runtime.loaders.pieces import DEFAULT_NODE_DATA, LoaderOptions, SamplingRequest, compose
+from gpart.runtime.loaders.pieces import DEFAULT_NODE_DATA, LoaderOptions, SamplingRequest, compose, prefetch_ahead, prefetch_problem
+from gpart.runtime.loaders.prefetch import prefetched
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.epochs import NODE_SALTS, EpochStreams, agreed_batch_count
@@ -106,6 +107,7 @@ def DistNeighborLoader(
     sampler: Any = None,
     row_source: Optional[RowSource] = None,
     padded: bool = False,
+    prefetch: int = 0,
 ) -> "NeighborLoader":
     """Mini-batches of this rank's `seeds` with neighbours sampled across all partitions (an iterable loader).
 
@@ -140,6 +142,11 @@ def DistNeighborLoader(
     homogeneous graph, positive fanouts, replace=False and disjoint=False, and
     takes the hops as tables; its tensors are reused two batches later, and
     `stats` counts no sampled edges for it (that would synchronise).
+    prefetch: prepare up to that
+    many batches ahead on a background thread (on CUDA on a side stream)
+    while the caller works on the current one: the same batches as without
+    (gpart.runtime.loaders.prefetch states the rule for the caller's own
+    collectives and how errors surface); 0: none.
 
     Collectives (every rank must make the same calls, each bounded by
     timeout_s): building the loader (it checks every rank's settings agree
@@ -151,7 +158,7 @@ def DistNeighborLoader(
     """
     options = NodeLoaderOptions(fanouts=fanouts, batch_size=batch_size, shuffle=shuffle, seed=seed, node_data=node_data,
                                 labels=labels, replace=replace, drop_last=drop_last, timeout_s=timeout_s, pyg=pyg,
-                                disjoint=disjoint, padded=padded)
+                                disjoint=disjoint, padded=padded, prefetch=prefetch)
     return _loader_class(part)(part, seeds, options, sampler=sampler, row_source=row_source)
 
 
@@ -181,18 +188,22 @@ class NeighborLoader:
         self.plan, self.sampler, self.protocol, self.stats = pieces.plan, pieces.sampler, pieces.protocol, pieces.stats
         self.rank, self.world_size = pieces.layout.rank, pieces.layout.world_size
         self.seeds = self.plan.seeds
-        problem = self.plan.problem or (f"batch_size must be >= 1, got {self.batch_size}" if self.batch_size < 1 else None)
+        problem = self.plan.problem or (f"batch_size must be >= 1, got {self.batch_size}" if self.batch_size < 1 else None) \
+            or prefetch_problem(options.prefetch)
         self.padded = bool(options.padded)
         if self.padded and problem is None and pieces.protocol is not None:
             problem = _padded_problem(self.sampler, pieces.protocol)
+            # a padded batch's buffers are reused `padded_keep` batches later: batches prepared ahead must not see that
+            pieces.protocol.padded_keep = max(pieces.protocol.padded_keep, options.prefetch + 2)
         # batch_size and drop_last too: every rank counts the batches of every rank's seeds with its own
         settings = (f"{self.plan.settings} replace={bool(options.replace)} carry_rows={pieces.exchange.active and carry_rows} "
                     f"disjoint={bool(options.disjoint)} batch_size={self.batch_size} drop_last={self.drop_last} "
-                    f"manifest={part.digest}")
+                    f"prefetch={options.prefetch!r} manifest={part.digest}")
         agree_or_raise(problem or pieces.problem, settings, "the DistNeighborLoader settings", self.timeout_s,
                        path=part.directory)
         self.num_batches = agreed_batch_count(self.seeds.numel(), self.batch_size, self.drop_last, self.world_size,
                                               self.timeout_s)
+        prefetch_ahead(self.protocol, options.prefetch)
         self.epochs = EpochStreams(options.seed, self.rank, self.device, NODE_SALTS)
 
     def __len__(self) -> int:
@@ -205,19 +216,23 @@ class NeighborLoader:
     def __iter__(self) -> Iterator[Any]:
         order, gen = self.epochs.begin(self.seeds.numel(), self.options.shuffle)
         seeds = self.seeds[order]
-        for i in range(self.num_batches):
-            start = time.perf_counter()
+
+        def make(i: int) -> Any:
+            part_seeds = seeds[i * self.batch_size : (i + 1) * self.batch_size]
             if self.padded:  # no synchronisation: nothing to count or present on the host
-                yield self.sample_padded(seeds[i * self.batch_size : (i + 1) * self.batch_size], gen)
                 self.stats["batches"] += 1
-                continue
-            sampled = self.sample(seeds[i * self.batch_size : (i + 1) * self.batch_size], gen)
+                return self.sample_padded(part_seeds, gen)
+            start = time.perf_counter()
+            sampled = self.sample(part_seeds, gen)
             batch = self.present(sampled)
             self.stats["total_s"] += time.perf_counter() - start
             self.stats["batches"] += 1
             self.stats["sampled_edges"] += sampled.num_edges
             self.stats["seeds"] += sampled.batch_size
-            yield batch.to_pyg() if self.options.pyg else batch
+            return batch.to_pyg() if self.options.pyg else batch
+
+        depth = self.options.prefetch
+        yield from prefetched(make, self.num_batches, depth, self.device) if depth else map(make, range(self.num_batches))
 
     def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None) -> Sampled:
         """One batch of the protocol for `seeds` (erased global ids; see DistSampler.sample): a collective."""

@@ -41,6 +41,21 @@ class LoaderOptions:
     timeout_s: Optional[float] = None
     pyg: bool = False
     disjoint: bool = False
+    prefetch: int = 0
+
+
+def prefetch_problem(prefetch: Any) -> Optional[str]:
+    """None when `prefetch` is a batch count >= 0, else the one-line problem."""
+    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
+        return f"prefetch must be a number of batches >= 0, got {prefetch!r}"
+    return None
+
+
+def prefetch_ahead(pieces_protocol: Optional[DistSampler], prefetch: int) -> None:
+    """With prefetch, move the protocol's collectives onto process groups of the loader's own (a collective: call it
+    on every rank, after the settings agreed; gpart.runtime.loaders.prefetch says why)."""
+    if prefetch and pieces_protocol is not None and pieces_protocol.exchange.active:
+        pieces_protocol.exchange = pieces_protocol.exchange.on_own_groups()
 
 
 @dataclass(frozen=True)

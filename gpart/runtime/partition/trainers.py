@@ -21,6 +21,7 @@ grouping, the L trainers of this rank's partition {p * L .. p * L + L - 1}
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -103,6 +104,18 @@ def _serving_groups(num_parts: int, per_part: int, timeout_s: float) -> list[Any
         timeout = datetime.timedelta(seconds=timeout_s)
         _groups[key] = [dist.new_group([p * per_part + i for p in range(num_parts)], timeout=timeout) for i in range(per_part)]
     return _groups[key]
+
+
+def own_groups(layout: TrainerLayout, timeout_s: float = 60.0) -> TrainerLayout:
+    """`layout` with serving groups of its own: the same ranks as layout.group, in new process groups (for a
+    loader's background thread, gpart.runtime.loaders.prefetch). A collective: every rank creates every group, in
+    the same order; never cached (each caller gets groups no one else uses)."""
+    if layout.world_size == 1:
+        return layout
+    timeout = datetime.timedelta(seconds=timeout_s)
+    per_part = layout.trainers_per_part
+    groups = [dist.new_group([p * per_part + i for p in range(layout.num_parts)], timeout=timeout) for i in range(per_part)]
+    return dataclasses.replace(layout, group=groups[layout.local])
 
 
 def partition_group(layout: TrainerLayout, timeout_s: float = 60.0) -> Any:

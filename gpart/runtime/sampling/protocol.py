@@ -15,8 +15,16 @@ grouped by owning partition; a request round sends every owner its
 requests (local column ids, a flag each: whether the requester needs the
 node's rows: it does not when it holds them, owned or a halo node whose
 rows the source holds), the owner samples the columns and answers with the
-sampled counts and the flagged nodes' rows (the first hop's also with the
-seeds' labels), then with the sampled edges: 4 collectives per hop. The
+sampled counts, the flagged nodes' rows (the first hop's also with the
+seeds' labels) and the sampled edges: 3 collectives per hop. The first is
+a count table (gpart.runtime.partition.exchange: per owner, the requests,
+the flagged ones per node kind, the draws), from which both sides know
+every size of the round; the edges travel in the answer in slots sized by
+the hop's bound on edges per column (the fanout; gpart.runtime.sampling.
+answer_message), so no round waits for the counts to size the edges. A hop
+without such a bound (fanout -1, a sampler that states none, or a fanout
+past round_sizes.MAX_EDGE_SLOTS) sends its edges in a fourth collective, sized by the
+counts. Sources and edge ids travel as int32 when every id fits. The
 answers are relabelled into the batch's node list. The last hop's added
 nodes are never requested for sampling, so their rows take one more round
 of flagged requests and rows (3 collectives, every array at once). A rank
@@ -26,12 +34,20 @@ travels: the hops sample locally and rows are read; when the sampler takes
 every hop as a table (table_batches()), the batch runs at fixed capacities
 with one host synchronisation (gpart.runtime.sampling.table_hops), or none
 as a padded batch (sample_padded), replayed from CUDA graphs with `replay`.
+Across partitions, every size a round reads to the host goes through
+Exchange.host (counted as "host_syncs"): 3 per sampling round (the count
+table, the owner's edges per requester, the requester's edges per owner)
+and 1 per round of rows alone.
 
 With carry_rows=False (for benchmarks and equivalence tests, not the public
 loaders) the rows are fetched after sampling instead, through the same
 round, one array at a time over the whole node list (and the labels over
 the seeds): 3 collectives per array and node type + 3; the batches are the
 same.
+
+The loaders may run this protocol on a background thread (prefetch,
+gpart.runtime.loaders.prefetch); it is then the only caller of the
+exchange's collectives until the iteration ends.
 
 disjoint=True (PyG's disjoint): every seed gets its own sub-graph. A batch
 node is a key seed index * num_nodes + global id, so the relabelling
@@ -45,6 +61,7 @@ multiplicity.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Hashable, Optional, Union
 
@@ -52,10 +69,12 @@ import torch
 
 from gpart.runtime.partition.exchange import Exchange
 from gpart.runtime.partition.interface import Partition
-from gpart.runtime.sampling.answer_message import answer_message, split_answers
+from gpart.runtime.sampling import round_sizes
+from gpart.runtime.sampling.answer_message import EdgeSection, answer_message, answer_sizes, split_answers, used_edges
 from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
 from gpart.runtime.sampling.padded_batches import PaddedBatches
+from gpart.runtime.sampling.round_sizes import RoundSizes, count_table, edge_bound
 from gpart.runtime.sampling.row_fetcher import Requests, RowFetcher
 from gpart.runtime.sampling.sampled import Sampled
 from gpart.runtime.sampling.table_hops import PaddedSampled, trim
@@ -106,6 +125,9 @@ class DistSampler:
         # False: table hops one at a time with a host synchronisation each (the path before fixed capacities, which
         # benchmarks run beside this one); exact and uniform too, from other draws
         self.fixed_capacity = True
+        self._bounds: Optional[list[Optional[int]]] = None
+        # ids travel as int32 pairs when every global node and edge id fits
+        self._edge_dtype = torch.int32 if max(part.num_nodes, part.num_edges) < 2**31 else torch.int64
 
     def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None) -> Sampled:
         """One batch for this rank's `seeds` (erased global ids on the device, distinct unless disjoint; any number,
@@ -179,15 +201,37 @@ class DistSampler:
         """(rows of n_id per key, the seeds' labels): the carried rows and one round for the last hop's nodes, or
         (carry_rows off) rounds after sampling."""
         rows, carry = self.rows, self.carry_rows
-        if carry and rows.data_keys:  # the last hop's nodes: one round of requests and rows for every array
+        if carry and rows.data_keys and len(rows.kind_keys) == 1 and not self.disjoint:
+            node_data = self._last_rows_into(hops, frontier, int(n_id.numel()))
+        elif carry and rows.data_keys:  # the last hop's nodes: one round of requests and rows for every array
             for key, part_rows in self._keyed_round(frontier, rows.keys(False), None).node_rows.items():
                 hops.got[key].append(part_rows)
-        node_data = {key: torch.cat(hops.got[key]) for key in rows.data_keys} if carry else self._fetch_after(n_id)
+            node_data = {key: torch.cat(hops.got[key]) for key in rows.data_keys}
+        else:
+            node_data = {} if carry else self._fetch_after(n_id)
         y = None
         if rows.label_key is not None:
             y = hops.got[rows.label_key][0] if carry else \
                 self._keyed_round(seeds, rows.only(rows.label_key, rows.seed_kind), None).node_rows[rows.label_key]
         return node_data, y
+
+    def _last_rows_into(self, hops: _Hops, frontier: torch.Tensor, total: int) -> dict[Hashable, torch.Tensor]:
+        """Per key the rows of the whole node list: the carried ones copied in, the last hop's nodes' round written
+        straight into the end (one kind: the rows of the last hop, most of the batch's, are not copied again)."""
+        keys = self.rows.keys(False)
+        (layout,) = self.rows.layouts(keys)
+        last = total - int(frontier.numel())
+        out = {key: torch.empty((total, *shape), dtype=dtype, device=self.device)
+               for key, (dtype, shape) in zip(keys[0], layout.fields)}
+        for key, rows in out.items():
+            if last:
+                torch.cat(hops.got[key], out=rows[:last])
+        tails = {key: rows[last:] for key, rows in out.items()}
+        got = self.round(frontier, keys, None, into=tails).node_rows
+        for key, rows in got.items():
+            if rows is not tails[key]:  # every row held here: read, not written in place
+                tails[key].copy_(rows)
+        return out
 
     def _table_hop(self, frontier: torch.Tensor, hop: int, gen: torch.Generator, first: int, final: bool):
         """One hop with one partition as a [columns, fanout] table: (positions of the sources, destinations, edge
@@ -251,11 +295,12 @@ class DistSampler:
             out.update((name, torch.index_select(node_rows[name], 0, at)) for name in names if name in node_rows)
         return out
 
-    def round(self, frontier: torch.Tensor, keys: Keys, sample: Draw, draws: Optional[torch.Tensor] = None) -> _Answer:
+    def round(self, frontier: torch.Tensor, keys: Keys, sample: Draw, draws: Optional[torch.Tensor] = None,
+              into: Optional[dict[Hashable, torch.Tensor]] = None) -> _Answer:
         """Requests for `frontier` to their owners; answers: the sampled in-edges (when `sample` = (hop, generator);
         `draws[i]` independent samples of frontier[i], one when None, the counts then per draw) and the rows of
-        `keys` of the flagged requests. 4 collectives with sampling, 3 for rows alone, none in a world of one
-        partition."""
+        `keys` of the flagged requests. 3 collectives (a count table, the requests, the answers with their edges;
+        4 when the hop has no edge bound, see the module), none in a world of one partition."""
         rows, exchange = self.rows, self.exchange
         layouts = rows.layouts(keys)
         widths = [layout.row_bytes for layout in layouts]
@@ -266,38 +311,75 @@ class DistSampler:
         if sample is None:  # rows alone: only the nodes whose rows are not held here are asked for
             asked = torch.nonzero(rows.needs(*located, widths)).reshape(-1)
         owner, cols = self.part.book.owner_and_local(frontier if asked is None else torch.index_select(frontier, 0, asked))
-        send_cols, send_counts, order = exchange.group_by_partition(cols, owner)
+        send_cols, sent_owner, order = exchange.sort_by_partition(cols, owner)
         order = order if asked is None else torch.index_select(asked, 0, order)
-        req = rows.requests(located, order, send_counts, widths)
-        recv_counts = exchange.counts(send_counts)
+        req = rows.requests(located, order, widths)
+        if draws is not None:
+            draws = torch.index_select(draws, 0, order)
+        table = RoundSizes(*exchange.count_table(count_table(sent_owner, req, len(layouts), draws, exchange.num_peers)),
+                       draws is not None)
+        req.per_kind = table.kinds(table.mine)
         flagged = send_cols * 2 + req.need
         if draws is not None:  # each request with its number of draws
-            draws = torch.index_select(draws, 0, order)
-            flagged = exchange.rows(torch.stack([flagged, draws], 1), send_counts, recv_counts)
+            flagged = exchange.rows(torch.stack([flagged, draws], 1), table.requests(table.mine), table.requests(table.theirs))
             flagged, recv_draws = flagged[:, 0], flagged[:, 1]
         else:
-            flagged = exchange.rows(flagged, send_counts, recv_counts)
+            flagged = exchange.rows(flagged, table.requests(table.mine), table.requests(table.theirs))
         cols, wanted = torch.div(flagged, 2, rounding_mode="floor"), torch.remainder(flagged, 2).bool()
-        src = eid = counts = cols[:0]
-        count_split = got_counts = [0] * exchange.num_peers  # rows alone: no counts ahead of them
-        if sample is not None:
-            drawn, count_split, got_counts = cols, recv_counts, send_counts
-            if draws is not None:  # a column per draw; counts per draw both ways
-                drawn = torch.repeat_interleave(cols, recv_draws, output_size=int(recv_draws.sum()))
-                count_split = [int(d.sum()) for d in recv_draws.split(recv_counts)]
-                got_counts = [int(d.sum()) for d in draws.split(send_counts)]
-            counts, src, eid = self.sampler.sample(drawn, *sample)
-        packed, per_kind = rows.pack_owned(keys, layouts, cols, wanted, recv_counts)
-        message, sizes = answer_message(packed, per_kind, counts, count_split)
-        got_sizes = [8 * c + sum(n * layout.row_bytes for n, layout in zip(kinds, layouts)) for c, kinds in zip(got_counts, req.per_kind)]
+        if sample is None:
+            answer = self._answer(keys, layouts, cols, wanted, table, None)
+            return _Answer(answer[0], cols[:0], cols[:0], order, rows.frontier_rows(keys, layouts, answer[1], req, into))
+        drawn = cols if draws is None else torch.repeat_interleave(cols, recv_draws, output_size=sum(table.draws(table.theirs)))
+        counts, src, eid = self.sampler.sample(drawn, *sample)
+        got_counts, row_bytes, (src, eid) = self._answer(keys, layouts, cols, wanted, table, (sample[0], counts, src, eid))
+        return _Answer(got_counts, src, eid, order, rows.frontier_rows(keys, layouts, row_bytes, req))
+
+    def _answer(self, keys: Keys, layouts: list, cols: torch.Tensor, wanted: torch.Tensor, table: RoundSizes,
+                drawn: Optional[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]]):
+        """The owner answers the requests it received (`cols`, `wanted` flags; `drawn` = (hop, counts, sources, edge
+        ids) of its draws when sampling) and this rank receives its own answers: (sampled counts per request or draw,
+        per kind the flagged rows' bytes, and when sampling (sources, edge ids)). One collective, or two when the
+        hop has no edge bound (the edges then follow, sized by the counts)."""
+        exchange, rows = self.exchange, self.rows
+        packed = rows.pack_owned(keys, layouts, cols, wanted)
+        if drawn is None:  # rows alone: no counts ahead of them
+            none = [0] * exchange.num_peers
+            message, sizes = answer_message(packed, table.kinds(table.theirs), cols[:0], none)
+            got_sizes = answer_sizes(none, table.kinds(table.mine), layouts)
+            got = exchange.rows(message, sizes, got_sizes)
+            return split_answers(got, none, got_sizes, table.kinds(table.mine), layouts)[:2]
+        hop, counts, src, eid = drawn
+        count_split, got_split = table.draws(table.theirs), table.draws(table.mine)
+        edges = torch.stack([src, eid], 1).to(self._edge_dtype)
+        edge_split = self._block_sums(counts, count_split)
+        bound = self._edge_bound(hop)
+        mine = theirs = None
+        if bound is not None:  # the edges travel in the answers, in slots sized by what was asked
+            mine = EdgeSection([bound * n for n in got_split], self._edge_dtype)
+            theirs = EdgeSection([bound * n for n in count_split], self._edge_dtype)
+        message, sizes = answer_message(packed, table.kinds(table.theirs), counts, count_split, edges, edge_split, theirs)
+        got_sizes = answer_sizes(got_split, table.kinds(table.mine), layouts, mine)
         got = exchange.rows(message, sizes, got_sizes)
-        got_counts_t, row_bytes = split_answers(got, got_counts, got_sizes, req.per_kind, layouts)
-        if sample is not None:  # the sampled edges, sized by the counts both sides now know
-            answer_rows = [int(c.sum()) for c in counts.split(count_split)]
-            got_rows = [int(c.sum()) for c in got_counts_t.split(got_counts)]
-            edges = exchange.rows(torch.stack([src, eid], 1), answer_rows, got_rows)
-            src, eid = edges[:, 0], edges[:, 1]
-        return _Answer(got_counts_t, src, eid, order, rows.frontier_rows(keys, layouts, row_bytes, req))
+        got_counts, row_bytes, sections = split_answers(got, got_split, got_sizes, table.kinds(table.mine), layouts, mine)
+        used = self._block_sums(got_counts, got_split)
+        if mine is not None:
+            got_edges = used_edges(sections, used, mine)
+        else:  # the sampled edges, sized by the counts both sides now know
+            got_edges = exchange.rows(edges, edge_split, used).to(torch.int64)
+        return got_counts, row_bytes, (got_edges[:, 0], got_edges[:, 1])
+
+    def _block_sums(self, values: torch.Tensor, split: list[int]) -> list[int]:
+        """The sums of `values` over consecutive blocks of `split` items: one host read."""
+        ends = torch.tensor(list(itertools.accumulate(split, initial=0)), dtype=torch.int64, device=values.device)
+        total = torch.cat([values.new_zeros(1), torch.cumsum(values, 0)])
+        return self.exchange.host(torch.index_select(total, 0, ends[1:]) - torch.index_select(total, 0, ends[:-1]))
+
+    def _edge_bound(self, hop: int) -> Optional[int]:
+        """The most edges one draw of hop `hop` can give (None: no bound known, or too large to pad to)."""
+        if self._bounds is None:
+            self._bounds = [edge_bound(self.sampler, h) for h in range(self.num_hops)]
+        bound = self._bounds[hop]
+        return bound if bound is not None and 0 < bound <= round_sizes.MAX_EDGE_SLOTS else None
 
     def _local_round(self, frontier, keys, layouts, located, sample, draws) -> _Answer:
         """A round with one partition: every node is owned here (local ids are the global ids, SPEC.md 4.1)."""
@@ -308,3 +390,4 @@ class DistSampler:
             counts, src, eid = self.sampler.sample(cols, *sample)
         req = Requests(located[0], located[1], order, torch.zeros_like(frontier, dtype=torch.bool), [])
         return _Answer(counts, src, eid, order, self.rows.frontier_rows(keys, layouts, [None] * len(layouts), req))
+

@@ -37,6 +37,7 @@ class Requests:
     order: torch.Tensor  # frontier positions in group order
     need: torch.Tensor  # flagged requests (group order)
     per_kind: list[list[int]]  # [peer][kind]: flagged requests
+    sent_kind: Optional[torch.Tensor] = None  # kind of each request (group order)
 
 
 class RowFetcher(ABC):
@@ -99,18 +100,19 @@ class RowFetcher(ABC):
             return held < 0 if widths[0] else torch.zeros_like(held, dtype=torch.bool)
         return (held < 0) & (torch.index_select(torch.tensor(widths, device=kind.device), 0, kind) > 0)
 
-    def requests(self, located: tuple[torch.Tensor, torch.Tensor], order: torch.Tensor, send_counts: list[int],
-                 widths: list[int]) -> Requests:
-        """The requests in group order, those flagged for rows, and how many of each kind go to each peer."""
+    def requests(self, located: tuple[torch.Tensor, torch.Tensor], order: torch.Tensor, widths: list[int]) -> Requests:
+        """The requests in group order and those flagged for rows (`per_kind`, how many of each kind go to each peer,
+        is filled in by the round's count table); no host read."""
         kind, held = located
         sent_kind = torch.index_select(kind, 0, order)
         need = self.needs(sent_kind, torch.index_select(held, 0, order), widths)
-        return Requests(kind, held, order, need, per_peer_and_kind(need, sent_kind, send_counts, len(widths)))
+        return Requests(kind, held, order, need, [], sent_kind)
 
     def frontier_rows(self, keys: list[list[Hashable]], layouts: list[RowLayout], row_bytes: list[Optional[torch.Tensor]],
-                      req: Requests) -> dict[Hashable, torch.Tensor]:
+                      req: Requests, into: Optional[dict[Hashable, torch.Tensor]] = None) -> dict[Hashable, torch.Tensor]:
         """Per key, the rows of the frontier nodes of its kind, in frontier order: held ones read here, the
-        others unpacked from the answers (`row_bytes[kind]`: [n, row_bytes] in group order)."""
+        others unpacked from the answers (`row_bytes[kind]`: [n, row_bytes] in group order); written into
+        `into[key]` where given (a slice of the batch's rows: no copy afterwards)."""
         out = {}
         for t, (kind_keys, layout) in enumerate(zip(keys, layouts)):
             if not kind_keys:
@@ -125,7 +127,8 @@ class RowFetcher(ABC):
                 out.update((key, self.read(key, local_rows)) for key in kind_keys)
                 continue
             for key, answered, (dtype, shape) in zip(kind_keys, layout.unpack(row_bytes[t]), layout.fields):
-                rows = torch.empty((count, *shape), dtype=dtype, device=self.device)
+                rows = into[key] if into is not None and key in into else \
+                    torch.empty((count, *shape), dtype=dtype, device=self.device)
                 rows.index_copy_(0, remote, answered.to(self.device))
                 rows.index_copy_(0, local_at, self.read(key, local_rows))
                 out[key] = rows
@@ -133,12 +136,12 @@ class RowFetcher(ABC):
 
     # -- the owner's side
 
-    def pack_owned(self, keys: list[list[Hashable]], layouts: list[RowLayout], cols: torch.Tensor, wanted: torch.Tensor,
-                   recv_counts: list[int]) -> tuple[list[Optional[torch.Tensor]], list[list[int]]]:
-        """(per kind, the packed rows [n, row_bytes] of the flagged requests `wanted` among owned columns `cols`, in
-        peer order then request order, None for a kind that carries nothing; [peer][kind]: how many rows each)."""
+    def pack_owned(self, keys: list[list[Hashable]], layouts: list[RowLayout], cols: torch.Tensor,
+                   wanted: torch.Tensor) -> list[Optional[torch.Tensor]]:
+        """Per kind, the packed rows [n, row_bytes] of the flagged requests `wanted` among owned columns `cols`, in
+        peer order then request order, None for a kind that carries nothing (how many each peer gets of each kind
+        the round's count table says)."""
         kind, rows = self.owned(cols)
-        per_kind = per_peer_and_kind(wanted, kind, recv_counts, len(layouts))
         packed: list[Optional[torch.Tensor]] = []
         for t, (kind_keys, layout) in enumerate(zip(keys, layouts)):
             if not layout.row_bytes:
@@ -146,7 +149,7 @@ class RowFetcher(ABC):
                 continue
             at = torch.masked_select(rows, wanted if len(layouts) == 1 else wanted & (kind == t))
             packed.append(layout.pack([self.read(key, at) for key in kind_keys]))
-        return packed, per_kind
+        return packed
 
     def read(self, key: Hashable, local: torch.Tensor) -> torch.Tensor:
         """Rows `local` of `key` from the row source, on the fetcher's device."""
@@ -164,9 +167,15 @@ class PlainRows(RowFetcher):
     def locate(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.part.num_parts == 1:  # every node is here at its global id (the loader's ids are checked)
             return torch.zeros_like(ids), ids
-        rows = self.part.local_rows(ids)
-        if not self.source.holds_halo:  # halo rows are asked of their owners
-            rows = rows.masked_fill_(rows >= self.part.num_owned, -1)
+        # the loader's own ids: no range check (2 host reads), and the halo looked up without a data-dependent shape
+        part = self.part
+        owner, rows = part.book.owner_and_local(ids)
+        mine = owner == part.rank
+        if not (self.source.holds_halo and part.halo and part.num_halo):  # halo rows are asked of their owners
+            return torch.zeros_like(ids), rows.masked_fill_(~mine, -1)
+        pos = torch.searchsorted(part.halo_ids, ids).clamp_(max=part.num_halo - 1)
+        halo = (torch.index_select(part.halo_ids, 0, pos) == ids) & ~mine
+        rows = torch.where(mine, rows, torch.where(halo, pos + part.num_owned, -1))
         return torch.zeros_like(ids), rows
 
     def owned(self, cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -197,17 +206,6 @@ class TypedRows(RowFetcher):
 def _spec(source: RowSource, key: Hashable) -> tuple[torch.dtype, tuple[int, ...]]:
     dtype, shape = source.row_spec(key)
     return dtype, tuple(int(d) for d in shape)
-
-
-def per_peer_and_kind(mask: torch.Tensor, kind: torch.Tensor, counts: list[int], num_kinds: int) -> list[list[int]]:
-    """[peer][kind]: the masked items of each kind in each peer's block (blocks of `counts` items, in peer order)."""
-    if num_kinds == 1:  # one kind (homogeneous): a sum per block
-        return [[int(m.sum())] for m in mask.split(counts)]
-    num_peers = len(counts)
-    block = torch.repeat_interleave(torch.arange(num_peers, device=kind.device), torch.tensor(counts, device=kind.device),
-                                    output_size=kind.numel())
-    cell = torch.masked_select(block * num_kinds + kind, mask)
-    return torch.bincount(cell, minlength=num_peers * num_kinds).reshape(num_peers, num_kinds).tolist()
 
 
 def _kind_positions(req: Requests, t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
