@@ -144,6 +144,10 @@ def test_the_loader_yields_padded_batches(cora_one):
     for a, b in zip(padded, compact):
         assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index) and torch.equal(a.e_id, b.e_id)
         assert torch.equal(a.node_data["feat"], b.x) and torch.equal(a.y, b.y)
+    # batches prepared ahead keep their buffers: every padded batch held at once trims to the same compact batch
+    ahead = list(gr.DistNeighborLoader(part, seeds, fanouts=[4, 3], batch_size=200, seed=2, padded=True, prefetch=2))
+    for a, b in zip([p.trim() for p in ahead[-4:]], compact[-4:]):
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
     from gpart.base.errors import InputError
 
     with pytest.raises(InputError, match="padded batches need one partition"):
