@@ -461,7 +461,7 @@ def test_info_reports_the_three_balances(tmp_path):
     assert made.exit_code == 0, made.output
     assert "train balance" in made.output
     table = runner.invoke(cli, ["info", str(out)])
-    header = next(line for line in table.output.splitlines() if "owned" in line)  # the title may wrap
+    header = next(line for line in table.output.splitlines() if "owned" in line and "part" in line)  # the title may wrap
     assert table.exit_code == 0 and "train balance" in table.output and "train" in header
     summary = json.loads(runner.invoke(cli, ["info", str(out), "--json"]).output)
     assert sum(p["num_train"] for p in summary["partitions"]) == 140

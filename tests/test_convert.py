@@ -163,7 +163,7 @@ def test_convert_errors(cora_parts, tmp_path, capsys):
     assert "'graphbolt' is not one of 'pyg', 'glt', 'dgl'" in capsys.readouterr().err and no_output(tmp_path / "o6")
     (tmp_path / "o7").mkdir()
     (tmp_path / "o7" / "mine.txt").write_text("keep")
-    _expect_error(capsys, tmp_path / "o7x", "convert", cora_parts, "--to", "pyg", "-o", tmp_path / "o7", match="already exists")
+    _expect_error(capsys, tmp_path / "o7x", "convert", cora_parts, "--to", "pyg", "-o", tmp_path / "o7", match="not a gpart result")
     assert (tmp_path / "o7" / "mine.txt").read_text() == "keep"
 
 
