@@ -19,14 +19,14 @@ import numpy as np
 from gpart.base.graph import Graph
 from gpart.base.progress import StageTimer
 from gpart.bytes.crc import CHUNK_BYTES
-from gpart.bytes.reader import release_rows
+from gpart.bytes.reader import evict_rows, release_rows
 from gpart.formats.partition.writer import PartitionWriter, data_key, part_entry
 from gpart.pipeline.csc_order import OwnerBucketOrder
-from gpart.pipeline.layout import Layout, NodeOrder, Scratch, layout_of
+from gpart.pipeline.layout import AnyNodeOrder, BookOrder, Layout, NodeOrder, Scratch, layout_of
 from gpart.pipeline.write_plan import ResultPlan
 
 
-def write_all_topology(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, edges: Any, plan: ResultPlan, threads: int,
+def write_all_topology(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrder, edges: Any, plan: ResultPlan, threads: int,
                        bar: Any, timer: StageTimer, sources: Optional[np.ndarray] = None) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
     """Every partition's topology and edge data, one partition at a time; returns parts and halos (empty
     without `plan.halo`). In memory, `threads` layouts are computed at once (gpart.pipeline.memory_plan.layout_threads),
@@ -42,12 +42,12 @@ def write_all_topology(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, 
         parts, halos = [], []
         num_parts = nodes.offsets.shape[0] - 1
         bounded = isinstance(edges, OwnerBucketOrder)
-        scratch = Scratch(graph.num_nodes) if bounded else None
+        mark = np.zeros(graph.num_nodes if bounded else 0, dtype=bool)
         layouts = None if bounded else layouts_in_order(graph, nodes, edges, num_parts, threads,
                                                          graph.src if sources is None else sources)
         for p in range(num_parts):
             if bounded:
-                part, halo_ids = write_topology_blocks(writer, p, graph, nodes, edges, scratch, bar)
+                part, halo_ids = write_topology_blocks(writer, p, graph, nodes, edges, mark, bar)
                 chunks = functools.partial(lambda part_: ((ids, sources) for ids, _, sources in edges.blocks(part_)), p)
                 topology = None
             else:
@@ -115,14 +115,17 @@ def write_topology(writer: PartitionWriter, part: int, layout: Layout, graph: Gr
     return part_entry(part, layout.num_owned, layout.num_halo, num_edges, layout.num_cut, arrays)
 
 
-def write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, nodes: NodeOrder,
-                           edges: OwnerBucketOrder, scratch: Scratch, bar) -> tuple[dict[str, Any], np.ndarray]:
+def write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, nodes: BookOrder,
+                          edges: OwnerBucketOrder, mark: np.ndarray, bar) -> tuple[dict[str, Any], np.ndarray]:
     """layout_of + write_topology in bounded memory: the partition's edges come block by block from disk.
 
-    A first pass over the blocks counts each column and marks the halo; the
-    arrays are then written in the order and with the values layout_of gives
-    (indices, edge ids and edge data streamed block by block), so the
-    bytes are the same. Returns the partition's manifest entry and its halo.
+    A first pass over the blocks counts each column and marks the halo in
+    `mark` (N booleans, all False between calls); the arrays are then written
+    in the order and with the values layout_of gives (indices, edge ids and
+    edge data streamed block by block), so the bytes are the same: a halo
+    source's local id is its rank in the ascending halo list plus the owned
+    count (a binary search, not layout_of's N-sized lookup table). Returns the
+    partition's manifest entry and its halo.
     """
     owned = nodes.owned(part)
     num_owned, first = owned.shape[0], nodes.offsets[part]
@@ -130,22 +133,21 @@ def write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, node
     num_cut = 0
     for _, local_dst, sources in edges.blocks(part):
         counts += np.bincount(local_dst, minlength=num_owned)
-        local = nodes.position[sources] - first
+        local = nodes.position_of(sources) - first
         remote = sources[(local < 0) | (local >= num_owned)]
-        scratch.mark[remote] = True
+        mark[remote] = True
         num_cut += int(remote.shape[0])
-    halo = np.flatnonzero(scratch.mark)
-    scratch.mark[halo] = False
-    scratch.lookup[halo] = np.arange(num_owned, num_owned + halo.shape[0], dtype=np.int64)
+    halo = np.flatnonzero(mark)
+    mark[halo] = False
     indptr = np.zeros(num_owned + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     num_edges = int(indptr[-1])
 
     def indices():
         for _, _, sources in edges.blocks(part):
-            local = nodes.position[sources] - first
+            local = nodes.position_of(sources) - first
             remote = (local < 0) | (local >= num_owned)
-            local[remote] = scratch.lookup[sources[remote]]
+            local[remote] = num_owned + np.searchsorted(halo, sources[remote])
             yield local
 
     arrays = {"node_ids": writer.write_topology(part, "node_ids", np.concatenate([owned, halo])),
@@ -160,7 +162,7 @@ def write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, node
     return part_entry(part, num_owned, halo.shape[0], num_edges, num_cut, arrays), halo
 
 
-def write_node_data(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, halos: list[np.ndarray], bar) -> list[dict[str, Any]]:
+def write_node_data(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrder, halos: list[np.ndarray], bar) -> list[dict[str, Any]]:
     """Node data rows of every partition from one sequential pass over each input array.
 
     A chunk of input rows is split by owner (a stable radix sort of the
@@ -179,7 +181,7 @@ def write_node_data(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, hal
         step = max(1, CHUNK_BYTES // row_bytes)
         for start in range(0, arr.shape[0], step):
             stop = min(start + step, arr.shape[0])
-            owner = nodes.owner[start:stop]
+            owner = nodes.owner_of(start, stop)
             block = arr[start:stop]
             if num_parts > 1 and not bool(np.all(owner[1:] >= owner[:-1])):
                 block = np.take(block, np.argsort(owner, kind="stable"), axis=0)
@@ -188,8 +190,9 @@ def write_node_data(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, hal
             for p in np.flatnonzero(bounds[1:] > bounds[:-1]):
                 writers[p].write(block[bounds[p] : bounds[p + 1]])
             del block
-            # pieces may be views of the input, written later: release their pages after that
-            writer.after_writes(functools.partial(release_rows, arr, start, stop))
+            # pieces may be views of the input, written later: release their pages after that (read once: from
+            # the page cache too)
+            writer.after_writes(functools.partial(evict_rows, arr, start, stop))
         for p in range(num_parts):
             for chunk in gather_chunks(arr, halos[p], writer.after_writes):
                 writers[p].write(chunk)
