@@ -59,6 +59,8 @@ RESIDENT_SOURCE_BYTES_PER_EDGE = 8
 # (WRITE_QUEUE_BYTES) inside it.
 BOUNDED_FLOOR_BYTES = 160 << 20
 WRITE_QUEUE_BYTES = 16 << 20  # chunks handed to the writer thread and not yet written (bounded pass)
+# Rows of node or edge data the bounded pass reads, reorders or gathers at once (the in-memory pass: CHUNK_BYTES)
+BOUNDED_CHUNK_BYTES = 16 << 20
 # Per node: a halo mark (1 byte) and, while blocks are cut, the in-degree count (4) with one chunk's
 # bincount (8) (gpart.pipeline.csc_order.OwnerBucketOrder).
 BOUNDED_NODE_BYTES = 13
@@ -117,18 +119,20 @@ def bounded_node_bytes(num_nodes: int, book_node_bytes: int = ARRAY_BOOK_NODE_BY
 
 def check_node_memory(method: str, num_nodes: int, max_memory: int, where: Optional[str],
                       book_node_bytes: int = ARRAY_BOOK_NODE_BYTES) -> None:
-    """Stop up front when even the bounded pass (bucketed_bytes, with the least blocks) exceeds `max_memory`.
+    """Stop up front when the bounded pass's node arrays (the book's included) exceed `max_memory`.
 
-    Bucketing bounds the memory that grows with the edges, not the nodes' or
-    the floor: a run past them would be killed for memory after reading the input.
+    Bucketing bounds the memory that grows with the edges, not these: a run
+    past them would be killed for memory after reading the input. (The floor,
+    BOUNDED_FLOOR_BYTES, is left out here: it is the program's, not the graph's,
+    and tests force the bounded pass with limits below it.)
     """
-    need = bucketed_bytes(num_nodes, 0, 1, book_node_bytes)
+    need = bounded_node_bytes(num_nodes, book_node_bytes)
     if need > max_memory:
         per_node = BOUNDED_NODE_BYTES + book_node_bytes
         raise InputError(where, f"--max-memory {format_size(max_memory)} is too small for the node arrays of method {method!r}: "
-                                f"{num_nodes:,} nodes need about {format_size(need)} ({per_node} bytes per node and "
-                                f"{format_size(need - per_node * num_nodes)} for the program and its buffers) before any "
-                                f"edge; raise --max-memory to {format_size(need)} or more")
+                                f"{num_nodes:,} nodes need about {format_size(need)} ({per_node} bytes per node) before any edge, "
+                                f"{format_size(need + BOUNDED_FLOOR_BYTES)} with the program's own; raise --max-memory to "
+                                f"{format_size(need + BOUNDED_FLOOR_BYTES)} or more")
 
 
 def block_edges_for(budget: int) -> int:

@@ -23,6 +23,7 @@ from gpart.bytes.reader import evict_rows, release_rows
 from gpart.formats.partition.writer import PartitionWriter, data_key, part_entry
 from gpart.pipeline.csc_order import OwnerBucketOrder
 from gpart.pipeline.layout import AnyNodeOrder, BookOrder, Layout, NodeOrder, Scratch, layout_of
+from gpart.pipeline.memory_plan import BOUNDED_CHUNK_BYTES
 from gpart.pipeline.write_plan import ResultPlan
 
 
@@ -47,7 +48,7 @@ def write_all_topology(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrde
                                                          graph.src if sources is None else sources)
         for p in range(num_parts):
             if bounded:
-                part, halo_ids = write_topology_blocks(writer, p, graph, nodes, edges, mark, bar)
+                part, halo_ids = write_topology_blocks(writer, p, graph, nodes, edges, mark, bar, BOUNDED_CHUNK_BYTES)
                 chunks = functools.partial(lambda part_: ((ids, sources) for ids, _, sources in edges.blocks(part_)), p)
                 topology = None
             else:
@@ -60,7 +61,8 @@ def write_all_topology(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrde
                 extension.edges(writer, p, part, chunks, topology)
             del chunks, topology
             parts.append(part)
-            halos.append(halo_ids if halo else halo_ids[:0])
+            # without halo rows no halo is kept (an empty view would keep the whole array alive)
+            halos.append(halo_ids if halo else np.empty(0, dtype=np.int64))
         release_rows(graph.src)
     return parts, halos
 
@@ -116,7 +118,7 @@ def write_topology(writer: PartitionWriter, part: int, layout: Layout, graph: Gr
 
 
 def write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, nodes: BookOrder,
-                          edges: OwnerBucketOrder, mark: np.ndarray, bar) -> tuple[dict[str, Any], np.ndarray]:
+                          edges: OwnerBucketOrder, mark: np.ndarray, bar, chunk_bytes: int = CHUNK_BYTES) -> tuple[dict[str, Any], np.ndarray]:
     """layout_of + write_topology in bounded memory: the partition's edges come block by block from disk.
 
     A first pass over the blocks counts each column and marks the halo in
@@ -124,8 +126,9 @@ def write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, node
     in the order and with the values layout_of gives (indices, edge ids and
     edge data streamed block by block), so the bytes are the same: a halo
     source's local id is its rank in the ascending halo list plus the owned
-    count (a binary search, not layout_of's N-sized lookup table). Returns the
-    partition's manifest entry and its halo.
+    count (a binary search, not layout_of's N-sized lookup table). Edge data
+    rows are gathered `chunk_bytes` at a time. Returns the partition's manifest
+    entry and its halo.
     """
     owned = nodes.owned(part)
     num_owned, first = owned.shape[0], nodes.offsets[part]
@@ -150,26 +153,27 @@ def write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, node
             local[remote] = num_owned + np.searchsorted(halo, sources[remote])
             yield local
 
-    arrays = {"node_ids": writer.write_topology(part, "node_ids", np.concatenate([owned, halo])),
+    arrays = {"node_ids": writer.write_topology(part, "node_ids", iter([owned, halo]), num_owned + halo.shape[0]),
               "indptr": writer.write_topology(part, "indptr", indptr),
               "indices": writer.write_topology(part, "indices", indices(), num_edges),
               "edge_ids": writer.write_topology(part, "edge_ids", (ids for ids, _, _ in edges.blocks(part)), num_edges)}
     bar.advance(4)
     for name, arr in graph.edge_data.items():
-        chunks = (chunk for ids, _, _ in edges.blocks(part) for chunk in gather_chunks(arr, ids, writer.after_writes))
+        chunks = (chunk for ids, _, _ in edges.blocks(part) for chunk in gather_chunks(arr, ids, writer.after_writes, chunk_bytes))
         arrays[data_key("edge", name)] = writer.write_data(part, "edge", name, arr, num_edges, chunks)
         bar.advance(1)
     return part_entry(part, num_owned, halo.shape[0], num_edges, num_cut, arrays), halo
 
 
-def write_node_data(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrder, halos: list[np.ndarray], bar) -> list[dict[str, Any]]:
+def write_node_data(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrder, halos: list[np.ndarray], bar,
+                    chunk_bytes: int = CHUNK_BYTES) -> list[dict[str, Any]]:
     """Node data rows of every partition from one sequential pass over each input array.
 
     A chunk of input rows is split by owner (a stable radix sort of the
     narrow owner ids keeps each partition's rows ascending) and each piece is
     appended to its partition's file; owned lists ascend, so the pieces land
-    in local order. Halo rows (halo 1) are gathered afterwards. Returns, per
-    partition, the array entries (key -> entry JSON).
+    in local order. Halo rows (halo 1) are gathered afterwards. `chunk_bytes`
+    of rows at a time. Returns, per partition, the array entries (key -> entry JSON).
     """
     num_parts = len(halos)
     owned = np.diff(nodes.offsets)
@@ -178,7 +182,7 @@ def write_node_data(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrder, 
         key = data_key("node", name)
         writers = [writer.data_array(p, "node", name, arr, int(owned[p]) + halos[p].shape[0]) for p in range(num_parts)]
         row_bytes = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize)
-        step = max(1, CHUNK_BYTES // row_bytes)
+        step = max(1, chunk_bytes // row_bytes)
         for start in range(0, arr.shape[0], step):
             stop = min(start + step, arr.shape[0])
             owner = nodes.owner_of(start, stop)
@@ -194,7 +198,7 @@ def write_node_data(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrder, 
             # the page cache too)
             writer.after_writes(functools.partial(evict_rows, arr, start, stop))
         for p in range(num_parts):
-            for chunk in gather_chunks(arr, halos[p], writer.after_writes):
+            for chunk in gather_chunks(arr, halos[p], writer.after_writes, chunk_bytes):
                 writers[p].write(chunk)
             entries[p][key] = writers[p].finish().to_json()
             bar.advance(1)

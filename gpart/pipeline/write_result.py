@@ -21,6 +21,7 @@ from gpart.base.graph import Graph
 from gpart.base.memory import default_max_memory, parse_memory_size
 from gpart.base.progress import Progress, StageTimer, or_null
 from gpart.base.version import __version__
+from gpart.bytes.crc import CHUNK_BYTES
 from gpart.engines.balance import share_balance, train_mask
 from gpart.formats.files.commit import staged_output
 from gpart.formats.files.dtypes import is_supported
@@ -31,6 +32,7 @@ from gpart.formats.partition.reverse import write_reverse
 from gpart.formats.partition.writer import STORAGES, PartitionManifest, PartitionWriter
 from gpart.pipeline.layout import AnyNodeOrder, BookOrder, node_order, order_edges
 from gpart.pipeline.memory_plan import (
+    BOUNDED_CHUNK_BYTES,
     WRITE_QUEUE_BYTES,
     block_edges_for,
     book_node_bytes,
@@ -154,7 +156,7 @@ def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrder
         sources = np.array(graph.src) if resident else graph.src
         parts, halos = write_all_topology(writer, graph, nodes, edges, plan, threads, bar, timer, sources)
         with timer("write node data"):
-            node_entries = _node_entries(writer, graph, nodes, halos, bar, extension)
+            node_entries = _node_entries(writer, graph, nodes, halos, bar, extension, layouts)
         return parts, halos, node_entries
     # Without halo rows, node data needs only the book: write it while another
     # thread orders the edges (numpy's sort releases the GIL), so the sort
@@ -165,7 +167,8 @@ def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrder
         copying = pool.submit(np.array, graph.src) if resident else None
         try:
             with timer("write node data"):
-                node_entries = _node_entries(writer, graph, nodes, [np.empty(0, np.int64)] * (len(nodes.offsets) - 1), bar, extension)
+                node_entries = _node_entries(writer, graph, nodes, [np.empty(0, np.int64)] * (len(nodes.offsets) - 1), bar, extension,
+                                             layouts)
         finally:
             edges, seconds = ordering.result()
             sources = copying.result() if copying is not None else graph.src
@@ -174,9 +177,11 @@ def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrder
     return parts, halos, node_entries
 
 
-def _node_entries(writer, graph: Graph, nodes: AnyNodeOrder, halos: list[np.ndarray], bar, extension: Any) -> list[dict[str, Any]]:
-    """Node data entries per partition, with the extension's (typed node data) added."""
-    entries = write_node_data(writer, graph, nodes, halos, bar)
+def _node_entries(writer, graph: Graph, nodes: AnyNodeOrder, halos: list[np.ndarray], bar, extension: Any,
+                  layouts: LayoutPass) -> list[dict[str, Any]]:
+    """Node data entries per partition, with the extension's (typed node data) added; the bounded pass
+    (`layouts.scratch`) moves BOUNDED_CHUNK_BYTES of rows at a time."""
+    entries = write_node_data(writer, graph, nodes, halos, bar, CHUNK_BYTES if layouts.scratch is None else BOUNDED_CHUNK_BYTES)
     if extension is not None:
         for mine, more in zip(entries, extension.nodes(writer, nodes.owned, halos)):
             mine.update(more)
