@@ -486,7 +486,7 @@ def test_binary_reader_does_not_import_h5py(result):
 def test_failure_in_the_node_data_pass_leaves_nothing(tmp_path, monkeypatch):
     import gpart.pipeline.write_result as mod
 
-    def failing(writer, graph, nodes, halos, bar):
+    def failing(writer, graph, nodes, halos, bar, *chunk_bytes):
         raise MemoryError("out of memory halfway")
 
     monkeypatch.setattr(mod, "write_node_data", failing)

@@ -42,7 +42,7 @@ from gpart.pipeline.partition import partition_graph
               help="KaMinPar threads (balanced, kaminpar). More is faster, but only 1 gives the same result for a seed every run.")
 @preset_option
 @click.option("--max-memory", "max_memory", metavar="SIZE", default=None,
-              help="Memory the run may use, e.g. 2GB or 512MiB (default: 3/4 of the available RAM). Past it, edges are "
+              help="Memory the run may use, e.g. 2GB or 512MiB (default: 3/4 of the available RAM, or of the cgroup memory limit where lower). Past it, edges are "
                    "bucketed by owner into scratch files next to OUT instead of sorted in memory; methods that "
                    "need the whole adjacency in memory (balanced, metis, kaminpar) stop with an error up front.")
 @click.option("--passes", type=click.IntRange(min=1), default=None,

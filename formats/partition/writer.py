@@ -140,7 +140,8 @@ class PartitionWriter:
     manifest.json.
     """
 
-    def __init__(self, directory: os.PathLike | str, storage: str = "binary", background: bool = True):
+    def __init__(self, directory: os.PathLike | str, storage: str = "binary", background: bool = True,
+                 queue_bytes: Optional[int] = None):
         if storage not in STORAGES:
             raise ValueError(f"unknown storage {storage!r} (expected one of {', '.join(STORAGES)})")
         self.directory = Path(directory)
@@ -148,8 +149,9 @@ class PartitionWriter:
         self._h5 = None
         # Binary files are checksummed and written by a background thread (HDF5 stays on
         # the caller's thread: h5py serialises calls anyway). Entries returned by
-        # finish() are then complete only after close().
-        self._io = IOThread() if background and storage == "binary" else None
+        # finish() are then complete only after close(). `queue_bytes`: chunks waiting for that thread
+        # (None: IOThread's default, 4 chunks of CHUNK_BYTES; a bounded-memory pass asks for less).
+        self._io = (IOThread() if queue_bytes is None else IOThread(queue_bytes)) if background and storage == "binary" else None
         if storage == "hdf5":
             import h5py  # lazily: only HDF5 results need it
 

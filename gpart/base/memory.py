@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import Optional, Union
 
 import numpy as np
@@ -12,6 +13,11 @@ from gpart.base.errors import InputError
 
 DEFAULT_FRACTION = 0.75  # of the available memory, when --max-memory is not given
 FIXED_BYTES = 256 << 20  # interpreter, numpy, chunk buffers: every pass's floor
+CGROUP_ROOT = "/sys/fs/cgroup"  # where the cgroup hierarchies are mounted
+SELF_CGROUP = "/proc/self/cgroup"  # this process's group in each hierarchy
+NO_LIMIT = 1 << 60  # a group limit at or past this is "unlimited" (v1 writes 2^63 rounded down to a page)
+
+PathLike = Union[str, "os.PathLike[str]"]
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
@@ -32,8 +38,9 @@ def parse_memory_size(value: Union[str, int, None], where: Optional[str] = "--ma
     return size
 
 
-def default_max_memory() -> int:
-    """DEFAULT_FRACTION of the memory available now (MemAvailable, or physical memory)."""
+def default_max_memory(cgroup_root: PathLike = CGROUP_ROOT, self_cgroup: PathLike = SELF_CGROUP) -> int:
+    """DEFAULT_FRACTION of the memory available now: MemAvailable (or physical memory), and no more
+    than this process's cgroup memory limit where one applies (cgroup_memory_limit)."""
     available = None
     try:
         with open("/proc/meminfo") as fh:
@@ -45,7 +52,62 @@ def default_max_memory() -> int:
         pass
     if available is None:
         available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    limit = cgroup_memory_limit(cgroup_root, self_cgroup)
+    if limit is not None:
+        available = min(available, limit)
     return int(available * DEFAULT_FRACTION)
+
+
+def cgroup_memory_limit(cgroup_root: PathLike = CGROUP_ROOT, self_cgroup: PathLike = SELF_CGROUP) -> Optional[int]:
+    """The memory limit of this process's cgroup in bytes, or None where none applies.
+
+    `self_cgroup` (/proc/self/cgroup) names the process's group in each hierarchy: a v1 line
+    `ID:...,memory,...:/PATH` reads `<root>/memory/PATH/memory.limit_in_bytes`, the v2 line
+    `0::/PATH` reads `<root>/PATH/memory.max` (or `<root>/unified/PATH/memory.max` on a hybrid
+    host). A group is held by its ancestors' limits too, so the least over the path up to the
+    mount's top counts (inside a container the top is the container's own group). "max" and
+    values of 2^60 or more (v1's "unlimited" is 2^63 rounded down to a page) are no limit.
+    """
+    try:
+        lines = Path(self_cgroup).read_text().splitlines()
+    except OSError:
+        return None
+    root, limits = Path(cgroup_root), []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if "memory" in controllers.split(","):
+            limits += _limits_up_the_path(root / "memory", path, "memory.limit_in_bytes")
+        elif controllers == "":
+            for top in (root, root / "unified"):
+                limits += _limits_up_the_path(top, path, "memory.max")
+    return min(limits) if limits else None
+
+
+def _limits_up_the_path(top: Path, path: str, name: str) -> list[int]:
+    """The limits in file `name` of group `path` under the mount `top` and of each of its ancestors."""
+    group = top / path.strip("/")
+    found = []
+    while True:
+        limit = _read_limit(group / name)
+        if limit is not None:
+            found.append(limit)
+        if group == top or top not in group.parents:
+            return found
+        group = group.parent
+
+
+def _read_limit(path: Path) -> Optional[int]:
+    """A limit file's bytes; None when absent, unreadable, "max" or too large to be a limit."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    if not text.isdigit() or int(text) >= NO_LIMIT:
+        return None
+    return int(text)
 
 
 def format_size(count: int) -> str:

@@ -6,6 +6,8 @@
   whole pages; `release_pages(...)` is MADV_DONTNEED, the one page-release helper
   (the pages leave this process's RSS and stay in the page cache);
 - `drop_pages(memmap, start, length)` / `release_rows(memmap, lo, hi)`: the same for numpy memmaps;
+- `evict_rows(memmap, lo, hi)`: release_rows, and the rows' pages dropped from the page cache too
+  (POSIX_FADV_DONTNEED: for a pass that reads them once, under a memory cgroup that counts the cache);
 - `read_only_mapping(arr)`: the mmap behind a read-only numpy memmap, for releasing its pages;
 - `bytes_view(arr)`: a C-contiguous array's bytes as a flat memoryview.
 """
@@ -160,3 +162,32 @@ def release_rows(arr: np.ndarray, start_row: int = 0, stop_row: Optional[int] = 
     row_bytes = int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
     stop_row = arr.shape[0] if stop_row is None else stop_row
     drop_pages(arr, start_row * row_bytes, (stop_row - start_row) * row_bytes)
+
+
+def evict_rows(arr: np.ndarray, start_row: int = 0, stop_row: Optional[int] = None) -> None:
+    """release_rows, then drop the rows' file pages from the page cache too (a no-op for other arrays).
+
+    For inputs a pass reads once: a memory cgroup charges the page cache of
+    what its processes read, and the kernel reclaims it only under pressure.
+    """
+    release_rows(arr, start_row, stop_row)
+    if not isinstance(arr, np.memmap) or arr.ndim == 0 or not hasattr(os, "posix_fadvise") or arr.filename is None:
+        return
+    root = read_only_mapping(arr)
+    if root is None:
+        return
+    mm, address = root
+    row_bytes = int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
+    stop_row = arr.shape[0] if stop_row is None else stop_row
+    # the mapping starts at the allocation-aligned offset below the root memmap's `offset`
+    first = int(arr.offset) - int(arr.offset) % mmap.ALLOCATIONGRANULARITY + (arr.ctypes.data - address)
+    try:
+        fd = os.open(arr.filename, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.posix_fadvise(fd, first + start_row * row_bytes, (stop_row - start_row) * row_bytes, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

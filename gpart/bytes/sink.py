@@ -6,6 +6,12 @@ names, dtypes and manifests, the commit (rename into place, manifest last) is
 gpart.formats.files.commit's. Also: `preallocate` for files written through a memory
 map (`map_new_file`: reserved and mapped in one call; every writable map of a new
 file in gpart goes through these two) and `close_quietly` for files being abandoned.
+
+Written bytes do not pile up as dirty page cache (gpart.bytes.written_pages): a sink
+starts the writeback of each SETTLE_BYTES it appends and drops the window before
+it, and drops the rest after its fsync. A memory cgroup counts the page cache of
+what its processes write, and dirty pages cannot be reclaimed at once: without
+this, a capped run is killed at its cap by what it has already written.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import numpy as np
 from gpart.base.errors import OutputError
 from gpart.bytes.crc import crc_pool
 from gpart.bytes.reader import bytes_view
+from gpart.bytes.written_pages import WrittenPages
 
 # Chunks at least this large are checksummed in the CRC thread while being written.
 THREAD_CRC_BYTES = 1 << 20
@@ -54,6 +61,7 @@ class ByteSink:
             self._fh = open(self.path, "wb", buffering=-1 if buffered else 0)
         except OSError as exc:
             raise OutputError(self.path, f"cannot create file: {exc.strerror or exc}") from None
+        self._pages = WrittenPages(self._fh.fileno())
         if header:
             self._write_all(memoryview(header))
 
@@ -75,6 +83,18 @@ class ByteSink:
         finally:
             self.crc = crc.result() if crc is not None else zlib.crc32(view, self.crc)
         self.nbytes += len(view)
+        if self._pages.due(self.offset + self.nbytes):
+            self.flush()  # a buffered sink's last bytes reach the kernel before their range is written back
+            self._settle(self.offset + self.nbytes)
+
+    def _settle(self, end: int) -> None:
+        """Write back and drop this file's pages up to about `end` (WrittenPages); a failed writeback is a
+        failed write."""
+        try:
+            self._pages.wrote(end)
+        except OSError as exc:
+            close_quietly(self._fh)
+            raise OutputError(self.path, f"write failed: {exc.strerror or exc}") from None
 
     def flush(self) -> None:
         """Hand buffered bytes to the kernel (a full disk shows here at the latest); close() still fsyncs."""
@@ -96,6 +116,7 @@ class ByteSink:
         except OSError as exc:
             close_quietly(self._fh)
             raise OutputError(self.path, f"write failed: {exc.strerror or exc}") from None
+        self._pages.synced()  # every page is clean now: drop them all
         close_quietly(self._fh)
 
     def discard(self) -> None:

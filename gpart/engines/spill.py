@@ -6,7 +6,9 @@ into their buckets (a stable sort of the chunk by bucket, then one slice
 write per bucket run). Rows keep their input order inside a bucket, so a
 bucket of edges listed in edge-id order stays in edge-id order. Memory:
 the per-bucket counters and one chunk of rows; the rows themselves live in
-the scratch files (formats.scratch: preallocated, removed on exit).
+the scratch files (formats.scratch: preallocated, removed on exit), whose
+pages are written back and dropped after each chunk, each rewrite and each
+read (gpart.bytes.written_pages): a memory cgroup counts them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from gpart.bytes.sink import pwrite_all
+from gpart.bytes.written_pages import drop_cached, drop_written
 from gpart.formats.files.scratch import ScratchDir
 
 ROW_CHUNK = 1 << 20  # rows per pass step: bounds the chunk temporaries to tens of MiB
@@ -39,6 +42,7 @@ class Buckets:
         fd, dtype = self.columns[name]
         out = np.empty(self.size(bucket), dtype=dtype)
         _read_exactly(fd, out, int(self.offsets[bucket]) * dtype.itemsize)
+        drop_cached(fd, int(self.offsets[bucket]) * dtype.itemsize, out.nbytes)
         return out
 
     def rewrite(self, bucket: int, name: str, values: np.ndarray) -> None:
@@ -46,6 +50,7 @@ class Buckets:
         fd, dtype = self.columns[name]
         assert values.shape[0] == self.size(bucket)
         pwrite_all(fd, np.ascontiguousarray(values, dtype=dtype), int(self.offsets[bucket]) * dtype.itemsize)
+        drop_written(fd, int(self.offsets[bucket]) * dtype.itemsize, int(values.shape[0]) * dtype.itemsize)
 
     def size(self, bucket: int) -> int:
         return int(self.offsets[bucket + 1] - self.offsets[bucket])
@@ -84,6 +89,7 @@ def bucket_rows(scratch: ScratchDir, num_rows: int, num_buckets: int, rows_of: R
             ordered = np.asarray(values[name], dtype=dtype)[order]
             for b in runs:  # one write per non-empty bucket of the chunk (<= num_buckets, not per row)
                 pwrite_all(fd, ordered[run_starts[b]:run_starts[b + 1]], int(fill[b]) * dtype.itemsize)
+            drop_written(fd)  # the chunk's runs are scattered over the file: write back and drop all of it
         fill += chunk_counts
     assert np.array_equal(fill, offsets[1:]), "the two bucketing passes saw different rows"
     return Buckets(offsets, columns)

@@ -70,6 +70,9 @@ class PartitionMethod(ABC):
     # about gpart.base.memory.FIXED_BYTES + bytes_per_edge * E (peak RSS per input edge, measured).
     needs_adjacency: bool = False
     bytes_per_edge: int = 0
+    # Bytes a node its book holds: an owner (int32) and local id (int64) array; 0 for a rule (remainder, range),
+    # which the bounded pass computes (gpart.pipeline.memory_plan.check_node_memory).
+    book_bytes_per_node: int = 12
     # False: the book follows from the node count and the options alone (every rank of a distributed run
     # computes it); True: the method reads the edges (a distributed run gathers the graph on rank 0).
     needs_edges: bool = True

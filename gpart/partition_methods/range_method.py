@@ -19,6 +19,7 @@ class RangeMethod(PartitionMethod):
     name = "range"
     summary = "contiguous blocks."
     needs_edges = False
+    book_bytes_per_node = 0  # a rule: no owner array
 
     def run(self, graph: Graph, num_parts: int, options: MethodOptions, context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
         return range_book(graph.num_nodes, num_parts), {}

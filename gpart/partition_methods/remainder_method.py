@@ -18,6 +18,7 @@ class RemainderMethod(PartitionMethod):
     name = "remainder"
     summary = "owner = id % P."
     needs_edges = False
+    book_bytes_per_node = 0  # a rule: no owner array
 
     def run(self, graph: Graph, num_parts: int, options: MethodOptions, context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
         return remainder_book(graph.num_nodes, num_parts), {}

@@ -3,11 +3,11 @@ order block by block from buckets on disk when the edges do not fit (SPEC.md 4.6
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
-from gpart.bytes.reader import drop_pages
+from gpart.bytes.reader import evict_rows
 from gpart.engines.spill import bucket_rows
 from gpart.formats.files.scratch import ScratchDir
 
@@ -37,54 +37,64 @@ DEGREE_CHUNK = 1 << 21
 class OwnerBucketOrder:
     """Edges in CSC order, partition by partition and block by block, from buckets on disk.
 
-    `position` maps a node to its position in partition-major order and
-    `offsets` are the partitions' first positions. Each partition's
-    destinations are cut into blocks of consecutive positions holding about
-    `block_edges` in-edges (a node with more is a block of its own), so a
-    block's edges can be sorted and written alone and the blocks of a
-    partition, in order, are its CSC order. Buckets hold the packed CSC keys
-    (csc_keys), or the edge ids where the keys would not fit 63 bits; a
-    block is sorted the first time it is read and written back sorted.
+    `nodes` (gpart.pipeline.layout's NodeOrder or BookOrder) gives a node's
+    position in partition-major order (`position_of`) and the partitions' first
+    positions (`offsets`). Each partition's destinations are cut into blocks of
+    consecutive positions holding about `block_edges` in-edges (a node with
+    more is a block of its own), so a block's edges can be sorted and written
+    alone and the blocks of a partition, in order, are its CSC order. Buckets
+    hold the packed CSC keys (csc_keys), or the edge ids where the keys would
+    not fit 63 bits; a block is sorted the first time it is read and written
+    back sorted. Per node only the in-degree count is held, while the blocks
+    are cut (4 bytes a node, and bincount's 8 for one chunk); afterwards a
+    block is found by its first position (`block_starts`, one entry a block).
     """
 
-    def __init__(self, src: np.ndarray, dst: np.ndarray, position: np.ndarray, offsets: np.ndarray,
-                 scratch: ScratchDir, block_edges: int = MAX_BLOCK_EDGES):
-        self.dst, self.position, self.offsets = dst, position, offsets
-        self.shift, self.packed = key_shift(position.shape[0], int(dst.shape[0]))
-        block_of, self.first_block = self._blocks(block_edges)
+    def __init__(self, src: np.ndarray, dst: np.ndarray, nodes: Any, scratch: ScratchDir,
+                 block_edges: int = MAX_BLOCK_EDGES):
+        self.dst, self.nodes, self.offsets = dst, nodes, nodes.offsets
+        self.shift, self.packed = key_shift(nodes.num_nodes, int(dst.shape[0]))
+        self.block_starts, self.first_block = self._blocks(block_edges)
 
         def rows_of(start: int, stop: int):
-            at = position[np.asarray(dst[start:stop])]
+            at = nodes.position_of(np.asarray(dst[start:stop]))
             value = (at << self.shift) | np.arange(start, stop, dtype=np.int64) if self.packed \
                 else np.arange(start, stop, dtype=np.int64)
             sources = np.array(src[start:stop], dtype=np.int64)
-            for arr in (src, dst):  # keep RSS off the input's size: these pages are read once, in order
-                drop_pages(arr, start * arr.itemsize, (stop - start) * arr.itemsize)
-            return block_of[at], {"key": value, "src": sources}
+            for arr in (src, dst):  # keep RSS and page cache off the input's size: these pages are read once, in order
+                evict_rows(arr, start, stop)
+            return self.block_of(at), {"key": value, "src": sources}
 
         num_blocks = int(self.first_block[-1])
         self.buckets = bucket_rows(scratch, int(dst.shape[0]), num_blocks, rows_of,
                                    {"key": np.dtype(np.int64), "src": np.dtype(np.int64)})
         self.is_sorted = np.zeros(num_blocks, dtype=bool)
 
+    def block_of(self, position: np.ndarray) -> np.ndarray:
+        """The block of each position: the last block starting at or before it."""
+        return np.searchsorted(self.block_starts, position, side="right") - 1
+
     def _blocks(self, block_edges: int) -> tuple[np.ndarray, np.ndarray]:
-        """Block id of every position, and each partition's first block id (P+1 entries)."""
-        n = self.position.shape[0]
-        degree = np.zeros(n, dtype=np.int64)  # in-degree by position
+        """The first position of every block (ascending), and each partition's first block id (P+1 entries)."""
+        n = self.nodes.num_nodes
+        degree = np.zeros(n, dtype=np.int64 if self.dst.shape[0] >= 2**31 else np.int32)  # in-degree by position
         for start in range(0, int(self.dst.shape[0]), DEGREE_CHUNK):
-            chunk = np.asarray(self.dst[start:start + DEGREE_CHUNK])
-            degree += np.bincount(self.position[chunk], minlength=n)
-            drop_pages(self.dst, start * self.dst.itemsize, chunk.shape[0] * self.dst.itemsize)
-        before = np.cumsum(degree) - degree  # in-edges of all earlier positions
-        del degree
-        block_of = np.empty(n, dtype=np.int64)
+            stop = min(start + DEGREE_CHUNK, int(self.dst.shape[0]))
+            counts = np.bincount(self.nodes.position_of(np.asarray(self.dst[start:stop])), minlength=n)
+            np.add(degree, counts, out=degree, casting="unsafe")  # a chunk's counts fit: the total does
+            del counts
+            evict_rows(self.dst, start, stop)
+        starts = []
         first_block = np.zeros(self.offsets.shape[0], dtype=np.int64)
         for part in range(self.offsets.shape[0] - 1):
             lo, hi = int(self.offsets[part]), int(self.offsets[part + 1])
-            local = (before[lo:hi] - (before[lo] if hi > lo else 0)) // block_edges
-            block_of[lo:hi] = first_block[part] + local
-            first_block[part + 1] = first_block[part] + (int(local[-1]) + 1 if hi > lo else 1)
-        return block_of, first_block
+            before = np.cumsum(degree[lo:hi], dtype=np.int64)  # in-edges of this partition up to each position
+            before -= degree[lo:hi]
+            local = before // block_edges  # the block of each position, counted from the partition's first
+            new = np.flatnonzero(np.diff(local)) + 1  # positions where the next block starts
+            starts += [np.asarray([lo], dtype=np.int64), lo + new.astype(np.int64)]
+            first_block[part + 1] = first_block[part] + 1 + new.shape[0]
+        return np.concatenate(starts), first_block
 
     def blocks(self, part: int):
         """(edge ids, local destination, source) of each block of partition `part`, in CSC order."""
@@ -94,13 +104,15 @@ class OwnerBucketOrder:
                 if self.packed:
                     order = np.argsort(keys)  # keys are distinct: any sort is the stable one
                 else:  # keys are edge ids, ascending in a bucket: a stable sort keeps id order in a column
-                    order = np.argsort(self.position[np.asarray(self.dst[keys])], kind="stable")
-                keys, sources = keys[order], sources[order]
+                    order = np.argsort(self.nodes.position_of(np.asarray(self.dst[keys])), kind="stable")
+                keys = keys[order]
+                sources = sources[order]
+                del order  # not held while the block is consumed (memory_plan.BLOCK_BYTES_PER_EDGE)
                 self.buckets.rewrite(block, "key", keys)
                 self.buckets.rewrite(block, "src", sources)
                 self.is_sorted[block] = True
             if self.packed:
                 edge_ids, local_dst = keys & ((1 << self.shift) - 1), (keys >> self.shift) - self.offsets[part]
             else:
-                edge_ids, local_dst = keys, self.position[np.asarray(self.dst[keys])] - self.offsets[part]
+                edge_ids, local_dst = keys, self.nodes.position_of(np.asarray(self.dst[keys])) - self.offsets[part]
             yield edge_ids, local_dst, sources

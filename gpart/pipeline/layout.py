@@ -3,14 +3,17 @@ by destination, and one partition's owned nodes, halo and in-edges in local ids.
 
 Memory: edges are ordered with one in-place sort of packed int64 keys (the
 destination's position in partition-major order, then the edge id), so the
-pass holds one E-sized int64 array plus one partition's topology.
+pass holds one E-sized int64 array plus one partition's topology. The
+in-memory pass holds the node order as arrays (NodeOrder, 17 bytes a node);
+the bounded pass asks the book (BookOrder: nothing per node for remainder
+and range books, whose owners are arithmetic).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -36,6 +39,56 @@ class NodeOrder:
 
     def owned(self, part: int) -> np.ndarray:
         return self.nodes[self.offsets[part] : self.offsets[part + 1]]
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.offsets[-1])
+
+    def position_of(self, ids: np.ndarray) -> np.ndarray:
+        """The positions (int64) of nodes `ids` in partition-major order."""
+        return self.position[np.asarray(ids)]
+
+    def owner_of(self, start: int, stop: int) -> np.ndarray:
+        """The owners of nodes start..stop-1 (narrowest unsigned dtype)."""
+        return self.owner[start:stop]
+
+
+class BookOrder:
+    """The node order of NodeOrder computed from the book on demand, for the bounded pass: no N-sized
+    array of its own (remainder and range books are rules, so none at all; array books use theirs)."""
+
+    def __init__(self, book: PartitionBook):
+        self.book = book
+        counts = np.asarray(book.counts(), dtype=np.int64)
+        assert counts.shape == (book.num_parts,) and int(counts.sum()) == book.num_nodes, "book counts do not cover the nodes"
+        self.offsets = np.zeros(book.num_parts + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.offsets[1:])
+        self.owner_dtype = narrowest_unsigned(book.num_parts)
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.offsets[-1])
+
+    def owned(self, part: int) -> np.ndarray:
+        """Partition `part`'s nodes, ascending; checked against the book's local ids (NodeOrder's invariant)."""
+        owned = np.asarray(self.book.owned(part), dtype=np.int64)
+        size = int(self.offsets[part + 1] - self.offsets[part])
+        assert owned.shape[0] == size and bool(np.all(owned[1:] > owned[:-1])), "book does not list owned nodes in ascending id"
+        assert np.array_equal(self.book.local(owned), np.arange(size)), "book local ids are not the rank in the owned list"
+        return owned
+
+    def position_of(self, ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(ids)
+        position = self.offsets[self.book.owner(ids)]
+        position += self.book.local(ids)
+        return position
+
+    def owner_of(self, start: int, stop: int) -> np.ndarray:
+        return self.book.owner(np.arange(start, stop, dtype=np.int64)).astype(self.owner_dtype)
+
+
+# What the passes take: the in-memory pass's arrays or the bounded pass's book
+AnyNodeOrder = Union[NodeOrder, BookOrder]
 
 
 def node_order(book: PartitionBook) -> NodeOrder:
@@ -170,7 +223,7 @@ def assert_layout(layout: Layout, num_edges: int) -> None:
         assert 0 <= int(layout.indices.min()) and int(layout.indices.max()) < layout.node_ids.shape[0], "local id out of range"
 
 
-def order_edges(graph: Graph, nodes: NodeOrder, scratch: Optional[ScratchDir] = None, block_edges: int = MAX_BLOCK_EDGES):
+def order_edges(graph: Graph, nodes: AnyNodeOrder, scratch: Optional[ScratchDir] = None, block_edges: int = MAX_BLOCK_EDGES):
     """The edges in CSC order, and the seconds it took (it may run on another thread).
 
     Without scratch: one in-memory sort (EdgeOrder); with it: buckets on
@@ -180,6 +233,6 @@ def order_edges(graph: Graph, nodes: NodeOrder, scratch: Optional[ScratchDir] = 
     if scratch is None:
         edges: Any = EdgeOrder(graph.dst, nodes, graph.num_edges)
     else:
-        edges = OwnerBucketOrder(graph.src, graph.dst, nodes.position, nodes.offsets, scratch, block_edges)
+        edges = OwnerBucketOrder(graph.src, graph.dst, nodes, scratch, block_edges)
     release_rows(graph.dst)
     return edges, time.perf_counter() - start

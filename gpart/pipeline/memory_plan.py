@@ -13,6 +13,16 @@ bucket ascend, so a stable sort by local destination gives exactly the
 output is byte-identical. Memory then grows with the nodes and the largest
 partition, not with the input's edges.
 
+The bounded pass's own per-node arrays are few (BOUNDED_NODE_BYTES: the halo
+marks and, while blocks are cut, the in-degree count); it asks the book for
+owners and positions (gpart.pipeline.layout.BookOrder), so remainder and range
+books (rules) add nothing per node and array books their owner and local arrays
+(PartitionMethod.book_bytes_per_node). What is left of the limit after the
+floor (BOUNDED_FLOOR_BYTES: interpreter, libraries, the writer's queue) and the
+node arrays goes to the edge blocks (BLOCK_BYTES_PER_EDGE each). The pass's
+writes and one-time reads leave no page cache behind (gpart.bytes.written_pages),
+which a memory cgroup would charge.
+
 Methods that hold the whole symmetric adjacency (needs_adjacency, gpart.partition_methods)
 cannot run in bounded memory; their need is estimated from the bytes per
 input edge each method states and a run that would not fit stops before it starts.
@@ -24,6 +34,7 @@ from typing import Optional
 
 from gpart.base.errors import InputError
 from gpart.base.memory import FIXED_BYTES, format_size
+from gpart.formats.partition.book import PartitionBook, RuleBook
 from gpart.pipeline.csc_order import MAX_BLOCK_EDGES, MIN_BLOCK_EDGES
 
 # A method's peak RSS per input edge of the assignment step is its bytes_per_edge,
@@ -43,6 +54,20 @@ MAX_LAYOUT_THREADS = 2
 # file pages, dropped after each part) against 0.6-0.8 s from a numpy array (huge pages) on R-MAT 5.6M/70M,
 # 4 parts. At most 8 bytes per edge (int64 ids; narrower inputs copy narrower).
 RESIDENT_SOURCE_BYTES_PER_EDGE = 8
+# The bounded pass (R-MAT 4M/50M, remainder, 8 parts, --max-memory 300MB: 85 MiB of anonymous memory and
+# about 50 MiB of mapped libraries before any edge): its floor, with the partition writer's queue
+# (WRITE_QUEUE_BYTES) inside it.
+BOUNDED_FLOOR_BYTES = 160 << 20
+WRITE_QUEUE_BYTES = 16 << 20  # chunks handed to the writer thread and not yet written (bounded pass)
+# Rows of node or edge data the bounded pass reads, reorders or gathers at once (the in-memory pass: CHUNK_BYTES)
+BOUNDED_CHUNK_BYTES = 16 << 20
+# Per node: a halo mark (1 byte) and, while blocks are cut, the in-degree count (4) with one chunk's
+# bincount (8) (gpart.pipeline.csc_order.OwnerBucketOrder).
+BOUNDED_NODE_BYTES = 13
+# Per edge of a block at once: the block read and sorted (key, source, order, sorted copies) and the
+# position lookups and halo ranks of its sources (gpart.pipeline.write_arrays.write_topology_blocks).
+BLOCK_BYTES_PER_EDGE = 96
+ARRAY_BOOK_NODE_BYTES = 12  # an array book's owner (int32) and local id (int64) of each node; a rule book has none
 
 
 def in_memory_bytes(num_nodes: int, num_edges: int, num_parts: int, layouts: int = 1) -> int:
@@ -74,26 +99,49 @@ def _alive_layouts(threads: int) -> int:
     return threads + 1 if threads > 1 else threads
 
 
-def bucketed_bytes(num_nodes: int, num_edges: int, num_parts: int) -> int:
-    """Estimated peak of the bucketed pass: no E-sized array; the average partition's edges at a time."""
-    return FIXED_BYTES + NODE_BYTES * num_nodes + LAYOUT_BYTES_PER_EDGE * -(-num_edges // num_parts)
+def book_node_bytes(book: PartitionBook) -> int:
+    """Bytes a node that `book` holds: none for a rule (remainder, range), an array book's owner and local id."""
+    return 0 if isinstance(book, RuleBook) else ARRAY_BOOK_NODE_BYTES
 
 
-def check_node_memory(method: str, num_nodes: int, max_memory: int, where: Optional[str]) -> None:
-    """Stop up front when even the pass's N-sized arrays (NODE_BYTES per node) exceed `max_memory`.
+def bucketed_bytes(num_nodes: int, num_edges: int, num_parts: int, book_node_bytes: int = ARRAY_BOOK_NODE_BYTES) -> int:
+    """The least the bounded pass can run in: its floor, its node arrays and the book's
+    (`book_node_bytes` a node: 0 for a rule book, 12 for an owner array), and blocks of MIN_BLOCK_EDGES
+    edges (fewer where the graph has fewer)."""
+    return (BOUNDED_FLOOR_BYTES + bounded_node_bytes(num_nodes, book_node_bytes)
+            + BLOCK_BYTES_PER_EDGE * min(MIN_BLOCK_EDGES, max(num_edges, 1)))
+
+
+def bounded_node_bytes(num_nodes: int, book_node_bytes: int = ARRAY_BOOK_NODE_BYTES) -> int:
+    """The bounded pass's node arrays, the book's included (`book_node_bytes` a node)."""
+    return (BOUNDED_NODE_BYTES + book_node_bytes) * num_nodes
+
+
+def check_node_memory(method: str, num_nodes: int, max_memory: int, where: Optional[str],
+                      book_node_bytes: int = ARRAY_BOOK_NODE_BYTES) -> None:
+    """Stop up front when the bounded pass's node arrays (the book's included) exceed `max_memory`.
 
     Bucketing bounds the memory that grows with the edges, not these: a run
-    past them would be killed for memory after reading the input.
+    past them would be killed for memory after reading the input. (The floor,
+    BOUNDED_FLOOR_BYTES, is left out here: it is the program's, not the graph's,
+    and tests force the bounded pass with limits below it.)
     """
-    need = NODE_BYTES * num_nodes
+    need = bounded_node_bytes(num_nodes, book_node_bytes)
     if need > max_memory:
+        per_node = BOUNDED_NODE_BYTES + book_node_bytes
         raise InputError(where, f"--max-memory {format_size(max_memory)} is too small for the node arrays of method {method!r}: "
-                                f"{num_nodes:,} nodes need about {format_size(need)} ({NODE_BYTES} bytes per node) before any "
-                                f"edge; raise --max-memory")
+                                f"{num_nodes:,} nodes need about {format_size(need)} ({per_node} bytes per node) before any edge, "
+                                f"{format_size(need + BOUNDED_FLOOR_BYTES)} with the program's own; raise --max-memory to "
+                                f"{format_size(need + BOUNDED_FLOOR_BYTES)} or more")
 
 
-def block_edges_for(max_memory: int) -> int:
-    """Edges per bucket block: a block's layout temporaries take about a quarter of `max_memory`."""
-    return int(min(max(max_memory // (4 * LAYOUT_BYTES_PER_EDGE), MIN_BLOCK_EDGES), MAX_BLOCK_EDGES))
+def block_edges_for(budget: int) -> int:
+    """Edges per bucket block when `budget` bytes are left for the blocks (the limit less the bounded pass's
+    floor and node arrays: bounded_budget)."""
+    return int(min(max(budget // BLOCK_BYTES_PER_EDGE, MIN_BLOCK_EDGES), MAX_BLOCK_EDGES))
 
+
+def bounded_budget(limit: int, num_nodes: int, book_node_bytes: int) -> int:
+    """What the bounded pass leaves of `limit` for its edge blocks."""
+    return limit - BOUNDED_FLOOR_BYTES - bounded_node_bytes(num_nodes, book_node_bytes)
 

@@ -102,7 +102,7 @@ def partition_request(input: Union[PathLike, Graph], out_dir: PathLike, request:
         with timer("read graph"):
             graph = _load_graph(input, request.node_data, request.edge_data)
         check_graph(graph, num_parts, source)
-        check_node_memory(chosen.name, graph.num_nodes, limit, graph.source)
+        check_node_memory(chosen.name, graph.num_nodes, limit, graph.source, chosen.book_bytes_per_node)
         reverse = None
         if request.add_reverse:
             with timer("add reverse edges"), or_null(progress).stage("add reverse edges"):

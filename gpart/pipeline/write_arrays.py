@@ -19,14 +19,15 @@ import numpy as np
 from gpart.base.graph import Graph
 from gpart.base.progress import StageTimer
 from gpart.bytes.crc import CHUNK_BYTES
-from gpart.bytes.reader import release_rows
+from gpart.bytes.reader import evict_rows, release_rows
 from gpart.formats.partition.writer import PartitionWriter, data_key, part_entry
 from gpart.pipeline.csc_order import OwnerBucketOrder
-from gpart.pipeline.layout import Layout, NodeOrder, Scratch, layout_of
+from gpart.pipeline.layout import AnyNodeOrder, BookOrder, Layout, NodeOrder, Scratch, layout_of
+from gpart.pipeline.memory_plan import BOUNDED_CHUNK_BYTES
 from gpart.pipeline.write_plan import ResultPlan
 
 
-def write_all_topology(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, edges: Any, plan: ResultPlan, threads: int,
+def write_all_topology(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrder, edges: Any, plan: ResultPlan, threads: int,
                        bar: Any, timer: StageTimer, sources: Optional[np.ndarray] = None) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
     """Every partition's topology and edge data, one partition at a time; returns parts and halos (empty
     without `plan.halo`). In memory, `threads` layouts are computed at once (gpart.pipeline.memory_plan.layout_threads),
@@ -42,12 +43,12 @@ def write_all_topology(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, 
         parts, halos = [], []
         num_parts = nodes.offsets.shape[0] - 1
         bounded = isinstance(edges, OwnerBucketOrder)
-        scratch = Scratch(graph.num_nodes) if bounded else None
+        mark = np.zeros(graph.num_nodes if bounded else 0, dtype=bool)
         layouts = None if bounded else layouts_in_order(graph, nodes, edges, num_parts, threads,
                                                          graph.src if sources is None else sources)
         for p in range(num_parts):
             if bounded:
-                part, halo_ids = write_topology_blocks(writer, p, graph, nodes, edges, scratch, bar)
+                part, halo_ids = write_topology_blocks(writer, p, graph, nodes, edges, mark, bar, BOUNDED_CHUNK_BYTES)
                 chunks = functools.partial(lambda part_: ((ids, sources) for ids, _, sources in edges.blocks(part_)), p)
                 topology = None
             else:
@@ -60,7 +61,8 @@ def write_all_topology(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, 
                 extension.edges(writer, p, part, chunks, topology)
             del chunks, topology
             parts.append(part)
-            halos.append(halo_ids if halo else halo_ids[:0])
+            # without halo rows no halo is kept (an empty view would keep the whole array alive)
+            halos.append(halo_ids if halo else np.empty(0, dtype=np.int64))
         release_rows(graph.src)
     return parts, halos
 
@@ -115,14 +117,18 @@ def write_topology(writer: PartitionWriter, part: int, layout: Layout, graph: Gr
     return part_entry(part, layout.num_owned, layout.num_halo, num_edges, layout.num_cut, arrays)
 
 
-def write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, nodes: NodeOrder,
-                           edges: OwnerBucketOrder, scratch: Scratch, bar) -> tuple[dict[str, Any], np.ndarray]:
+def write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, nodes: BookOrder,
+                          edges: OwnerBucketOrder, mark: np.ndarray, bar, chunk_bytes: int = CHUNK_BYTES) -> tuple[dict[str, Any], np.ndarray]:
     """layout_of + write_topology in bounded memory: the partition's edges come block by block from disk.
 
-    A first pass over the blocks counts each column and marks the halo; the
-    arrays are then written in the order and with the values layout_of gives
-    (indices, edge ids and edge data streamed block by block), so the
-    bytes are the same. Returns the partition's manifest entry and its halo.
+    A first pass over the blocks counts each column and marks the halo in
+    `mark` (N booleans, all False between calls); the arrays are then written
+    in the order and with the values layout_of gives (indices, edge ids and
+    edge data streamed block by block), so the bytes are the same: a halo
+    source's local id is its rank in the ascending halo list plus the owned
+    count (a binary search, not layout_of's N-sized lookup table). Edge data
+    rows are gathered `chunk_bytes` at a time. Returns the partition's manifest
+    entry and its halo.
     """
     owned = nodes.owned(part)
     num_owned, first = owned.shape[0], nodes.offsets[part]
@@ -130,44 +136,44 @@ def write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, node
     num_cut = 0
     for _, local_dst, sources in edges.blocks(part):
         counts += np.bincount(local_dst, minlength=num_owned)
-        local = nodes.position[sources] - first
+        local = nodes.position_of(sources) - first
         remote = sources[(local < 0) | (local >= num_owned)]
-        scratch.mark[remote] = True
+        mark[remote] = True
         num_cut += int(remote.shape[0])
-    halo = np.flatnonzero(scratch.mark)
-    scratch.mark[halo] = False
-    scratch.lookup[halo] = np.arange(num_owned, num_owned + halo.shape[0], dtype=np.int64)
+    halo = np.flatnonzero(mark)
+    mark[halo] = False
     indptr = np.zeros(num_owned + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     num_edges = int(indptr[-1])
 
     def indices():
         for _, _, sources in edges.blocks(part):
-            local = nodes.position[sources] - first
+            local = nodes.position_of(sources) - first
             remote = (local < 0) | (local >= num_owned)
-            local[remote] = scratch.lookup[sources[remote]]
+            local[remote] = num_owned + np.searchsorted(halo, sources[remote])
             yield local
 
-    arrays = {"node_ids": writer.write_topology(part, "node_ids", np.concatenate([owned, halo])),
+    arrays = {"node_ids": writer.write_topology(part, "node_ids", iter([owned, halo]), num_owned + halo.shape[0]),
               "indptr": writer.write_topology(part, "indptr", indptr),
               "indices": writer.write_topology(part, "indices", indices(), num_edges),
               "edge_ids": writer.write_topology(part, "edge_ids", (ids for ids, _, _ in edges.blocks(part)), num_edges)}
     bar.advance(4)
     for name, arr in graph.edge_data.items():
-        chunks = (chunk for ids, _, _ in edges.blocks(part) for chunk in gather_chunks(arr, ids, writer.after_writes))
+        chunks = (chunk for ids, _, _ in edges.blocks(part) for chunk in gather_chunks(arr, ids, writer.after_writes, chunk_bytes))
         arrays[data_key("edge", name)] = writer.write_data(part, "edge", name, arr, num_edges, chunks)
         bar.advance(1)
     return part_entry(part, num_owned, halo.shape[0], num_edges, num_cut, arrays), halo
 
 
-def write_node_data(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, halos: list[np.ndarray], bar) -> list[dict[str, Any]]:
+def write_node_data(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrder, halos: list[np.ndarray], bar,
+                    chunk_bytes: int = CHUNK_BYTES) -> list[dict[str, Any]]:
     """Node data rows of every partition from one sequential pass over each input array.
 
     A chunk of input rows is split by owner (a stable radix sort of the
     narrow owner ids keeps each partition's rows ascending) and each piece is
     appended to its partition's file; owned lists ascend, so the pieces land
-    in local order. Halo rows (halo 1) are gathered afterwards. Returns, per
-    partition, the array entries (key -> entry JSON).
+    in local order. Halo rows (halo 1) are gathered afterwards. `chunk_bytes`
+    of rows at a time. Returns, per partition, the array entries (key -> entry JSON).
     """
     num_parts = len(halos)
     owned = np.diff(nodes.offsets)
@@ -176,10 +182,10 @@ def write_node_data(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, hal
         key = data_key("node", name)
         writers = [writer.data_array(p, "node", name, arr, int(owned[p]) + halos[p].shape[0]) for p in range(num_parts)]
         row_bytes = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize)
-        step = max(1, CHUNK_BYTES // row_bytes)
+        step = max(1, chunk_bytes // row_bytes)
         for start in range(0, arr.shape[0], step):
             stop = min(start + step, arr.shape[0])
-            owner = nodes.owner[start:stop]
+            owner = nodes.owner_of(start, stop)
             block = arr[start:stop]
             if num_parts > 1 and not bool(np.all(owner[1:] >= owner[:-1])):
                 block = np.take(block, np.argsort(owner, kind="stable"), axis=0)
@@ -188,10 +194,11 @@ def write_node_data(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, hal
             for p in np.flatnonzero(bounds[1:] > bounds[:-1]):
                 writers[p].write(block[bounds[p] : bounds[p + 1]])
             del block
-            # pieces may be views of the input, written later: release their pages after that
-            writer.after_writes(functools.partial(release_rows, arr, start, stop))
+            # pieces may be views of the input, written later: release their pages after that (read once: from
+            # the page cache too)
+            writer.after_writes(functools.partial(evict_rows, arr, start, stop))
         for p in range(num_parts):
-            for chunk in gather_chunks(arr, halos[p], writer.after_writes):
+            for chunk in gather_chunks(arr, halos[p], writer.after_writes, chunk_bytes):
                 writers[p].write(chunk)
             entries[p][key] = writers[p].finish().to_json()
             bar.advance(1)

@@ -21,6 +21,7 @@ from gpart.base.graph import Graph
 from gpart.base.memory import default_max_memory, parse_memory_size
 from gpart.base.progress import Progress, StageTimer, or_null
 from gpart.base.version import __version__
+from gpart.bytes.crc import CHUNK_BYTES
 from gpart.engines.balance import share_balance, train_mask
 from gpart.formats.files.commit import staged_output
 from gpart.formats.files.dtypes import is_supported
@@ -29,8 +30,16 @@ from gpart.formats.files.scratch import ScratchDir
 from gpart.formats.partition.book import PartitionBook
 from gpart.formats.partition.reverse import write_reverse
 from gpart.formats.partition.writer import STORAGES, PartitionManifest, PartitionWriter
-from gpart.pipeline.layout import NodeOrder, node_order, order_edges
-from gpart.pipeline.memory_plan import block_edges_for, layout_threads, resident_sources
+from gpart.pipeline.layout import AnyNodeOrder, BookOrder, node_order, order_edges
+from gpart.pipeline.memory_plan import (
+    BOUNDED_CHUNK_BYTES,
+    WRITE_QUEUE_BYTES,
+    block_edges_for,
+    book_node_bytes,
+    bounded_budget,
+    layout_threads,
+    resident_sources,
+)
 from gpart.pipeline.request import VerboseLog
 from gpart.pipeline.write_arrays import write_all_topology, write_node_data
 from gpart.pipeline.write_plan import LayoutPass, PathLike, ResultPlan
@@ -76,7 +85,8 @@ def write_within(limit: int, graph: Graph, book: PartitionBook, stage: Path, pla
         resident = resident_sources(graph.num_nodes, graph.num_edges, book.num_parts, threads, limit)
         return _write_result(graph, book, stage, plan, LayoutPass(threads=threads, resident_sources=resident), progress, timer)
     with ScratchDir(stage.parent, prefix=f"{stage.name}-scratch-") as scratch:
-        layouts = LayoutPass(scratch=scratch, block_edges=block_edges_for(limit))
+        budget = bounded_budget(limit, graph.num_nodes, book_node_bytes(book))
+        layouts = LayoutPass(scratch=scratch, block_edges=block_edges_for(budget))
         return _write_result(graph, book, stage, plan, layouts, progress, timer)
 
 
@@ -107,9 +117,10 @@ def _write_result(graph: Graph, book: PartitionBook, stage: Path, plan: ResultPl
     progress = or_null(progress)
     storage, reverse, extension = plan.storage, plan.reverse, plan.extension
     num_parts, num_edges = book.num_parts, graph.num_edges
-    with timer("order nodes"):
-        nodes = node_order(book)
-    writer = PartitionWriter(stage, storage)
+    with timer("order nodes"):  # the bounded pass holds no node arrays beyond the book's own
+        nodes = node_order(book) if layouts.scratch is None else BookOrder(book)
+    # the bounded pass keeps the writer's queue within its floor (memory_plan.BOUNDED_FLOOR_BYTES)
+    writer = PartitionWriter(stage, storage, queue_bytes=None if layouts.scratch is None else WRITE_QUEUE_BYTES)
     try:
         arrays_per_part = 4 + len(graph.node_data) + len(graph.edge_data)
         with progress.stage("write partitions", total=num_parts * arrays_per_part, unit="arrays") as bar:
@@ -133,7 +144,7 @@ def _write_result(graph: Graph, book: PartitionBook, stage: Path, plan: ResultPl
     return manifest
 
 
-def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, plan: ResultPlan, layouts: LayoutPass,
+def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrder, plan: ResultPlan, layouts: LayoutPass,
                       bar: Any, timer: StageTimer) -> tuple[list, list, list]:
     """Every partition's topology and node data: (part entries, halo ids per part, node data entries per part)."""
     scratch, block_edges, threads, resident = layouts.scratch, layouts.block_edges, layouts.threads, layouts.resident_sources
@@ -145,7 +156,7 @@ def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, p
         sources = np.array(graph.src) if resident else graph.src
         parts, halos = write_all_topology(writer, graph, nodes, edges, plan, threads, bar, timer, sources)
         with timer("write node data"):
-            node_entries = _node_entries(writer, graph, nodes, halos, bar, extension)
+            node_entries = _node_entries(writer, graph, nodes, halos, bar, extension, layouts)
         return parts, halos, node_entries
     # Without halo rows, node data needs only the book: write it while another
     # thread orders the edges (numpy's sort releases the GIL), so the sort
@@ -156,7 +167,8 @@ def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, p
         copying = pool.submit(np.array, graph.src) if resident else None
         try:
             with timer("write node data"):
-                node_entries = _node_entries(writer, graph, nodes, [np.empty(0, np.int64)] * (len(nodes.offsets) - 1), bar, extension)
+                node_entries = _node_entries(writer, graph, nodes, [np.empty(0, np.int64)] * (len(nodes.offsets) - 1), bar, extension,
+                                             layouts)
         finally:
             edges, seconds = ordering.result()
             sources = copying.result() if copying is not None else graph.src
@@ -165,9 +177,11 @@ def _write_partitions(writer: PartitionWriter, graph: Graph, nodes: NodeOrder, p
     return parts, halos, node_entries
 
 
-def _node_entries(writer, graph: Graph, nodes: NodeOrder, halos: list[np.ndarray], bar, extension: Any) -> list[dict[str, Any]]:
-    """Node data entries per partition, with the extension's (typed node data) added."""
-    entries = write_node_data(writer, graph, nodes, halos, bar)
+def _node_entries(writer, graph: Graph, nodes: AnyNodeOrder, halos: list[np.ndarray], bar, extension: Any,
+                  layouts: LayoutPass) -> list[dict[str, Any]]:
+    """Node data entries per partition, with the extension's (typed node data) added; the bounded pass
+    (`layouts.scratch`) moves BOUNDED_CHUNK_BYTES of rows at a time."""
+    entries = write_node_data(writer, graph, nodes, halos, bar, CHUNK_BYTES if layouts.scratch is None else BOUNDED_CHUNK_BYTES)
     if extension is not None:
         for mine, more in zip(entries, extension.nodes(writer, nodes.owned, halos)):
             mine.update(more)
@@ -198,7 +212,7 @@ def _manifest(graph: Graph, book_json: dict[str, Any], plan: ResultPlan, parts: 
     ).to_json()
 
 
-def _count_train(graph: Graph, nodes: "NodeOrder", parts: list[dict[str, Any]]) -> None:
+def _count_train(graph: Graph, nodes: AnyNodeOrder, parts: list[dict[str, Any]]) -> None:
     """Record each partition's training nodes (`num_train`) when the graph has a training mask."""
     train = train_mask(graph)
     if train is None:
@@ -206,7 +220,7 @@ def _count_train(graph: Graph, nodes: "NodeOrder", parts: list[dict[str, Any]]) 
     counts = np.zeros(len(parts), dtype=np.int64)
     for start in range(0, graph.num_nodes, EDGE_CHUNK):
         block = train[start:start + EDGE_CHUNK]
-        counts += np.bincount(nodes.owner[start:start + EDGE_CHUNK][block], minlength=len(parts))
+        counts += np.bincount(nodes.owner_of(start, min(start + EDGE_CHUNK, graph.num_nodes))[block], minlength=len(parts))
     for part, count in zip(parts, counts):
         part["num_train"] = int(count)
 
