@@ -34,3 +34,15 @@ def dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     return proc.pid
+
+
+@pytest.fixture(scope="module")
+def cora_one(tmp_path_factory):
+    """sample_data's Cora as one partition (metis): the device-path tests sample it without any exchange."""
+    from pathlib import Path
+
+    from gpart.pipeline.partition import partition_graph
+
+    out = tmp_path_factory.mktemp("one") / "one"
+    partition_graph(Path(__file__).resolve().parents[1] / "sample_data" / "cora.npz", out, 1, "metis")
+    return out

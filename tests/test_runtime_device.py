@@ -19,23 +19,13 @@ from itertools import combinations
 import numpy as np
 import pytest
 import torch
-from test_runtime_sampler import CORA, _chi2, _chi2_critical, _cora, check_batch
+from test_runtime_sampler import _chi2, _chi2_critical, _cora, check_batch
 
 import gpart.runtime as gr
 from gpart.runtime.sampling.kernels import Relabeller, sample_table
 
 FANOUTS = [4, 3]
 
-
-@pytest.fixture(scope="module")
-def cora_one(tmp_path_factory):
-    from gpart.pipeline.partition import partition_graph
-
-    if not CORA.exists():
-        pytest.skip("sample_data/cora.npz missing")
-    out = tmp_path_factory.mktemp("device") / "one"
-    partition_graph(CORA, out, 1, "metis")
-    return out
 
 
 def _batches(part, fanouts, table: bool, **kw) -> list:

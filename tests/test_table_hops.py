@@ -17,24 +17,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from test_runtime_sampler import CORA, _chi2, _chi2_critical, _cora, check_batch
+from test_runtime_sampler import _chi2, _chi2_critical, _cora, check_batch
 
 import gpart.runtime as gr
 from gpart.runtime.sampling import fused_floyd
 from gpart.runtime.sampling.kernels import HopTable, TableConstants
 from gpart.runtime.sampling.op_count import OpCounter
 from gpart.runtime.sampling.table_hops import torch_draw, trim
-
-
-@pytest.fixture(scope="module")
-def cora_one(tmp_path_factory):
-    from gpart.pipeline.partition import partition_graph
-
-    if not CORA.exists():
-        pytest.skip("sample_data/cora.npz missing")
-    out = tmp_path_factory.mktemp("tables") / "one"
-    partition_graph(CORA, out, 1, "metis")
-    return out
 
 
 def _csc(degrees: list[int]) -> SimpleNamespace:
