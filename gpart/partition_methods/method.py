@@ -70,6 +70,11 @@ class PartitionMethod(ABC):
     # about gpart.base.memory.FIXED_BYTES + bytes_per_edge * E (peak RSS per input edge, measured).
     needs_adjacency: bool = False
     bytes_per_edge: int = 0
+    # The compressed path of a method that has one (0: none): the adjacency built on disk and read by
+    # KaMinPar compressed, taken by itself when the in-memory path would not fit (partition_methods.memory);
+    # its peak is about FIXED_BYTES + compressed_bytes_per_node * N + compressed_bytes_per_edge * E.
+    compressed_bytes_per_node: int = 0
+    compressed_bytes_per_edge: int = 0
     # False: the book follows from the node count and the options alone (every rank of a distributed run
     # computes it); True: the method reads the edges (a distributed run gathers the graph on rank 0).
     needs_edges: bool = True
