@@ -24,7 +24,7 @@ from gpart.engines.refine import balance_shares, edge_cut, repair_balance
 from gpart.engines.symmetric import symmetric_csr
 from gpart.formats.partition.book import ArrayBook, PartitionBook
 from gpart.partition_methods.adjacency import Adjacency, symmetric_adjacency
-from gpart.partition_methods.kaminpar_method import KaminparMethod, KaminparOptions, kaminpar_params
+from gpart.partition_methods.kaminpar_method import COMPRESSED_EDGE_BYTES, COMPRESSED_NODE_BYTES, KaminparMethod, KaminparOptions, kaminpar_params
 from gpart.partition_methods.memory import assign_bytes, runs_compressed
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.metis_method import MetisMethod, MetisOptions
@@ -33,10 +33,6 @@ from gpart.partition_methods.typed_input import TypedInput
 from gpart.partition_methods.typed_runs import repair_types
 
 METIS, KAMINPAR = MetisMethod(), KaminparMethod()  # the backends the default tries
-# The compressed path's peak (gpart.partition_methods.adjacency; benchmarks/bench_scale.py): per node, the
-# in-degree, xadj, weights, order and owners here and KaMinPar's per-node arrays in its child; per input
-# edge, KaMinPar's compressed graph and coarse levels (the adjacency itself is a file).
-COMPRESSED_NODE_BYTES, COMPRESSED_EDGE_BYTES = 160, 12
 
 @dataclass
 class BalancedOptions(KaminparRunOptions):

@@ -21,8 +21,12 @@ from gpart.partition_methods.options import BalanceOptions, KaminparRunOptions
 from gpart.partition_methods.typed_input import TypedInput
 from gpart.partition_methods.typed_runs import constrained_book
 
-# The compressed path's peak: as the default's (gpart.partition_methods.balanced_method), one run.
-COMPRESSED_NODE_BYTES, COMPRESSED_EDGE_BYTES = 160, 12
+# The compressed path's peak (gpart.partition_methods.adjacency; the default's too, whose runs go one at a time
+# there): per node, the in-degree, xadj, weights, order and owners here and KaMinPar's per-node arrays in its
+# child; per input edge, KaMinPar's compressed graph and coarse levels (the adjacency itself is a file).
+# R-MAT 1M/10M, 8 parts (benchmarks/bench_scale.py): the whole job's anonymous peak 854 MiB (KaMinPar's child
+# 568 MiB with its fast preset, 270 MiB here while renumbering, then the write pass).
+COMPRESSED_NODE_BYTES, COMPRESSED_EDGE_BYTES = 160, 45
 
 
 @dataclass
