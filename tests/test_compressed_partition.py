@@ -174,3 +174,24 @@ def test_capped_default_takes_the_compressed_path(tmp_path):
     assert manifest["params"]["adjacency"] == "compressed"
     assert max(manifest["stats"]["node_balance"], manifest["stats"]["edge_balance"]) <= 1.10
     assert result.group_peak <= cap
+
+
+def _refused(rank: int, world_size: int, chunks: str, out: str, limit: int) -> str:
+    from gpart.base.errors import GpartError
+    from gpart.distributed.partition_chunks import partition_chunks
+
+    try:
+        partition_chunks(chunks, out, 4, None, max_message=1 << 16, timeout_s=60, max_memory=limit)
+    except GpartError as exc:
+        return exc.one_line()
+    return "no error"
+
+
+def test_two_ranks_refuse_in_one_line_before_gathering(tmp_path):
+    graph = rmat_graph(20000, 200000, seed=5)
+    write_chunked(graph, tmp_path / "chunks", 3)
+    need = compressed_bytes(METHOD, graph.num_nodes, graph.num_edges)
+    results = run_distributed(_refused, 2, str(tmp_path / "chunks"), str(tmp_path / "dist"), need - 1, timeout_s=180)
+    assert "even compressed" in results[0] and "\n" not in results[0], results
+    assert "even compressed" in results[1], results  # the other rank quotes rank 0's error
+    assert not (tmp_path / "dist").exists()

@@ -49,6 +49,13 @@ def gathered_book(job: PartitionJob, method: PartitionMethod, options: MethodOpt
     root = comm.rank == 0
     limit = (context.max_memory or default_max_memory()) if root else 0
     scratch_parent = stage.parent if context.scratch_dir is None else context.scratch_dir
+    error = None
+    if root:  # before any edge moves: the method must fit rank 0, in memory or compressed
+        try:
+            check_assign_memory(method, cg.num_edges, limit, os.fspath(cg.directory), bounded_method_names(), cg.num_nodes)
+        except GpartError as exc:
+            error = exc
+    comm.agree(error, f"method {method.name!r} on rank 0")
     on_disk = root and runs_compressed(method, cg.num_nodes, cg.num_edges, limit)
     with ScratchDir(scratch_parent) if on_disk else contextlib.nullcontext() as scratch:
         src, dst = _edge_arrays(cg.num_edges if root else 0, scratch)
