@@ -13,7 +13,7 @@ import pytest
 from support.cli_run import run
 from support.gloo_processes import run_distributed
 
-from gpart.base.errors import InputError
+from gpart.base.errors import GpartError, InputError
 from gpart.base.graph import Graph
 from gpart.base.memory import FIXED_BYTES
 from gpart.engines.symmetric import symmetric_csr
@@ -195,3 +195,18 @@ def test_two_ranks_refuse_in_one_line_before_gathering(tmp_path):
     assert "even compressed" in results[0] and "\n" not in results[0], results
     assert "even compressed" in results[1], results  # the other rank quotes rank 0's error
     assert not (tmp_path / "dist").exists()
+
+
+def test_a_failed_kaminpar_on_the_compressed_path_never_falls_back_to_metis(tmp_path, monkeypatch):
+    import gpart.partition_methods.balanced_method as balanced
+
+    def killed(*args, **kwargs):
+        raise RuntimeError("the worker process was killed by SIGKILL")
+
+    monkeypatch.setattr(balanced, "kaminpar_partitions", killed)
+    monkeypatch.setattr(balanced, "metis_book", lambda *a, **k: pytest.fail("METIS ran on the compressed path"))
+    graph = rmat_graph(20000, 200000)
+    with pytest.raises(GpartError) as caught:
+        partition_graph(graph, tmp_path / "out", 4, max_memory=compressed_limit(graph.num_nodes, graph.num_edges))
+    assert "KaMinPar failed on the compressed path (the worker process was killed by SIGKILL)" in str(caught.value)
+    assert not (tmp_path / "out").exists()

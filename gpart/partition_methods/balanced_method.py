@@ -166,6 +166,10 @@ def _balanced_book(graph: Graph, num_parts: int, options: BalancedOptions, *, ma
                                                    f"bytes, more than max_memory {max_memory:,}"})
         params.update(backend="kaminpar", backend_params=closest.backend, tried=tried, bound_missed=True)
         return ArrayBook(closest.owner, num_parts), params
+    if compressed:  # KaMinPar failed and METIS, holding the whole adjacency, cannot fit where the compressed path ran
+        raise GpartError(graph.source, f"KaMinPar failed on the compressed path ({tried[-1].get('error', 'no result')}); "
+                                       f"METIS would need about {assign_bytes(METIS, graph.num_edges) / 2**30:.1f} GiB "
+                                       f"(--max-memory)")
     with _Timer() as timer:
         metis_run = MetisRun(seed=options.seed, imbalance=DEFAULT_IMBALANCE, objective="cut", algorithm="kway", trials=1,
                              iterations=None, balance=masks, balance_edges=True)
