@@ -24,9 +24,10 @@ from gpart.partition_methods.typed_runs import constrained_book
 # The compressed path's peak (gpart.partition_methods.adjacency; the default's too, whose runs go one at a time
 # there): per node, the in-degree, xadj, weights, order and owners here and KaMinPar's per-node arrays in its
 # child; per input edge, KaMinPar's compressed graph and coarse levels (the adjacency itself is a file).
-# R-MAT 1M/10M, 8 parts (benchmarks/bench_scale.py): the whole job's anonymous peak 854 MiB (KaMinPar's child
-# 568 MiB with its fast preset, 270 MiB here while renumbering, then the write pass).
-COMPRESSED_NODE_BYTES, COMPRESSED_EDGE_BYTES = 160, 45
+# The whole job's anonymous peak (benchmarks/bench_scale.py, 8 parts): R-MAT 1M/10M 841 MiB, R-MAT 8M/120M
+# 8.2 GB (KaMinPar's child with its fast preset is most of it), geometric 1M/10M 464 MiB, 12M/120M 3.7 GB: the
+# estimate covers R-MAT (8.7 GB at 8M/120M), and is twice the need of the geometric graphs.
+COMPRESSED_NODE_BYTES, COMPRESSED_EDGE_BYTES = 160, 60
 
 
 @dataclass
