@@ -1,19 +1,29 @@
 """Books of the methods that read the edges (needs_edges: balanced, metis, kaminpar, stream) in a distributed run.
 
-The graph must fit one rank: every rank sends its edges (and the node arrays
+Every rank sends its edges (and the node arrays
 the method reads: its options' node_arrays, train_mask and --balance arrays)
 to rank 0 in bounded rounds, rank 0 runs the single-machine method on the
 graph exactly as a single-machine run would read it, and broadcasts the owner
 array in bounded pieces and the parameters as JSON. Every rank then builds
 the same ArrayBook.
+
+Where the method takes its compressed path on rank 0 (the default and
+kaminpar past the in-memory path's memory, gpart.partition_methods.memory),
+rank 0 places the edges into scratch files it maps (src and dst, 16 bytes
+per edge on disk, not in RAM) and the method builds its adjacency on disk
+from them as from a single machine's mapped input: rank 0's peak is then
+the compressed path's (its node arrays and KaMinPar's compressed graph),
+every other rank's its own share, and the book the single-machine run's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -22,8 +32,9 @@ from gpart.base.graph import Graph
 from gpart.base.memory import default_max_memory
 from gpart.distributed.partition_job import PartitionJob, edge_blocks, node_blocks
 from gpart.distributed.shuffle import column, shuffle
+from gpart.formats.files.scratch import ScratchDir
 from gpart.formats.partition.book import ArrayBook, PartitionBook
-from gpart.partition_methods.memory import check_assign_memory
+from gpart.partition_methods.memory import check_assign_memory, runs_compressed
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import MethodOptions
 from gpart.partition_methods.registry import bounded_method_names
@@ -36,8 +47,34 @@ def gathered_book(job: PartitionJob, method: PartitionMethod, options: MethodOpt
     `context.max_memory` None: rank 0's default; `context.scratch_dir` None: beside the output."""
     comm, cg = job.comm, job.cg
     root = comm.rank == 0
-    src = np.empty(cg.num_edges if root else 0, dtype=np.int64)
-    dst = np.empty_like(src)
+    limit = (context.max_memory or default_max_memory()) if root else 0
+    scratch_parent = stage.parent if context.scratch_dir is None else context.scratch_dir
+    error = None
+    if root:  # before any edge moves: the method must fit rank 0, in memory or compressed
+        try:
+            check_assign_memory(method, cg.num_edges, limit, os.fspath(cg.directory), bounded_method_names(), cg.num_nodes)
+        except GpartError as exc:
+            error = exc
+    comm.agree(error, f"method {method.name!r} on rank 0")
+    on_disk = root and runs_compressed(method, cg.num_nodes, cg.num_edges, limit)
+    with ScratchDir(scratch_parent) if on_disk else contextlib.nullcontext() as scratch:
+        src, dst = _edge_arrays(cg.num_edges if root else 0, scratch)
+        return _gathered(job, method, options, replace(context, max_memory=limit or None), stage, (src, dst))
+
+
+def _edge_arrays(num_edges: int, scratch: Optional[ScratchDir]) -> tuple[np.ndarray, np.ndarray]:
+    """Rank 0's src and dst of the gathered graph: in memory, or mapped from `scratch` files."""
+    if scratch is None:
+        return np.empty(num_edges, dtype=np.int64), np.empty(num_edges, dtype=np.int64)
+    return scratch.array("gathered-src", np.int64, num_edges), scratch.array("gathered-dst", np.int64, num_edges)
+
+
+def _gathered(job: PartitionJob, method: PartitionMethod, options: MethodOptions, context: MethodContext, stage: Path,
+              edges: tuple[np.ndarray, np.ndarray]) -> tuple[PartitionBook, dict]:
+    """gathered_book once rank 0's edge arrays are made."""
+    comm, cg = job.comm, job.cg
+    root = comm.rank == 0
+    src, dst = edges
     rounds, blocks, row_bytes = edge_blocks(job, lambda d: np.zeros(d.shape[0], dtype=np.int64), [])
 
     def place_edges(rows: np.ndarray) -> None:
@@ -77,7 +114,7 @@ def _assign_on_root(cg, src, dst, node_data, num_parts, method: PartitionMethod,
                     stage: Path) -> tuple[np.ndarray, bytes]:
     graph = Graph(cg.num_nodes, src, dst, node_data, source=os.fspath(cg.directory), input_format="chunked")
     limit = context.max_memory or default_max_memory()
-    check_assign_memory(method, graph.num_edges, limit, graph.source, bounded_method_names())
+    check_assign_memory(method, graph.num_edges, limit, graph.source, bounded_method_names(), graph.num_nodes)
     context = replace(context, max_memory=limit, scratch_dir=stage.parent if context.scratch_dir is None else context.scratch_dir)
     result = method.assign(graph, num_parts, options, context)
     return np.ascontiguousarray(result.book.owner_array, dtype=np.int32), json.dumps(result.params).encode()

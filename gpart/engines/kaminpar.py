@@ -15,6 +15,16 @@ Given a vertex order (gpart.engines.locality_order: breadth-first where a graph
 past the cache has ids that look random), KaMinPar gets the graph renumbered
 by it and its owners are mapped back to the input ids in its child:
 KaMinPar's accesses to its neighbours' entries then hit the cache.
+
+The compressed path (`on_disk`: a gpart.engines.parhip_file.ParhipFile built on
+disk in bounded memory) skips the arrays: each run rewrites the file's
+weights and KaMinPar reads it with compress=True (TeraPart's graph
+compression), one run at a time, with the preset asked for. KaMinPar's
+`terapart` preset (memory-lean coarsening) peaked at 400 MiB against 568
+MiB for `fast` on R-MAT 1M/10M compressed, but its partition changed with
+the process it ran in (with torch imported or not, as a distributed rank
+has it), which would break the distributed run's same bytes; it stays a
+--preset choice.
 """
 
 from __future__ import annotations
@@ -26,16 +36,20 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from gpart.base.spans import ARRAY_THREADS, run_spans, weighted_spans
 from gpart.bytes.copy import KernelCopyUnsupported, kernel_copy
-from gpart.bytes.sink import pwrite_all
 from gpart.engines.isolate import call_isolated_many
-from gpart.engines.locality_order import neighbour_lists, runs_by_entries
+from gpart.engines.parhip_file import (
+    FLAG_32BIT_EDGE_WEIGHTS,
+    FLAG_32BIT_VERTEX_IDS,
+    FLAG_NO_EDGE_WEIGHTS,
+    FLAG_NO_VERTEX_WEIGHTS,
+    HEADER_BYTES,
+    WRITE_CHUNK,
+    ParhipFile,
+    write_renumbered,
+)
 from gpart.formats.files.scratch import ScratchDir
 
-HEADER_BYTES = 24
-FLAG_NO_EDGE_WEIGHTS, FLAG_NO_VERTEX_WEIGHTS, FLAG_32BIT_VERTEX_IDS, FLAG_32BIT_EDGE_WEIGHTS = 1, 2, 8, 32
-WRITE_CHUNK = 1 << 22
 PRESETS = ("default", "fast", "strong", "terapart")
 
 
@@ -97,6 +111,7 @@ def kaminpar_partitions(
     *,
     workers: int = 1,
     then: Optional[Callable[[int, np.ndarray], tuple[np.ndarray, Any]]] = None,
+    on_disk: Optional[ParhipFile] = None,
 ) -> list[tuple[np.ndarray, float, Any]]:
     """`kaminpar_partition` once per vertex weighting, up to `workers` runs at a time, each in its own child
     process: (owner, KaMinPar's seconds, what `then` said) per weighting, in their order. Each run is what
@@ -105,6 +120,9 @@ def kaminpar_partitions(
 
     `then(i, owner)`, when given, runs in the same child right after KaMinPar (so the work that follows a
     run goes side by side too): it returns the owner array to keep and JSON-able facts about it.
+
+    `on_disk`: the graph's ParHiP file (renumbered by `run.order` where one is given), read compressed by
+    KaMinPar; the runs then go one after the other (`workers` is ignored) and `adjncy` is only passed on.
     """
     kaminpar_version()
     import kaminpar  # optional: wheels exist for Linux x86_64 only (pyproject)
@@ -119,6 +137,9 @@ def kaminpar_partitions(
     if len(tolerances) != len(weightings):
         raise ValueError(f"{len(tolerances)} tolerances for {len(weightings)} weightings")
     context = _context(kaminpar, run.preset)
+    if on_disk is not None:
+        return [_file_run(kaminpar, context, on_disk, weights, num_parts, run, tolerance, index, then)
+                for index, (weights, tolerance) in enumerate(zip(weightings, tolerances))]
     with ScratchDir() as scratch:
         paths = _write_parhips(scratch, xadj, adjncy, weightings, order)
 
@@ -143,6 +164,31 @@ def kaminpar_partitions(
         # and kept Ctrl-C waiting; the parent waits without it. Each graph is read from its file there.
         results = call_isolated_many([child(i, path) for i, path in enumerate(paths)], n, np.int32, workers=workers)
     return [(owner, float(status["seconds"]), status["then"]) for status, owner in results]
+
+
+def _file_run(kaminpar: Any, context: Any, on_disk: ParhipFile, weights: Optional[np.ndarray], num_parts: int,
+              run: KaminparRun, tolerance: float, index: int, then) -> tuple[np.ndarray, float, Any]:
+    """One KaMinPar run on `on_disk` with `weights` (written into the file first), in a forked child that
+    loads the file compressed."""
+    on_disk.write_weights(weights, run.order)
+
+    def partition(out: np.ndarray) -> dict[str, Any]:
+        start = time.perf_counter()
+        # The solver first: it limits KaMinPar to run.threads, and the compressed reader then runs within that
+        # (loaded first, it used every core, and the partition changed with the cores the machine had).
+        solver = kaminpar.KaMinPar(int(run.threads), context)
+        graph = kaminpar.load_graph(str(on_disk.path), kaminpar.GraphFileFormat.PARHIP, compress=True)
+        kaminpar.reseed(int(run.seed))
+        owner = np.fromiter(solver.compute_partition(graph, int(num_parts), tolerance), dtype=np.int32, count=on_disk.num_nodes)
+        del graph, solver
+        owner = _in_input_ids(owner, run.order)
+        seconds = time.perf_counter() - start
+        owner, facts = _then(then, index, owner)
+        out[:] = owner
+        return {"seconds": round(seconds, 3), "then": facts}
+
+    [(status, owner)] = call_isolated_many([partition], on_disk.num_nodes, np.int32, workers=1)
+    return owner, float(status["seconds"]), status["then"]
 
 
 def _in_input_ids(owner: np.ndarray, order: Optional[np.ndarray]) -> np.ndarray:
@@ -213,37 +259,13 @@ def _write_structure(out, flags: int, xadj: np.ndarray, adjncy: np.ndarray, adjn
     out.seek(0)
     out.write(np.array([flags, n, m], dtype="<u8").tobytes())
     if order is not None:
-        _write_renumbered(out, xadj, adjncy, adjncy_at, order)
+        write_renumbered(out, xadj, adjncy, adjncy_at, order)
         return
     for start in range(0, n + 1, WRITE_CHUNK):
         block = np.asarray(xadj[start:start + WRITE_CHUNK], dtype=np.int64) * 4 + adjncy_at
         out.write(block.astype("<u8").tobytes())
     for start in range(0, m, WRITE_CHUNK):
         out.write(np.asarray(adjncy[start:start + WRITE_CHUNK]).astype("<u4").tobytes())
-
-
-def _write_renumbered(out, xadj: np.ndarray, adjncy: np.ndarray, adjncy_at: int, order: np.ndarray,
-                      threads: int = ARRAY_THREADS) -> None:
-    """Byte offsets and neighbour ids of node order[0], order[1], ...; each neighbour as its new id. The ids
-    are gathered and written in `threads` spans of the order, each to its own span of the file (the gathers
-    miss the cache, and two threads overlap them)."""
-    n = int(xadj.shape[0] - 1)
-    new_id = np.empty(n, dtype=np.uint32)  # KaMinPar's ids are 32-bit (n < 2**32 checked)
-    new_id[order] = np.arange(n, dtype=np.uint32)
-    ends = np.cumsum(np.diff(xadj)[order])  # adjacency entries up to and including each position's list
-    out.write(np.array([adjncy_at], dtype="<u8").tobytes())
-    for start in range(0, n, WRITE_CHUNK):
-        out.write((ends[start:start + WRITE_CHUNK] * 4 + adjncy_at).astype("<u8").tobytes())
-    out.flush()
-
-    def write_span(first: int, stop: int) -> None:
-        at = adjncy_at + 4 * (int(ends[first - 1]) if first else 0)
-        for nodes in runs_by_entries(xadj, order[first:stop], WRITE_CHUNK):
-            ids = new_id[neighbour_lists(xadj, adjncy, nodes)].astype("<u4", copy=False)
-            pwrite_all(out.fileno(), ids, at)
-            at += ids.nbytes
-
-    run_spans(write_span, weighted_spans(ends, threads))
 
 
 def _copied(like: Path, out, nbytes: int, path: Path) -> bool:

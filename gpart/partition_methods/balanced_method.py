@@ -23,8 +23,9 @@ from gpart.engines.metis import MetisRun, balance_column, metis_book
 from gpart.engines.refine import balance_shares, edge_cut, repair_balance
 from gpart.engines.symmetric import symmetric_csr
 from gpart.formats.partition.book import ArrayBook, PartitionBook
-from gpart.partition_methods.kaminpar_method import KaminparMethod, KaminparOptions, kaminpar_order, kaminpar_params
-from gpart.partition_methods.memory import assign_bytes
+from gpart.partition_methods.adjacency import Adjacency, symmetric_adjacency
+from gpart.partition_methods.kaminpar_method import COMPRESSED_EDGE_BYTES, COMPRESSED_NODE_BYTES, KaminparMethod, KaminparOptions, kaminpar_params
+from gpart.partition_methods.memory import assign_bytes, runs_compressed
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.metis_method import MetisMethod, MetisOptions
 from gpart.partition_methods.options import KaminparRunOptions
@@ -50,10 +51,12 @@ class BalancedMethod(PartitionMethod):
     options_type = BalancedOptions
     needs_adjacency = True
     bytes_per_edge = 100  # checked against KaMinPar's figure; the METIS fallback is skipped where it would not fit
+    compressed_bytes_per_node, compressed_bytes_per_edge = COMPRESSED_NODE_BYTES, COMPRESSED_EDGE_BYTES
 
     def run(self, graph: Graph, num_parts: int, options: BalancedOptions,
             context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
-        return _balanced_book(graph, num_parts, options, max_memory=context.max_memory, progress=context.progress)
+        return _balanced_book(graph, num_parts, options, max_memory=context.max_memory, progress=context.progress,
+                              scratch_dir=context.scratch_dir)
 
     def run_typed(self, typed: TypedInput, num_parts: int, options: BalancedOptions,
                   context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
@@ -129,30 +132,31 @@ class _Try:
 
 
 def _balanced_book(graph: Graph, num_parts: int, options: BalancedOptions, *, max_memory,
-                   progress: Progress) -> tuple[ArrayBook, dict[str, Any]]:
+                   progress: Progress, scratch_dir=None) -> tuple[ArrayBook, dict[str, Any]]:
     train = train_mask(graph)
     masks = [TRAIN_MASK] if train is not None else []
     degree = in_degrees(graph)
     params: dict[str, Any] = {"bound": BALANCE_BOUND, "constraints": ["nodes", "in_edges"] + masks}
     tried: list[dict[str, Any]] = []
     closest: Optional[_Try] = None  # the KaMinPar try nearest the bound
+    compressed = runs_compressed(BalancedMethod, graph.num_nodes, graph.num_edges, max_memory)
+    if compressed:
+        params["adjacency"] = "compressed"  # the in-memory path records nothing here: its manifests stay as they were
     try:
-        xadj, adjncy = symmetric_csr(graph, progress)
-        order = kaminpar_order(xadj, adjncy, progress)
-        first = first_weightings(num_parts)
-        rounds = [list(first)] + ([[replace(first[0], masks=tuple(masks))]] if masks else [])  # then `even` with the masks
-        for weightings in rounds:
-            tries = _kaminpar_tries(graph, (xadj, adjncy, order), (degree, train), weightings, num_parts, options, max_memory,
-                                    progress, tried)
-            within = [t for t in tries if within_bound(t.measured)]
-            if within:
-                best = min(within, key=lambda t: t.cut)  # the first of equal cuts
-                params.update(backend="kaminpar", backend_params=best.backend, tried=tried)
-                return ArrayBook(best.owner, num_parts), params
-            for t in tries:
-                if closest is None or _worst(t.measured) < _worst(closest.measured):
-                    closest = t
-        del xadj, adjncy, order
+        with symmetric_adjacency(graph, compressed, scratch_dir, max_memory, progress) as adj:
+            first = first_weightings(num_parts)
+            rounds = [list(first)] + ([[replace(first[0], masks=tuple(masks))]] if masks else [])  # then `even` with the masks
+            for weightings in rounds:
+                tries = _kaminpar_tries(graph, adj, (degree, train), weightings, num_parts, options, max_memory,
+                                        progress, tried)
+                within = [t for t in tries if within_bound(t.measured)]
+                if within:
+                    best = min(within, key=lambda t: t.cut)  # the first of equal cuts
+                    params.update(backend="kaminpar", backend_params=best.backend, tried=tried)
+                    return ArrayBook(best.owner, num_parts), params
+                for t in tries:
+                    if closest is None or _worst(t.measured) < _worst(closest.measured):
+                        closest = t
     except (KaminparUnavailable, RuntimeError, ValueError, MemoryError) as exc:
         tried.append({"backend": "kaminpar", "error": str(exc)})
 
@@ -162,6 +166,10 @@ def _balanced_book(graph: Graph, num_parts: int, options: BalancedOptions, *, ma
                                                    f"bytes, more than max_memory {max_memory:,}"})
         params.update(backend="kaminpar", backend_params=closest.backend, tried=tried, bound_missed=True)
         return ArrayBook(closest.owner, num_parts), params
+    if compressed:  # KaMinPar failed and METIS, holding the whole adjacency, cannot fit where the compressed path ran
+        raise GpartError(graph.source, f"KaMinPar failed on the compressed path ({tried[-1].get('error', 'no result')}); "
+                                       f"METIS would need about {assign_bytes(METIS, graph.num_edges) / 2**30:.1f} GiB "
+                                       f"(--max-memory)")
     with _Timer() as timer:
         metis_run = MetisRun(seed=options.seed, imbalance=DEFAULT_IMBALANCE, objective="cut", algorithm="kway", trials=1,
                              iterations=None, balance=masks, balance_edges=True)
@@ -171,15 +179,15 @@ def _balanced_book(graph: Graph, num_parts: int, options: BalancedOptions, *, ma
     return book, params
 
 
-def _kaminpar_tries(graph: Graph, csr: tuple[np.ndarray, np.ndarray, Optional[np.ndarray]],
+def _kaminpar_tries(graph: Graph, adj: Adjacency,
                     shares: tuple[np.ndarray, Optional[np.ndarray]], weightings: list[Weighting],
                     num_parts: int, options: BalancedOptions, max_memory: Optional[int], progress: Progress,
                     tried: list[dict[str, Any]]) -> list[_Try]:
-    """KaMinPar on the symmetric `csr` (xadj, adjncy, the vertex order KaMinPar sees) once per weighting, side
-    by side where cores and memory allow; in each run's child, the result is measured and, when a share
+    """KaMinPar on the symmetric adjacency `adj` (in memory or compressed on disk) once per weighting, side
+    by side where cores and memory allow (the compressed path: one after the other); in each run's child, the result is measured and, when a share
     (`shares`: in-degree, training mask) is past the bound, repaired. Every run and repair is appended to
     `tried`."""
-    (xadj, adjncy, order), (degree, train) = csr, shares
+    (xadj, adjncy, order), (degree, train) = (adj.xadj, adj.adjncy, adj.order), shares
     weights = [combined_weights(graph.num_nodes, degree, [balance_column(graph, m) for m in w.masks], node_share=w.node_share)
                for w in weightings]
 
@@ -198,7 +206,7 @@ def _kaminpar_tries(graph: Graph, csr: tuple[np.ndarray, np.ndarray, Optional[np
                                    preset=options.preset, order=order)
         runs = kaminpar_partitions(xadj, adjncy, weights, num_parts, kaminpar_run,
                                    workers=_side_by_side(options.threads, max_memory, graph.num_edges),
-                                   then=measured_and_repaired)
+                                   then=measured_and_repaired, on_disk=adj.on_disk)
     del weights
     version = kaminpar_version()
     tries = []

@@ -11,15 +11,23 @@ from gpart.base.errors import GpartError
 from gpart.base.graph import Graph
 from gpart.base.progress import Progress
 from gpart.engines.balance import combined_weights, in_degrees
-from gpart.engines.kaminpar import KaminparUnavailable, kaminpar_partition, kaminpar_version
-from gpart.engines.locality_order import locality_order
+from gpart.engines.kaminpar import KaminparRun, KaminparUnavailable, kaminpar_partitions, kaminpar_version
 from gpart.engines.metis import balance_column
-from gpart.engines.symmetric import symmetric_csr
 from gpart.formats.partition.book import ArrayBook, PartitionBook
-from gpart.partition_methods.method import MethodContext, PartitionMethod
+from gpart.partition_methods.adjacency import symmetric_adjacency
+from gpart.partition_methods.memory import runs_compressed
+from gpart.partition_methods.method import MethodContext, PartitionMethod, PathLike
 from gpart.partition_methods.options import BalanceOptions, KaminparRunOptions
 from gpart.partition_methods.typed_input import TypedInput
 from gpart.partition_methods.typed_runs import constrained_book
+
+# The compressed path's peak (gpart.partition_methods.adjacency; the default's too, whose runs go one at a time
+# there): per node, the in-degree, xadj, weights, order and owners here and KaMinPar's per-node arrays in its
+# child; per input edge, KaMinPar's compressed graph and coarse levels (the adjacency itself is a file).
+# The whole job's anonymous peak (benchmarks/bench_scale.py, 8 parts): R-MAT 1M/10M 841 MiB, R-MAT 8M/120M
+# 8.2 GB (KaMinPar's child with its fast preset is most of it), geometric 1M/10M 464 MiB, 12M/120M 3.7 GB: the
+# estimate covers R-MAT (8.7 GB at 8M/120M), and is twice the need of the geometric graphs.
+COMPRESSED_NODE_BYTES, COMPRESSED_EDGE_BYTES = 160, 60
 
 
 @dataclass
@@ -33,18 +41,23 @@ class KaminparMethod(PartitionMethod):
     options_type = KaminparOptions
     needs_adjacency = True
     bytes_per_edge = 100  # 0.90 GB on the 1M/10M power-law graph, the symmetric CSR included (gpart.pipeline.memory_plan)
+    compressed_bytes_per_node, compressed_bytes_per_edge = COMPRESSED_NODE_BYTES, COMPRESSED_EDGE_BYTES
 
     def run(self, graph: Graph, num_parts: int, options: KaminparOptions,
             context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
-        return kaminpar_book(graph, num_parts, options, progress=context.progress)
+        compressed = runs_compressed(self, graph.num_nodes, graph.num_edges, context.max_memory)
+        return kaminpar_book(graph, num_parts, options, progress=context.progress,
+                             on_disk=(context.scratch_dir, context.max_memory) if compressed else None)
 
     def run_typed(self, typed: TypedInput, num_parts: int, options: KaminparOptions,
                   context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
         return constrained_book(self, typed, num_parts, options, context)
 
 
-def kaminpar_book(graph: Graph, num_parts: int, options: KaminparOptions, progress: Progress) -> tuple[ArrayBook, dict[str, Any]]:
-    """KaMinPar on the symmetric graph, one combined vertex weight for every requested balance."""
+def kaminpar_book(graph: Graph, num_parts: int, options: KaminparOptions, progress: Progress,
+                  on_disk: Optional[tuple[Optional[PathLike], Optional[int]]] = None) -> tuple[ArrayBook, dict[str, Any]]:
+    """KaMinPar on the symmetric graph, one combined vertex weight for every requested balance; `on_disk`
+    (scratch directory, memory budget): on the compressed path (gpart.partition_methods.adjacency)."""
     balance, balance_edges = options.names(), options.balance_edges
     try:
         version = kaminpar_version()
@@ -54,23 +67,19 @@ def kaminpar_book(graph: Graph, num_parts: int, options: KaminparOptions, progre
     weights = None
     if masks or balance_edges:
         weights = combined_weights(graph.num_nodes, in_degrees(graph) if balance_edges else None, masks)
-    xadj, adjncy = symmetric_csr(graph, progress)
-    order = kaminpar_order(xadj, adjncy, progress)
-    with progress.stage("kaminpar"):
+    scratch_dir, budget = on_disk or (None, None)
+    with symmetric_adjacency(graph, on_disk is not None, scratch_dir, budget, progress) as adj, progress.stage("kaminpar"):
         try:
-            owner = kaminpar_partition(xadj, adjncy, weights, num_parts, seed=options.seed, imbalance=options.imbalance,
-                                       threads=options.threads, preset=options.preset, order=order)
+            run = KaminparRun(seed=options.seed, imbalance=options.imbalance, threads=options.threads, preset=options.preset,
+                              order=adj.order)
+            [(owner, _, _)] = kaminpar_partitions(adj.xadj, adj.adjncy, [weights], num_parts, run, on_disk=adj.on_disk)
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise GpartError(graph.source, f"KaMinPar failed: {exc}") from None
-    params = kaminpar_params(options, options.imbalance, adjncy, order, version)
+        params = kaminpar_params(options, options.imbalance, adj.adjncy, adj.order, version)
     params.update(balance=balance, balance_edges=bool(balance_edges), vertex_weights="combined" if weights is not None else "unit")
+    if on_disk is not None:
+        params["adjacency"] = "compressed"
     return ArrayBook(owner, num_parts), params
-
-
-def kaminpar_order(xadj: np.ndarray, adjncy: np.ndarray, progress: Progress) -> Optional[np.ndarray]:
-    """The vertex order KaMinPar gets the symmetric graph in (gpart.engines.locality_order; None: the input ids)."""
-    with progress.stage("kaminpar: vertex order"):
-        return locality_order(xadj, adjncy)
 
 
 def kaminpar_params(options: KaminparRunOptions, imbalance: float, adjncy: np.ndarray, order: Optional[np.ndarray],

@@ -73,6 +73,11 @@ class PartitionMethod(ABC):
     # Bytes a node its book holds: an owner (int32) and local id (int64) array; 0 for a rule (remainder, range),
     # which the bounded pass computes (gpart.pipeline.memory_plan.check_node_memory).
     book_bytes_per_node: int = 12
+    # The compressed path of a method that has one (0: none): the adjacency built on disk and read by
+    # KaMinPar compressed, taken by itself when the in-memory path would not fit (partition_methods.memory);
+    # its peak is about FIXED_BYTES + compressed_bytes_per_node * N + compressed_bytes_per_edge * E.
+    compressed_bytes_per_node: int = 0
+    compressed_bytes_per_edge: int = 0
     # False: the book follows from the node count and the options alone (every rank of a distributed run
     # computes it); True: the method reads the edges (a distributed run gathers the graph on rank 0).
     needs_edges: bool = True

@@ -1,0 +1,212 @@
+"""The compressed path of the default and kaminpar (SPEC.md 4.6): the symmetric adjacency built on disk in
+bounded memory and read by KaMinPar compressed, chosen by itself past the in-memory path's memory; the same
+kind of result as the in-memory path, the same bytes on two ranks, one-line refusals."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.cli_run import run
+from support.gloo_processes import run_distributed
+
+from gpart.base.errors import GpartError, InputError
+from gpart.base.graph import Graph
+from gpart.base.memory import FIXED_BYTES
+from gpart.engines.symmetric import symmetric_csr
+from gpart.engines.symmetric_file import symmetric_parhip
+from gpart.formats.files.scratch import ScratchDir
+from gpart.formats.input.chunked import write_chunked
+from gpart.formats.input.readers import read_graph
+from gpart.partition_methods.balanced_method import BalancedMethod
+from gpart.partition_methods.memory import assign_bytes, check_assign_memory, compressed_bytes, runs_compressed
+from gpart.pipeline.partition import partition_graph
+
+REPO = Path(__file__).resolve().parents[1]
+CORA = REPO / "sample_data" / "cora.npz"
+kaminpar = pytest.importorskip("kaminpar", reason="KaMinPar has wheels for Linux x86_64 only")
+METHOD = BalancedMethod()
+
+
+def compressed_limit(num_nodes: int, num_edges: int) -> int:
+    """A --max-memory between the compressed path's need and the in-memory path's: the default goes compressed."""
+    low, high = compressed_bytes(METHOD, num_nodes, num_edges), assign_bytes(METHOD, num_edges)
+    assert low < high
+    return (low + high) // 2
+
+
+def rmat_graph(num_nodes: int, num_edges: int, seed: int = 0) -> Graph:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from scale_graphs import rmat_chunks
+
+    pieces = list(rmat_chunks(num_nodes, num_edges, seed))
+    rng = np.random.default_rng(seed)
+    return Graph.from_arrays(np.concatenate([s for s, _ in pieces]), np.concatenate([d for _, d in pieces]), num_nodes,
+                             train_mask=rng.random(num_nodes) < 0.1)
+
+
+@pytest.mark.parametrize("buckets", [1, 7])
+def test_on_disk_adjacency_is_the_in_memory_one(buckets, monkeypatch):
+    import gpart.engines.symmetric_file as symmetric_file
+
+    rng = np.random.default_rng(3)
+    n, e = 3000, 40000
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
+    src[:50] = dst[:50]  # self-loops, dropped
+    src[50:100], dst[50:100] = src[100:150], dst[100:150]  # repeats, dropped
+    graph = Graph.from_arrays(src, dst, n)
+    monkeypatch.setattr(symmetric_file, "MIN_BUCKET_ENTRIES", 1)
+    budget = 2 * e * symmetric_file.BUCKET_BYTES_PER_ENTRY // buckets
+    xadj, adjncy = symmetric_csr(graph)
+    with ScratchDir() as scratch:
+        on_disk, built_xadj = symmetric_parhip(graph, scratch, budget)
+        assert np.array_equal(built_xadj, xadj)
+        assert np.array_equal(np.asarray(on_disk.adjacency()), adjncy)
+        header = np.fromfile(on_disk.path, dtype="<u8", count=3 + n + 1)
+        assert header[1] == n and header[2] == adjncy.shape[0]
+        assert np.array_equal(header[3:], on_disk.adjncy_at + 4 * xadj)  # byte offsets of each list
+        assert on_disk.path.stat().st_size == on_disk.nbytes
+        assert len(list(on_disk.path.parent.iterdir())) == 1  # the buckets are gone
+
+
+@pytest.mark.parametrize("parts", [4, 8])
+def test_compressed_default_against_the_in_memory_default(tmp_path, capsys, parts):
+    graph = rmat_graph(20000, 200000)
+    limit = compressed_limit(graph.num_nodes, graph.num_edges)
+    memory = partition_graph(graph, tmp_path / "memory", parts)
+    compressed = partition_graph(graph, tmp_path / "compressed", parts, max_memory=limit)
+    assert "adjacency" not in memory["params"] and compressed["params"]["adjacency"] == "compressed"
+    assert compressed["params"]["backend_params"]["preset"] == "fast"
+    assert [t["weighting"] for t in compressed["params"]["tried"] if "repaired" not in t] == ["even", "in_edges"]
+    for key in ("node_balance", "edge_balance", "train_balance"):
+        assert compressed["stats"][key] <= 1.10
+    assert compressed["stats"]["edge_cut_ratio"] <= 1.05 * memory["stats"]["edge_cut_ratio"]
+    np.savez(tmp_path / "graph.npz", src=graph.src, dst=graph.dst, num_nodes=graph.num_nodes,
+             train_mask=graph.node_data["train_mask"])
+    rc, _, err = run(capsys, "verify", tmp_path / "compressed", "--graph", tmp_path / "graph.npz")
+    assert rc == 0, err
+    assert not [p for p in tmp_path.iterdir() if ".gpart-" in p.name]  # scratch removed
+
+
+def test_compressed_kaminpar_on_the_sample_graph(tmp_path, capsys, monkeypatch):
+    from gpart.partition_methods.kaminpar_method import KaminparMethod
+
+    graph = read_graph(CORA)  # 2 edges per node: the compressed path's node arrays outweigh the in-memory adjacency
+    monkeypatch.setattr(KaminparMethod, "compressed_bytes_per_node", 8)
+    limit = FIXED_BYTES + 100 * graph.num_edges - 1
+    memory = partition_graph(CORA, tmp_path / "memory", 4, "kaminpar", seed=1)
+    compressed = partition_graph(CORA, tmp_path / "compressed", 4, "kaminpar", seed=1, max_memory=limit)
+    assert compressed["params"]["adjacency"] == "compressed" and "adjacency" not in memory["params"]
+    assert compressed["stats"]["edge_cut_ratio"] <= 1.05 * memory["stats"]["edge_cut_ratio"] + 0.01
+    assert compressed["stats"]["node_balance"] <= 1.03 + 4 / graph.num_nodes * 4
+    rc, _, err = run(capsys, "verify", tmp_path / "compressed", "--graph", CORA)
+    assert rc == 0, err
+
+
+def test_the_default_chooses_the_path_by_itself():
+    n, e = 10**6, 10**7
+    assert not runs_compressed(METHOD, n, e, assign_bytes(METHOD, e))
+    assert runs_compressed(METHOD, n, e, assign_bytes(METHOD, e) - 1)
+    assert not runs_compressed(METHOD, n, e, None)  # no limit known: in memory
+
+
+def test_too_little_memory_even_compressed_is_one_line_before_any_work(tmp_path, capsys):
+    graph = rmat_graph(20000, 200000)
+    path = tmp_path / "rmat.npz"
+    np.savez(path, src=graph.src, dst=graph.dst, num_nodes=graph.num_nodes)
+    need = compressed_bytes(METHOD, graph.num_nodes, graph.num_edges)
+    with pytest.raises(InputError) as caught:
+        check_assign_memory(METHOD, graph.num_edges, need - 1, str(path), ["stream"], graph.num_nodes)
+    assert "even compressed" in str(caught.value) and "--max-memory" in str(caught.value)
+    rc, out, err = run(capsys, "partition", path, "--parts", "4", "-o", tmp_path / "out", "--max-memory", str(need - 1))
+    assert rc == 2 and not out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "even compressed" in lines[0] and f"{-(-need // 2**20)}MiB" in lines[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def _distributed(rank: int, world_size: int, chunks: str, out: str, limit: int):
+    from gpart.distributed.partition_chunks import partition_chunks
+
+    partition_chunks(chunks, out, 4, None, max_message=1 << 16, timeout_s=60, max_memory=limit)
+
+
+def test_two_ranks_without_a_raw_gather_write_the_single_machine_bytes(tmp_path):
+    graph = rmat_graph(20000, 200000, seed=5)
+    write_chunked(graph, tmp_path / "chunks", 3)
+    limit = compressed_limit(graph.num_nodes, graph.num_edges)
+    single = partition_graph(tmp_path / "chunks", tmp_path / "single", 4, max_memory=limit)
+    assert single["params"]["adjacency"] == "compressed"
+    run_distributed(_distributed, 2, str(tmp_path / "chunks"), str(tmp_path / "dist"), limit, timeout_s=180)
+    files = sorted(p.relative_to(tmp_path / "single") for p in (tmp_path / "single").rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(tmp_path / "dist") for p in (tmp_path / "dist").rglob("*") if p.is_file())
+    for f in files:
+        if f.name != "manifest.json":
+            assert (tmp_path / "single" / f).read_bytes() == (tmp_path / "dist" / f).read_bytes(), f
+    manifests = [json.loads((tmp_path / side / "manifest.json").read_text()) for side in ("single", "dist")]
+    for manifest in manifests:  # every byte but the measured seconds of each try
+        for tried in manifest["params"]["tried"]:
+            tried.pop("seconds", None)
+    assert manifests[0] == manifests[1]
+    assert not [p for p in tmp_path.iterdir() if ".gpart-" in p.name]
+
+
+def test_capped_default_takes_the_compressed_path(tmp_path):
+    from support import memcap
+
+    reason = memcap.available()
+    if reason:
+        pytest.skip(f"no memory cgroup: {reason}")
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from scale_graphs import make
+
+    make("geometric", tmp_path / "geo.npz", 200_000, 2_000_000)
+    cap = 700 << 20  # the in-memory default needs about 100 bytes per edge (466 MiB) on top of FIXED_BYTES
+    limit = FIXED_BYTES + 100 * 2_000_000 - 1
+    gpart = str(Path(sys.executable).with_name("gpart"))
+    result = memcap.run_capped([gpart, "partition", str(tmp_path / "geo.npz"), "--parts", "8", "-o", str(tmp_path / "out"),
+                                "--max-memory", str(limit), "--json"], cap, timeout=600)
+    assert result.returncode == 0 and not result.oom_killed, result.stderr[-2000:]
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["params"]["adjacency"] == "compressed"
+    assert max(manifest["stats"]["node_balance"], manifest["stats"]["edge_balance"]) <= 1.10
+    assert result.group_peak <= cap
+
+
+def _refused(rank: int, world_size: int, chunks: str, out: str, limit: int) -> str:
+    from gpart.base.errors import GpartError
+    from gpart.distributed.partition_chunks import partition_chunks
+
+    try:
+        partition_chunks(chunks, out, 4, None, max_message=1 << 16, timeout_s=60, max_memory=limit)
+    except GpartError as exc:
+        return exc.one_line()
+    return "no error"
+
+
+def test_two_ranks_refuse_in_one_line_before_gathering(tmp_path):
+    graph = rmat_graph(20000, 200000, seed=5)
+    write_chunked(graph, tmp_path / "chunks", 3)
+    need = compressed_bytes(METHOD, graph.num_nodes, graph.num_edges)
+    results = run_distributed(_refused, 2, str(tmp_path / "chunks"), str(tmp_path / "dist"), need - 1, timeout_s=180)
+    assert "even compressed" in results[0] and "\n" not in results[0], results
+    assert "even compressed" in results[1], results  # the other rank quotes rank 0's error
+    assert not (tmp_path / "dist").exists()
+
+
+def test_a_failed_kaminpar_on_the_compressed_path_never_falls_back_to_metis(tmp_path, monkeypatch):
+    import gpart.partition_methods.balanced_method as balanced
+
+    def killed(*args, **kwargs):
+        raise RuntimeError("the worker process was killed by SIGKILL")
+
+    monkeypatch.setattr(balanced, "kaminpar_partitions", killed)
+    monkeypatch.setattr(balanced, "metis_book", lambda *a, **k: pytest.fail("METIS ran on the compressed path"))
+    graph = rmat_graph(20000, 200000)
+    with pytest.raises(GpartError) as caught:
+        partition_graph(graph, tmp_path / "out", 4, max_memory=compressed_limit(graph.num_nodes, graph.num_edges))
+    assert "KaMinPar failed on the compressed path (the worker process was killed by SIGKILL)" in str(caught.value)
+    assert not (tmp_path / "out").exists()
