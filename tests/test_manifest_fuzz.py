@@ -131,6 +131,16 @@ def test_the_reported_manifests_give_one_line(artifacts, tmp_path, capsys):
     assert main(["verify", str(full)]) == 1
     assert "source_policy" in _one_line(capsys)
 
+    export = tmp_path / "wg"  # a file entry without rows (hypothesis found it: an IndexError before)
+    shutil.copytree(artifacts["export"][0], export)
+    listing = export / artifacts["export"][1]
+    manifest = json.loads(listing.read_text())
+    manifest["files"][-1]["shape"] = []
+    del manifest["files"][-1]["bytes"]
+    listing.write_text(json.dumps(manifest))
+    assert main(["info", str(export)]) == 2
+    assert "has no rows" in _one_line(capsys)
+
 
 def test_huge_num_nodes_is_refused_before_allocating(tmp_path, capsys):
     import numpy as np

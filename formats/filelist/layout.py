@@ -123,6 +123,8 @@ def validate_manifest(obj: dict[str, Any], where: Path) -> tuple[str, str, tuple
             raise InputError(where, f"file entry {entry.file!r} lacks 'crc32'")
         if "/" in entry.file or "\\" in entry.file:
             raise InputError(where, f"file entry {entry.file!r} is not a plain file name")
+        if not entry.shape:
+            raise InputError(where, f"file {entry.file}: shape {list(entry.shape)} has no rows")
         if entry.dtype != dtype or list(entry.shape[1:]) != shape[1:]:
             raise InputError(where, f"file {entry.file}: dtype/shape {entry.dtype} {list(entry.shape)} disagree with {dtype} {shape}")
         rows = item.get("rows", entry.shape[0]) if isinstance(item, dict) else None
