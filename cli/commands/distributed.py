@@ -187,15 +187,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _reported(exc: BaseException) -> int:
-    """The failure's line and exit code. Under torchrun a gpart error's line goes to the error file torchrun
-    reads (gpart.runtime.rank_errors), so its failure summary shows it once per failing rank."""
+    """The failure's line (on stderr) and exit code. Under torchrun a gpart error's line also goes to the error
+    file torchrun reads (gpart.runtime.rank_errors), so its failure summary shows it where a traceback would be;
+    the rank's own line stays because a machine that lost its link loses its torchrun agent (its rendezvous
+    store) before that summary is printed."""
     from gpart.base.errors import GpartError
 
     if isinstance(exc, GpartError) and os.environ.get("TORCHELASTIC_ERROR_FILE"):
         from gpart.runtime.rank_errors import report
 
         report(exc)
-        return exc.exit_code
     return exit_code(exc)
 
 

@@ -42,13 +42,21 @@ def global_ranks(group=None) -> list[int]:
     return dist.get_process_group_ranks(group) if group is not None else list(range(world()[1]))
 
 
+PROBE_LIMIT_S = 10.0  # after a failure under the process group's own timeout: how long to ask which host is gone
+
+
 def wait(work, timeout_s: Optional[float], what: str, group=None) -> None:
     """Wait for an async collective of `group`; past `timeout_s` (None: the process group's own timeout) raise
     RankMismatchError instead of blocking. On gloo a rank of the group that has ended makes it raise at
     once, and a wait logs one warning line when a peer is known to be stuck or half the limit has passed
     (gpart.collectives.waiting)."""
-    if timeout_s is None:
-        work.wait()
+    if timeout_s is None:  # the process group's own timeout bounds it; its failure is still one line
+        try:
+            work.wait()
+        except RuntimeError as exc:
+            rank, world_size = world()
+            raise RankMismatchError(None, f"rank {rank} on {socket.gethostname()}: {what} with the other {world_size - 1} "
+                                          f"ranks failed ({first_line(exc)}){lost_hosts(rank, world_size, PROBE_LIMIT_S)}") from None
         return
     rank, world_size = world()
     register(rank)  # so that a failure can name the host it lost (gpart.collectives.peers)

@@ -38,8 +38,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def one_line(exc: GpartError) -> str:
     """`error: rank R: ...` (the rank torchrun gave this process; no rank outside a job)."""
-    rank = os.environ.get("RANK")
-    return f"error: {f'rank {rank}: ' if rank is not None else ''}{exc.one_line()}"
+    rank, message = os.environ.get("RANK"), exc.one_line()
+    named = rank is None or message.startswith(f"rank {rank} ")  # the distributed commands name the rank (and host)
+    return f"error: {'' if named else f'rank {rank}: '}{message}"
 
 
 def report(exc: GpartError) -> None:

@@ -44,9 +44,11 @@ def _until_ranks_gone(cluster, hosts, limit_s: float) -> float:
 
 
 def _error_line(log: str) -> str:
-    lines = [line for line in log.splitlines() if line.startswith("error: ")]
+    """The one error line: the rank's, and under torchrun the same line in its failure summary (`traceback : error: ...`)."""
+    lines = {line[line.index("error: "):] for line in log.splitlines()
+             if line.startswith("error: ") or line.lstrip().startswith("traceback : error: ")}
     assert len(lines) == 1, log[-3000:]
-    return lines[0]
+    return lines.pop()
 
 
 def _nothing_committed(cluster) -> None:
