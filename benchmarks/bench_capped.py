@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-from harness import REPO, dir_bytes, machine_line  # first: puts the repository root on sys.path
+from harness import REPO, dir_bytes, machine_line, rmat_block  # first: puts the repository root on sys.path
 
 from tests.support.memcap import available, run_capped
 
-RMAT_PROBABILITIES = (0.45, 0.22, 0.22, 0.11)  # as benchmarks/bench_default.py
 GENERATE_CHUNK = 1 << 22
 UNLIMITED = 1 << 62  # a memory group's "no limit" (the kernel rounds it down to its own maximum)
 
@@ -40,19 +39,10 @@ UNLIMITED = 1 << 62  # a memory group's "no limit" (the kernel rounds it down to
 def rmat_chunks(num_nodes: int, num_edges: int, seed: int, column: int) -> Iterator[np.ndarray]:
     """The src (`column` 0) or dst (1) ids of the streamed R-MAT graph, chunk by chunk; both columns
     draw the same edges (each chunk from its own seeded stream)."""
-    scale = max(1, int(np.ceil(np.log2(num_nodes))))
-    cumulative = np.cumsum(RMAT_PROBABILITIES)
     relabel = np.random.default_rng([seed, 0]).permutation(num_nodes)
     for index, start in enumerate(range(0, num_edges, GENERATE_CHUNK)):
-        size = min(GENERATE_CHUNK, num_edges - start)
         rng = np.random.default_rng([seed, 1, index])
-        src = np.zeros(size, dtype=np.int64)
-        dst = np.zeros(size, dtype=np.int64)
-        for _ in range(scale):  # one quadrant per level for every edge of the chunk at once
-            quadrant = np.searchsorted(cumulative, rng.random(size), side="right")
-            src = (src << 1) | (quadrant >= 2)
-            dst = (dst << 1) | (quadrant % 2)
-        src, dst = src % num_nodes, dst % num_nodes
+        src, dst = rmat_block(rng, min(GENERATE_CHUNK, num_edges - start), num_nodes)
         dst = np.where(src == dst, (dst + 1) % num_nodes, dst)
         yield relabel[src if column == 0 else dst]
 

@@ -39,9 +39,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
-from harness import TreeMemory, machine_line, peak_rss_mib, run_child, script_child
+from harness import TreeMemory, machine_line, peak_rss_mib, rmat_block, run_child, script_child
 
-RMAT_PROBABILITIES = (0.45, 0.22, 0.22, 0.11)
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
 DATA = REPO / "tests" / "data" / "public"  # the public graphs shipped with the repository
@@ -56,21 +55,12 @@ def rmat_edges(num_nodes: int, num_edges: int, seed: int = 0, chunk: int = 1 << 
     Edges are drawn in rounds until `num_edges` distinct ones exist (each round draws what is missing plus 5%).
     """
     rng = np.random.default_rng(seed)
-    scale = max(1, int(np.ceil(np.log2(num_nodes))))
-    cumulative = np.cumsum(RMAT_PROBABILITIES)
     keys = np.zeros(0, dtype=np.int64)
     while keys.size < num_edges:
         want = int((num_edges - keys.size) * 1.05) + 16
         drawn = []
         for start in range(0, want, chunk):
-            size = min(chunk, want - start)
-            src = np.zeros(size, dtype=np.int64)
-            dst = np.zeros(size, dtype=np.int64)
-            for _ in range(scale):  # one quadrant choice per level, for every edge of the chunk at once
-                quadrant = np.searchsorted(cumulative, rng.random(size), side="right")
-                src = (src << 1) | (quadrant >= 2)
-                dst = (dst << 1) | (quadrant % 2)
-            src, dst = src % num_nodes, dst % num_nodes
+            src, dst = rmat_block(rng, min(chunk, want - start), num_nodes)
             keep = src != dst
             drawn.append(src[keep] * num_nodes + dst[keep])
         keys = np.unique(np.concatenate([keys] + drawn))

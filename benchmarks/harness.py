@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -278,3 +278,25 @@ def same_files(a: Path, b: Path) -> bool:
     files = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file())
     _, mismatch, errors = filecmp.cmpfiles(a, b, files, shallow=False)
     return not mismatch and not errors and len(files) == sum(1 for p in b.rglob("*") if p.is_file())
+
+
+if TYPE_CHECKING:
+    import numpy
+
+RMAT_PROBABILITIES = (0.45, 0.22, 0.22, 0.11)  # the quadrant probabilities of every R-MAT generator here
+
+
+def rmat_block(rng: "numpy.random.Generator", size: int, num_nodes: int) -> "tuple[numpy.ndarray, numpy.ndarray]":
+    """`size` R-MAT (src, dst) pairs in [0, num_nodes), self-loops included: one quadrant choice per level of
+    the id bits, for every edge at once (`rng.random(size)` once per level, so a seed gives the same edges)."""
+    import numpy as np  # here: the harness itself imports only the standard library (see above)
+
+    scale = max(1, int(np.ceil(np.log2(num_nodes))))
+    cumulative = np.cumsum(RMAT_PROBABILITIES)
+    src = np.zeros(size, dtype=np.int64)
+    dst = np.zeros(size, dtype=np.int64)
+    for _ in range(scale):
+        quadrant = np.searchsorted(cumulative, rng.random(size), side="right")
+        src = (src << 1) | (quadrant >= 2)
+        dst = (dst << 1) | (quadrant % 2)
+    return src % num_nodes, dst % num_nodes

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+from harness import rmat_block
 
-RMAT_PROBABILITIES = (0.45, 0.22, 0.22, 0.11)
 CHUNK = 1 << 22  # edges drawn at a time
 CELL_POINTS = 8
 
@@ -37,18 +37,9 @@ def rmat_chunks(num_nodes: int, num_edges: int, seed: int) -> Iterator[tuple[np.
     """(src, dst) chunks of R-MAT edges, self-loops redrawn so exactly `num_edges` come out."""
     rng = np.random.default_rng(seed)
     relabel = rng.permutation(num_nodes)
-    scale = max(1, int(np.ceil(np.log2(num_nodes))))
-    cumulative = np.cumsum(RMAT_PROBABILITIES)
     left = num_edges
     while left:
-        size = min(CHUNK, left)
-        src = np.zeros(size, dtype=np.int64)
-        dst = np.zeros(size, dtype=np.int64)
-        for _ in range(scale):  # one quadrant choice per level, for every edge of the chunk at once
-            quadrant = np.searchsorted(cumulative, rng.random(size), side="right")
-            src = (src << 1) | (quadrant >= 2)
-            dst = (dst << 1) | (quadrant % 2)
-        src, dst = src % num_nodes, dst % num_nodes
+        src, dst = rmat_block(rng, min(CHUNK, left), num_nodes)
         keep = src != dst
         src, dst = relabel[src[keep]], relabel[dst[keep]]
         left -= src.shape[0]
