@@ -1,0 +1,111 @@
+"""Weighted (biased) neighbour draws: in-edges taken with probability proportional to an edge data array.
+
+    weights = SegmentWeights.of(part, "w")            # or weight_problem(part, "w") -> one line / None
+    picks = weights.sample_segments(start, deg, fanout, replace, generator)
+
+The owner draws: the partition holds its owned columns' in-edges and their
+edge data (SPEC.md 4), so the weights never travel. The array is read once,
+put in CSC order (`edge_data` rows are in the order of `indices`) as float64,
+and two per-partition tables are built from it:
+
+- with replacement, inverse CDF: `prefix` is the exclusive cumulative sum
+  over all CSC positions; a draw for segment [s, s + d) is the first
+  position j with prefix[j + 1] > prefix[s] + u * (prefix[s + d] - prefix[s]),
+  found with one torch.searchsorted for all draws at once. A zero-weight
+  edge spans an empty interval and is never found; a draw that rounding
+  pushes past the segment's last positive edge falls back on it
+  (`last_positive`). Segments whose weights sum to 0 take nothing.
+- without replacement, exact weighted sampling without replacement
+  (Efraimidis-Spirakis): every candidate edge gets the key -log(U) / w
+  (inf for w = 0), and each segment keeps its `fanout` smallest keys: a
+  segmented top-k by one sort on the key and one stable sort on the
+  segment. A segment with fewer positive-weight edges than the fanout takes
+  them all; zero-weight edges are never kept.
+
+Tensor operations only, no loop per node; the picks are grouped by segment,
+as gpart.runtime.sampling.kernels.sample_segments gives them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from gpart.runtime.sampling.kernels import Picks, sample_segments
+
+
+def weight_problem(part: Any, name: Any) -> Optional[str]:
+    """The one-line problem with `part`'s edge data `name` as sampling weights (None: none)."""
+    where = f"{part.directory}: sampling weight {name!r}"
+    if part.typed:
+        return f"{where}: weighted sampling takes a homogeneous partition (typed graphs are not supported yet)"
+    if name not in part.edge_data:
+        have = ", ".join(sorted(map(str, part.edge_data))) or "none"
+        return f"{where}: no such edge data (the partition has: {have})"
+    w = part.edge_data[name]
+    if w.dim() != 1 and not (w.dim() == 2 and w.shape[1] == 1):
+        return f"{where}: must be one value per edge, got shape {tuple(w.shape)}"
+    if w.shape[0] != part.indices.numel():
+        return f"{where}: has {w.shape[0]} rows, the partition stores {part.indices.numel()} in-edges"
+    if w.dtype == torch.bool or w.is_complex():
+        return f"{where}: must be a real number per edge, got dtype {w.dtype}"
+    w = w.reshape(-1).to(torch.float64)
+    if bool(torch.isnan(w).any()):
+        return f"{where}: holds NaN"
+    if bool(torch.isinf(w).any()):
+        return f"{where}: holds an infinite value"
+    if bool((w < 0).any()):
+        return f"{where}: holds a negative value (min {float(w.min())})"
+    return None
+
+
+class SegmentWeights:
+    """A partition's sampling weights in CSC order with the tables of both draws (see the module)."""
+
+    def __init__(self, weights: torch.Tensor):
+        self.weights = weights.reshape(-1).to(torch.float64)
+        dev = self.weights.device
+        self.prefix = torch.cat([torch.zeros(1, dtype=torch.float64, device=dev), torch.cumsum(self.weights, 0)])
+        positions = torch.arange(self.weights.numel(), dtype=torch.int64, device=dev)
+        # the last position at or before each one with a positive weight (-1: none yet)
+        self.last_positive = torch.cummax(torch.where(self.weights > 0, positions, -1), 0).values
+
+    @classmethod
+    def of(cls, part: Any, name: Any) -> "SegmentWeights":
+        """The weights of edge data `name` of `part` (checked first with weight_problem)."""
+        return cls(part.edge_data[name].to(part.device))
+
+    def sample_segments(self, start: torch.Tensor, deg: torch.Tensor, fanout: int, replace: bool,
+                        generator: Optional[torch.Generator]) -> Picks:
+        """Up to `fanout` positions of each segment [start[i], start[i] + deg[i]) drawn by weight (-1: every
+        positive-weight edge), grouped by segment."""
+        if fanout < 0 or not replace:
+            return self._without_replacement(start, deg, fanout, generator)
+        return self._with_replacement(start, deg, fanout, generator)
+
+    def _with_replacement(self, start, deg, fanout, generator) -> Picks:
+        base = torch.index_select(self.prefix, 0, start)
+        total = torch.index_select(self.prefix, 0, start + deg) - base
+        counts = torch.where(total > 0, fanout, 0)
+        n = int(counts.sum()) if counts.numel() else 0
+        u = torch.rand(n, dtype=torch.float64, device=start.device, generator=generator)
+        target = torch.repeat_interleave(base, counts, output_size=n) + u * torch.repeat_interleave(total, counts, output_size=n)
+        found = torch.searchsorted(self.prefix[1:], target, right=True)
+        end = torch.repeat_interleave(start + deg - 1, counts, output_size=n)
+        positions = torch.index_select(self.last_positive, 0, torch.minimum(found, end))
+        return Picks(counts, positions)
+
+    def _without_replacement(self, start, deg, fanout, generator) -> Picks:
+        every = sample_segments(start, deg, -1)  # every candidate, grouped by segment
+        w = torch.index_select(self.weights, 0, every.positions)
+        segment = torch.repeat_interleave(torch.arange(deg.numel(), device=deg.device), deg, output_size=w.numel())
+        positive = torch.zeros_like(deg).index_add_(0, segment, (w > 0).to(torch.int64))
+        counts = positive if fanout < 0 else torch.clamp(positive, max=fanout)
+        u = torch.rand(w.shape, dtype=torch.float64, device=w.device, generator=generator)
+        keys = -torch.log1p(-u) / w  # -log(1 - u) with u in [0, 1): finite for w > 0, inf for w = 0
+        order = torch.argsort(keys)
+        order = torch.index_select(order, 0, torch.argsort(torch.index_select(segment, 0, order), stable=True))
+        rank = torch.arange(w.numel(), device=w.device) - torch.repeat_interleave(torch.cumsum(deg, 0) - deg, deg, output_size=w.numel())
+        keep = rank < torch.repeat_interleave(counts, deg, output_size=w.numel())
+        return Picks(counts, torch.index_select(every.positions, 0, torch.masked_select(order, keep)))
