@@ -16,11 +16,13 @@ and two per-partition tables are built from it:
   pushes past the segment's last positive edge falls back on it
   (`last_positive`). Segments whose weights sum to 0 take nothing.
 - without replacement, exact weighted sampling without replacement
-  (Efraimidis-Spirakis): every candidate edge gets the key -log(U) / w
-  (inf for w = 0), and each segment keeps its `fanout` smallest keys: a
-  segmented top-k by one sort on the key and one stable sort on the
-  segment. A segment with fewer positive-weight edges than the fanout takes
-  them all; zero-weight edges are never kept.
+  (Efraimidis-Spirakis): a segment with no more positive-weight edges than
+  the fanout takes them all (no draw); in the others every positive-weight
+  edge gets the key -log(U) / w and the segment keeps its `fanout`
+  smallest: a segmented top-k by one float64 sort on segment * 2 +
+  (1 - exp(-key)). Zero-weight edges are never kept. This reads every
+  in-edge of a crowded segment (O(degree) per node, as PyG's weighted
+  sampler), where uniform draws cost O(fanout): see docs/runtime.md.
 
 Tensor operations only, no loop per node; the picks are grouped by segment,
 as gpart.runtime.sampling.kernels.sample_segments gives them.
@@ -99,13 +101,29 @@ class SegmentWeights:
     def _without_replacement(self, start, deg, fanout, generator) -> Picks:
         every = sample_segments(start, deg, -1)  # every candidate, grouped by segment
         w = torch.index_select(self.weights, 0, every.positions)
-        segment = torch.repeat_interleave(torch.arange(deg.numel(), device=deg.device), deg, output_size=w.numel())
+        n, dev = w.numel(), w.device
+        segment = torch.repeat_interleave(torch.arange(deg.numel(), device=dev), deg, output_size=n)
         positive = torch.zeros_like(deg).index_add_(0, segment, (w > 0).to(torch.int64))
         counts = positive if fanout < 0 else torch.clamp(positive, max=fanout)
-        u = torch.rand(w.shape, dtype=torch.float64, device=w.device, generator=generator)
-        keys = -torch.log1p(-u) / w  # -log(1 - u) with u in [0, 1): finite for w > 0, inf for w = 0
-        order = torch.argsort(keys)
-        order = torch.index_select(order, 0, torch.argsort(torch.index_select(segment, 0, order), stable=True))
-        rank = torch.arange(w.numel(), device=w.device) - torch.repeat_interleave(torch.cumsum(deg, 0) - deg, deg, output_size=w.numel())
-        keep = rank < torch.repeat_interleave(counts, deg, output_size=w.numel())
-        return Picks(counts, torch.index_select(every.positions, 0, torch.masked_select(order, keep)))
+        chosen = w > 0
+        crowded = positive > counts  # only these draw: the others take every positive-weight edge
+        if bool(crowded.any()):
+            self._draw_crowded(chosen, w, segment, crowded, counts, generator)
+        return Picks(counts, torch.masked_select(every.positions, chosen))
+
+    @staticmethod
+    def _draw_crowded(chosen, w, segment, crowded, counts, generator) -> None:
+        """Keep in `chosen` the `counts` smallest exponential keys of each crowded segment's positive edges: one sort
+        by segment * 2 + (1 - exp(-key)) (in [0, 1], so segments never interleave; float64)."""
+        edges = torch.nonzero(torch.index_select(crowded, 0, segment) & chosen).reshape(-1)
+        seg = torch.index_select(segment, 0, edges)
+        rank_of = torch.cumsum(crowded.to(torch.int64), 0) - 1  # a crowded segment's index among the crowded
+        u = torch.rand(edges.numel(), dtype=torch.float64, device=w.device, generator=generator)
+        keys = -torch.log1p(-u) / torch.index_select(w, 0, edges).to(torch.float64)  # u in [0, 1): finite, w > 0
+        order = torch.argsort(torch.index_select(rank_of, 0, seg).to(torch.float64) * 2 - torch.expm1(-keys))
+        sizes = torch.zeros_like(crowded, dtype=torch.int64).index_add_(0, seg, torch.ones_like(seg))[crowded]
+        first = torch.repeat_interleave(torch.cumsum(sizes, 0) - sizes, sizes, output_size=edges.numel())
+        rank = torch.arange(edges.numel(), device=w.device) - first
+        limit = torch.repeat_interleave(counts[crowded], sizes, output_size=edges.numel())
+        chosen.index_fill_(0, edges, False)
+        chosen.index_fill_(0, torch.index_select(edges, 0, torch.masked_select(order, rank < limit)), True)
