@@ -199,3 +199,24 @@ def test_bad_weight_arrays_are_one_line(cora_weighted, bad, message):
         gr.DistNeighborLoader(part, torch.arange(10), fanouts=[3], weight="bad")
     text = str(err.value)
     assert message in text and "\n" not in text and str(part.directory) in text
+
+
+def test_padded_and_own_sampler_are_refused_with_weights(cora_weighted):
+    root, _ = cora_weighted
+    part = gr.load_partition(root / "one", device="cpu")
+    with pytest.raises(GpartError, match="no weight"):
+        gr.DistNeighborLoader(part, torch.arange(10), fanouts=[3], weight="w", padded=True)
+    with pytest.raises(GpartError, match="pass weight to its LocalSampler"):
+        gr.DistNeighborLoader(part, torch.arange(10), fanouts=[3], weight="w", sampler=LocalSampler(part, [[3]]))
+
+
+def test_typed_partitions_are_refused_in_one_line(tmp_path):
+    from gpart.pipeline.partition import partition_graph
+
+    partition_graph(CORA.parent / "cora_hetero.npz", tmp_path / "typed", 1, "metis")
+    part = gr.load_partition(tmp_path / "typed", device="cpu")
+    seeds = {part.node_types[0]: torch.arange(5)}
+    fanouts = {tuple(e): [2] for e in part.edge_types}
+    with pytest.raises(GpartError, match="typed graphs are not supported") as err:
+        gr.DistNeighborLoader(part, seeds, fanouts=fanouts, weight="w")
+    assert "\n" not in str(err.value)
