@@ -5,16 +5,17 @@
 
 The owner draws: the partition holds its owned columns' in-edges and their
 edge data (SPEC.md 4), so the weights never travel. The array is read once,
-put in CSC order (`edge_data` rows are in the order of `indices`) as float64,
-and two per-partition tables are built from it:
+in CSC order (`edge_data` rows are in the order of `indices`), and one
+per-partition table is built from it:
 
 - with replacement, inverse CDF: `prefix` is the exclusive cumulative sum
   over all CSC positions; a draw for segment [s, s + d) is the first
   position j with prefix[j + 1] > prefix[s] + u * (prefix[s + d] - prefix[s]),
   found with one torch.searchsorted for all draws at once. A zero-weight
-  edge spans an empty interval and is never found; a draw that rounding
-  pushes past the segment's last positive edge falls back on it
-  (`last_positive`). Segments whose weights sum to 0 take nothing.
+  edge spans an empty interval (adding 0.0 is exact), so it is never found;
+  a target that rounding pushes to the segment's end is moved just below
+  it. Segments whose weights sum to 0 take nothing. Memory: 8 bytes per
+  stored edge for `prefix`, beside the weights as stored.
 - without replacement, exact weighted sampling without replacement
   (Efraimidis-Spirakis): a segment with no more positive-weight edges than
   the fanout takes them all (no draw); in the others every positive-weight
@@ -66,12 +67,9 @@ class SegmentWeights:
     """A partition's sampling weights in CSC order with the tables of both draws (see the module)."""
 
     def __init__(self, weights: torch.Tensor):
-        self.weights = weights.reshape(-1).to(torch.float64)
-        dev = self.weights.device
-        self.prefix = torch.cat([torch.zeros(1, dtype=torch.float64, device=dev), torch.cumsum(self.weights, 0)])
-        positions = torch.arange(self.weights.numel(), dtype=torch.int64, device=dev)
-        # the last position at or before each one with a positive weight (-1: none yet)
-        self.last_positive = torch.cummax(torch.where(self.weights > 0, positions, -1), 0).values
+        self.weights = weights.reshape(-1)  # as stored (float32: 4 B per edge); keys are computed in float64
+        w64 = self.weights.to(torch.float64)
+        self.prefix = torch.cat([torch.zeros(1, dtype=torch.float64, device=w64.device), torch.cumsum(w64, 0)])
 
     @classmethod
     def of(cls, part: Any, name: Any) -> "SegmentWeights":
@@ -93,10 +91,10 @@ class SegmentWeights:
         n = int(counts.sum()) if counts.numel() else 0
         u = torch.rand(n, dtype=torch.float64, device=start.device, generator=generator)
         target = torch.repeat_interleave(base, counts, output_size=n) + u * torch.repeat_interleave(total, counts, output_size=n)
-        found = torch.searchsorted(self.prefix[1:], target, right=True)
-        end = torch.repeat_interleave(start + deg - 1, counts, output_size=n)
-        positions = torch.index_select(self.last_positive, 0, torch.minimum(found, end))
-        return Picks(counts, positions)
+        # below the segment's end even when rounding pushed it there: the search then stays in the segment
+        end = torch.repeat_interleave(torch.index_select(self.prefix, 0, start + deg), counts, output_size=n)
+        target = torch.minimum(target, torch.nextafter(end, torch.zeros_like(end)))
+        return Picks(counts, torch.searchsorted(self.prefix[1:], target, right=True))
 
     def _without_replacement(self, start, deg, fanout, generator) -> Picks:
         every = sample_segments(start, deg, -1)  # every candidate, grouped by segment
