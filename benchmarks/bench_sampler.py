@@ -22,7 +22,11 @@ Prints, for 2-hop fanouts [15, 10] and 1024 seeds per batch:
 - with --disjoint: disjoint=True (a sub-graph per seed) beside the default
   on the same seeds, taking turns, one process and on the gloo ranks:
   batches/s, edges/s and nodes per batch of each (the multi-process table
-  gets disjoint topology and fused-x rows).
+  gets disjoint topology and fused-x rows);
+- with --weighted: weight= (random edge weights, a tenth zero) beside
+  uniform draws on the same seeds, with and without replacement, taking
+  turns: sampled edges per CPU second and the cost per edge relative to
+  uniform (--world-sizes "" skips the gloo tables).
 Partitions are written under --workdir when missing (1 part remainder, and
 the metis/random ones). On a shared machine the figures are noisy: compare
 each with its baseline from the same run.
@@ -119,7 +123,37 @@ def disjoint_vs_shared(part, seeds: torch.Tensor, batches: int, repeats: int) ->
     print(f"  peak RSS {peak_rss_mib():.0f} MiB")
 
 
-def single_process(parts: Path, batches: int, repeats: int, disjoint: bool = False) -> None:
+def weighted_vs_uniform(part, seeds: torch.Tensor, batches: int, repeats: int) -> None:
+    """weight= beside uniform draws on the same seeds, with and without replacement, taking turns: sampled edges per
+    CPU second (one thread). The weights: uniform in [0, 1) with a tenth set to 0, put in the loaded partition's
+    edge data (the partition on disk is not changed)."""
+    import gpart.runtime as gr
+
+    gen = torch.Generator().manual_seed(1)
+    w = torch.rand(part.indices.numel(), generator=gen)
+    part.edge_data["bench_w"] = w.masked_fill_(torch.rand(w.shape, generator=gen) < 0.1, 0.0)
+    runs = {(weight, replace): iter(gr.DistNeighborLoader(part, seeds, fanouts=FANOUTS, batch_size=1024, node_data=None,
+                                                          labels=None, replace=replace, weight=weight))
+            for replace in (False, True) for weight in (None, "bench_w")}
+    for it in runs.values():
+        next(it)  # warm-up batch
+    rates: dict[tuple, list[float]] = {key: [] for key in runs}
+    for _ in range(repeats):
+        for key, it in runs.items():
+            edges, _, cpu = timed(lambda it=it: sum(next(it).num_edges for _ in range(batches)))
+            rates[key].append(edges / cpu)
+    print(f"\nweight= beside uniform, one process, one thread, fanouts {FANOUTS}, 1024 seeds/batch, {batches} batches x "
+          f"{repeats} repeats, taking turns: sampled edges per CPU second (median, min..max)")
+    for (weight, replace), values in rates.items():
+        values.sort()
+        base = sorted(rates[(None, replace)])[len(values) // 2]
+        cost = base / values[len(values) // 2]
+        print(f"  {'weighted' if weight else 'uniform':<9} replace={replace!s:<5} {values[len(values) // 2] / 1e6:7.2f} M edges/CPU-s "
+              f"({values[0] / 1e6:.2f}..{values[-1] / 1e6:.2f})  cost per edge x{cost:.2f} of uniform")
+    del part.edge_data["bench_w"]
+
+
+def single_process(parts: Path, batches: int, repeats: int, disjoint: bool = False, weighted: bool = False) -> None:
     import gpart.runtime as gr
 
     torch.set_num_threads(1)
@@ -162,6 +196,8 @@ def single_process(parts: Path, batches: int, repeats: int, disjoint: bool = Fal
           f"({b.x.numel() * b.x.element_size() / 2**20:.0f} MiB of x per batch); peak RSS {peak_rss_mib():.0f} MiB")
     if disjoint:
         disjoint_vs_shared(part, seeds, batches, repeats)
+    if weighted:
+        weighted_vs_uniform(part, seeds, batches, repeats)
 
 
 RUNS = (("topology", None, True, False), ("x, gathered after", ["feat"], False, False), ("x, fused", ["feat"], True, False))
@@ -276,6 +312,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="single-process repeats, loader and baseline alternating (default 5)")
     parser.add_argument("--disjoint", action="store_true",
                         help="also time disjoint=True beside the default (same seeds, taking turns)")
+    parser.add_argument("--weighted", action="store_true",
+                        help="also time weight= beside uniform draws (same seeds, taking turns, edges per CPU second)")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="also time the single-process loader of this gpart checkout (e.g. /work/main), alternating")
     args = parser.parse_args()
@@ -283,7 +321,7 @@ def main() -> None:
     methods = [m for m in args.methods.split(",") if m]
     halos = [int(h) for h in args.halo.split(",") if h]
     parts = ensure_partitions(args.input, args.workdir, world_sizes, methods, halos)
-    single_process(parts[("remainder", 1, 0)], args.batches, args.repeats, args.disjoint)
+    single_process(parts[("remainder", 1, 0)], args.batches, args.repeats, args.disjoint, args.weighted)
     if args.baseline is not None:
         against_checkout(parts[("remainder", 1, 0)], args.batches, 2 * args.repeats, args.baseline)
     if world_sizes:

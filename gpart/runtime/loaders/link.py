@@ -122,6 +122,7 @@ def DistLinkNeighborLoader(
     sampler: Any = None,
     row_source: Optional[RowSource] = None,
     prefetch: int = 0,
+    weight: Any = None,
 ) -> "LinkNeighborLoader":
     """Mini-batches of this rank's seed edges, their endpoints' (and negatives') neighbourhoods sampled across
     all partitions, in PyG's LinkNeighborLoader convention (an iterable loader yielding LinkBatch / HeteroLinkBatch).
@@ -142,7 +143,7 @@ def DistLinkNeighborLoader(
     --add-reverse copies) from the sampled sub-graph. node_data: names whose
     rows make x / node_data (the default "feat" only when the row source has
     it). shuffle, seed, replace, drop_last, timeout_s, pyg, sampler,
-    row_source, prefetch: as DistNeighborLoader (what reproduces too: the same
+    row_source, prefetch, weight: as DistNeighborLoader (what reproduces too: the same
     (seed, epoch, rank) give the same seed edges, negatives and batches).
     disjoint: as PyG's, every endpoint of every positive
     and negative is a seed with its own sub-graph (n_id starts with them, not
@@ -159,7 +160,7 @@ def DistLinkNeighborLoader(
     options = LinkLoaderOptions(fanouts=fanouts, batch_size=batch_size, shuffle=shuffle, seed=seed, node_data=node_data,
                                 replace=replace, drop_last=drop_last, timeout_s=timeout_s, pyg=pyg, disjoint=disjoint,
                                 neg_sampling=neg_sampling, neg_ratio=neg_ratio, strict_negatives=strict_negatives,
-                                exclude_seed_edges=exclude_seed_edges, prefetch=prefetch)
+                                exclude_seed_edges=exclude_seed_edges, prefetch=prefetch, weight=weight)
     return LinkNeighborLoader(part, seed_edges, options, sampler=sampler, row_source=row_source)
 
 
@@ -178,7 +179,7 @@ class LinkNeighborLoader:
         names, _ = present_defaults(row_source.keys() if row_source is not None else part.node_data, options.node_data, None)
         self.node_data_names = names
         none = torch.zeros(0, dtype=torch.int64)
-        request = SamplingRequest(options.fanouts, names, None, bool(options.replace), self.disjoint, wait)
+        request = SamplingRequest(options.fanouts, names, None, bool(options.replace), self.disjoint, wait, options.weight)
         pieces = compose(part, {self._src_type(): none} if self.typed and seeds.problem is None else none, request, sampler,
                          row_source)
         problem = seeds.problem or self._problem() or pieces.problem or prefetch_problem(options.prefetch)
@@ -187,7 +188,7 @@ class LinkNeighborLoader:
         problem = problem or (self.negatives.problem() if self.negatives else None)
         settings = (f"link etype={seeds.edge_type} neg={self.mode} ratio={self.ratio} strict={bool(options.strict_negatives)} "
                     f"exclude={self.exclude} batch_size={self.batch_size} drop_last={bool(options.drop_last)} prefetch={options.prefetch!r} "
-                    f"{pieces.plan.settings} replace={bool(options.replace)} disjoint={self.disjoint} manifest={part.digest}")
+                    f"{pieces.plan.settings} replace={bool(options.replace)} weight={options.weight!r} disjoint={self.disjoint} manifest={part.digest}")
         agree_or_raise(problem, settings, "the DistLinkNeighborLoader settings", wait, path=part.directory)
         self.plan, self.sampler, self.protocol, self.stats = pieces.plan, pieces.sampler, pieces.protocol, pieces.stats
         self.src, self.dst, self.input_id = seeds.resolve(part, wait)

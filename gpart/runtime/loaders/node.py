@@ -108,6 +108,7 @@ def DistNeighborLoader(
     row_source: Optional[RowSource] = None,
     padded: bool = False,
     prefetch: int = 0,
+    weight: Any = None,
 ) -> "NeighborLoader":
     """Mini-batches of this rank's `seeds` with neighbours sampled across all partitions (an iterable loader).
 
@@ -146,7 +147,12 @@ def DistNeighborLoader(
     many batches ahead on a background thread (on CUDA on a side stream)
     while the caller works on the current one: the same batches as without
     (gpart.runtime.loaders.prefetch states the rule for the caller's own
-    collectives and how errors surface); 0: none.
+    collectives and how errors surface); 0: none. weight: the name of an edge
+    data array of the partition (PyG's weight_attr, DGL's prob) whose values
+    are the sampling weights: in-edges are drawn with probability
+    proportional to them, with or without replacement, by the owner (weights
+    never travel); zero-weight edges are never drawn; homogeneous graphs only
+    (gpart.runtime.sampling.weighted). None: uniform draws.
 
     Collectives (every rank must make the same calls, each bounded by
     timeout_s): building the loader (it checks every rank's settings agree
@@ -158,7 +164,7 @@ def DistNeighborLoader(
     """
     options = NodeLoaderOptions(fanouts=fanouts, batch_size=batch_size, shuffle=shuffle, seed=seed, node_data=node_data,
                                 labels=labels, replace=replace, drop_last=drop_last, timeout_s=timeout_s, pyg=pyg,
-                                disjoint=disjoint, padded=padded, prefetch=prefetch)
+                                disjoint=disjoint, padded=padded, prefetch=prefetch, weight=weight)
     return _loader_class(part)(part, seeds, options, sampler=sampler, row_source=row_source)
 
 
@@ -183,7 +189,7 @@ class NeighborLoader:
         self.node_data_names, labels = present_defaults(source_keys, options.node_data, options.labels)
         self.timeout_s = float(options.timeout_s if options.timeout_s is not None else part.timeout_s)
         request = SamplingRequest(options.fanouts, self.node_data_names, labels, bool(options.replace), bool(options.disjoint),
-                                  self.timeout_s)
+                                  self.timeout_s, options.weight)
         pieces = compose(part, seeds, request, sampler, row_source, carry_rows)
         self.plan, self.sampler, self.protocol, self.stats = pieces.plan, pieces.sampler, pieces.protocol, pieces.stats
         self.rank, self.world_size = pieces.layout.rank, pieces.layout.world_size
@@ -196,7 +202,7 @@ class NeighborLoader:
             # a padded batch's buffers are reused `padded_keep` batches later: batches prepared ahead must not see that
             pieces.protocol.padded_keep = max(pieces.protocol.padded_keep, options.prefetch + 2)
         # batch_size and drop_last too: every rank counts the batches of every rank's seeds with its own
-        settings = (f"{self.plan.settings} replace={bool(options.replace)} carry_rows={pieces.exchange.active and carry_rows} "
+        settings = (f"{self.plan.settings} replace={bool(options.replace)} weight={options.weight!r} carry_rows={pieces.exchange.active and carry_rows} "
                     f"disjoint={bool(options.disjoint)} batch_size={self.batch_size} drop_last={self.drop_last} "
                     f"prefetch={options.prefetch!r} manifest={part.digest}")
         agree_or_raise(problem or pieces.problem, settings, "the DistNeighborLoader settings", self.timeout_s,
@@ -261,7 +267,7 @@ def _padded_problem(sampler: Any, protocol: Any) -> Optional[str]:
     if hasattr(sampler, "table_hops"):
         sampler.table_hops = True
     if not protocol.table_batches():
-        return ("padded batches need one partition, a homogeneous graph, positive fanouts, replace=False and "
+        return ("padded batches need one partition, a homogeneous graph, positive fanouts, replace=False, no weight and "
                 "disjoint=False")
     return None
 

@@ -23,6 +23,7 @@ from gpart.runtime.sampling.neighbor_sampler import LocalSampler
 from gpart.runtime.sampling.plan import SamplingPlan, plan_for
 from gpart.runtime.sampling.protocol import DistSampler
 from gpart.runtime.sampling.row_source import PartitionRows, RowSource
+from gpart.runtime.sampling.weighted import weight_problem
 
 DEFAULT_NODE_DATA = ("feat",)
 
@@ -42,6 +43,7 @@ class LoaderOptions:
     pyg: bool = False
     disjoint: bool = False
     prefetch: int = 0
+    weight: Any = None  # edge data name of sampling weights (PyG's weight_attr)
 
 
 def prefetch_problem(prefetch: Any) -> Optional[str]:
@@ -68,6 +70,7 @@ class SamplingRequest:
     replace: bool = False
     disjoint: bool = False
     timeout_s: float = 60.0
+    weight: Any = None  # edge data name of sampling weights (None: uniform)
 
 
 @dataclass
@@ -94,11 +97,13 @@ def compose(part: Partition, seeds: Any, request: SamplingRequest, sampler: Any 
     exchange = Exchange(layout, request.timeout_s, stats)
     plan = plan_for(part, seeds, request.fanouts, request.names, request.labels, row_source if row_source is not None else PartitionRows(part))
     problem = plan.problem or _placement_problem(part, layout)
+    if not problem and request.weight is not None:
+        problem = "the sampler was given: pass weight to its LocalSampler" if sampler is not None else weight_problem(part, request.weight)
     if sampler is not None and not problem and sampler.num_hops != len(plan.hop_fanouts):
         problem = f"the sampler takes {sampler.num_hops} hops, the fanouts {len(plan.hop_fanouts)}"
     if problem:
         return Pieces(layout, exchange, plan, sampler, None, stats, problem)
-    sampler = sampler if sampler is not None else LocalSampler(part, plan.hop_fanouts, request.replace)
+    sampler = sampler if sampler is not None else LocalSampler(part, plan.hop_fanouts, request.replace, weight=request.weight)
     protocol = DistSampler(part, sampler, exchange, plan.rows, request.disjoint, carry_rows)
     return Pieces(layout, exchange, plan, sampler, protocol, stats, problem)
 

@@ -23,7 +23,7 @@ capacities with no host synchronisation (gpart.runtime.sampling.table_hops;
 gpart.runtime.sampling.fused_floyd when `fused`, default on CUDA with
 triton); with replacement each hop is a sample_table ([columns, fanout]
 positions, -1 padded) with one synchronisation;
-hops it cannot take (a typed graph, fanout -1, several partitions) are
+hops it cannot take (a typed graph, fanout -1, several partitions, weights) are
 compact whatever the strategy. Tensor
 operations only (no loop per node), on CPU or CUDA alike: the partition's
 tensors and the generator decide the device.
@@ -31,22 +31,27 @@ tensors and the generator decide the device.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling import fused_floyd
 from gpart.runtime.sampling.kernels import sample_segments, sample_table
+from gpart.runtime.sampling.weighted import SegmentWeights
 
 
 class LocalSampler:
     """Samples owned columns of `part` with `hop_fanouts[hop][edge type]` (-1: all, 0: that type not sampled).
 
-    table_hops: take the hops that allow it as tables (None: on CUDA with one partition); settable."""
+    table_hops: take the hops that allow it as tables (None: on CUDA with one partition); settable.
+    weight: edge data name whose values are the sampling weights (None: uniform draws; weighted hops are compact)."""
 
-    def __init__(self, part: Partition, hop_fanouts: list[list[int]], replace: bool = False, table_hops: Optional[bool] = None):
+    def __init__(self, part: Partition, hop_fanouts: list[list[int]], replace: bool = False, table_hops: Optional[bool] = None,
+                 weight: Any = None):
         self.part, self.replace = part, bool(replace)
+        # weighted draws (gpart.runtime.sampling.weighted): edge data `weight`, checked first with weight_problem
+        self.weights = SegmentWeights.of(part, weight) if weight is not None else None
         self.typed = part.typed
         self.num_hops = len(hop_fanouts)
         # per hop the distinct fanouts of the sampled types: one kernel call each, known here (no unique() per batch)
@@ -78,7 +83,10 @@ class LocalSampler:
         cols = cols.to(torch.int64)
         start, deg, pair_of, fanout = self._segments(cols, hop)
         values = self.hop_values[hop]
-        if len(values) == 1:
+        if self.weights is not None:  # homogeneous only (weight_problem): one fanout per hop
+            picks = self.weights.sample_segments(start, deg, values[0], self.replace, gen)
+            pair_counts, positions = picks.counts, picks.positions
+        elif len(values) == 1:
             picks = sample_segments(start, deg, values[0], self.replace, gen)
             pair_counts, positions = picks.counts, picks.positions
         else:
@@ -93,7 +101,7 @@ class LocalSampler:
     def table_fanout(self, hop: int) -> int:
         """The fanout F of hop `hop` when it is taken as a [columns, F] table (sample_table): table hops on, one
         partition, one edge type, a positive fanout; 0 when not (compact hops, a typed graph, or -1: every in-edge)."""
-        if not self.table_hops or self.remote_ids:
+        if not self.table_hops or self.remote_ids or self.weights is not None:
             return 0
         values = self.hop_values[hop]
         return values[0] if not self.typed and len(values) == 1 and values[0] > 0 else 0

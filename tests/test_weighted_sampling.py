@@ -1,0 +1,222 @@
+"""Weighted neighbour sampling (gpart.runtime.sampling.weighted): draws follow the weights, with and without
+replacement, on a star and on Cora, in one process and across 2 gloo ranks; bad weight arrays are one line."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from support.gloo_processes import run_distributed
+
+import gpart.runtime as gr
+from gpart.base.errors import GpartError
+from gpart.runtime.sampling.neighbor_sampler import LocalSampler
+from gpart.runtime.sampling.weighted import SegmentWeights
+
+CORA = Path(__file__).resolve().parents[1] / "sample_data" / "cora.npz"
+STAR = torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 10.0], dtype=torch.float64)  # one hub's in-edges, one of weight 0
+
+
+def _chi_square_z(observed: np.ndarray, expected: np.ndarray, dof: int = 0) -> float:
+    """The Wilson-Hilferty normal score of Pearson's statistic (`dof` degrees of freedom, default k - 1): ~N(0, 1)
+    when the draws follow `expected`."""
+    stat = float(((observed - expected) ** 2 / expected).sum())
+    k = dof or observed.size - 1
+    return ((stat / k) ** (1 / 3) - (1 - 2 / (9 * k))) / math.sqrt(2 / (9 * k))
+
+
+def _star_draws(fanout: int, replace: bool, trials: int = 40000, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    weights = SegmentWeights(STAR)
+    start = torch.zeros(trials, dtype=torch.int64)
+    deg = torch.full((trials,), STAR.numel(), dtype=torch.int64)
+    picks = weights.sample_segments(start, deg, fanout, replace, torch.Generator().manual_seed(seed))
+    return picks.counts, picks.positions
+
+
+def _inclusion(weights: list[float], k: int) -> np.ndarray:
+    """Exact probability that each item is among k drawn one by one without replacement, by weight (brute force)."""
+    out = np.zeros(len(weights))
+    positive = [i for i, w in enumerate(weights) if w > 0]
+    for seq in itertools.permutations(positive, k):
+        p, left = 1.0, sum(weights)
+        for i in seq:
+            p, left = p * weights[i] / left, left - weights[i]
+        out[list(seq)] += p
+    return out
+
+
+@pytest.mark.parametrize("replace", [True, False])
+def test_star_single_draws_follow_the_weights(replace):
+    counts, positions = _star_draws(1, replace)
+    assert torch.equal(counts, torch.ones_like(counts))
+    seen = np.bincount(positions.numpy(), minlength=STAR.numel())
+    assert seen[0] == 0  # zero weight never drawn
+    expected = (STAR / STAR.sum()).numpy()[1:] * positions.numel()
+    assert abs(_chi_square_z(seen[1:], expected)) < 4.5
+
+
+@pytest.mark.parametrize("fanout", [2, 3])
+def test_star_without_replacement_matches_exact_inclusion(fanout):
+    trials = 40000
+    counts, positions = _star_draws(fanout, False, trials, seed=fanout)
+    assert torch.equal(counts, torch.full_like(counts, fanout))
+    rows = positions.reshape(trials, fanout)
+    assert bool((rows[:, 1:] != rows[:, :1]).all()) and bool((rows[:, -1:] != rows[:, :-1]).all())  # distinct per draw
+    seen = np.bincount(positions.numpy(), minlength=STAR.numel())
+    exact = _inclusion(STAR.tolist(), fanout)
+    assert seen[0] == 0 and exact[0] == 0
+    # inclusion of each item is a binomial count over the trials
+    z = (seen[1:] - trials * exact[1:]) / np.sqrt(trials * exact[1:] * (1 - exact[1:]))
+    assert np.abs(z).max() < 4.5, (seen, trials * exact)
+
+
+def test_star_replacement_draws_are_independent_per_slot():
+    counts, positions = _star_draws(4, True, trials=20000, seed=7)
+    assert torch.equal(counts, torch.full_like(counts, 4))
+    seen = np.bincount(positions.numpy(), minlength=STAR.numel())
+    assert seen[0] == 0
+    assert abs(_chi_square_z(seen[1:], (STAR / STAR.sum()).numpy()[1:] * positions.numel())) < 4.5
+
+
+def test_few_positive_edges_take_them_all_and_all_zero_takes_none():
+    weights = SegmentWeights(torch.tensor([0.0, 5.0, 0.0, 1.0, 0.0, 0.0, 2.0]))
+    start, deg = torch.tensor([0, 4, 6]), torch.tensor([4, 2, 1])
+    for replace in (False, True):
+        picks = weights.sample_segments(start, deg, 3, replace, torch.Generator().manual_seed(1))
+        if replace:
+            assert picks.counts.tolist() == [3, 0, 3]
+            assert set(picks.positions[:3].tolist()) <= {1, 3} and picks.positions[3:].tolist() == [6, 6, 6]
+        else:
+            assert picks.counts.tolist() == [2, 0, 1]
+            assert sorted(picks.positions[:2].tolist()) == [1, 3] and picks.positions[2:].tolist() == [6]
+    every = weights.sample_segments(start, deg, -1, False, None)
+    assert every.counts.tolist() == [2, 0, 1]
+
+
+@pytest.fixture(scope="module")
+def cora_weighted(tmp_path_factory):
+    """Cora partitioned once in 1 and once in 2 parts with edge data "w": integer weights 0..3 (a quarter zero)."""
+    from gpart.pipeline.partition import partition_graph
+
+    root = tmp_path_factory.mktemp("weighted")
+    with np.load(CORA, allow_pickle=False) as z:
+        num_edges = z["src"].size
+    w = np.random.default_rng(5).integers(0, 4, num_edges).astype(np.float32)
+    np.save(root / "w.npy", w)
+    partition_graph(CORA, root / "one", 1, "metis", edge_data={"w": str(root / "w.npy")})
+    partition_graph(CORA, root / "two", 2, "metis", edge_data={"w": str(root / "w.npy")})
+    return root, w
+
+
+@pytest.mark.parametrize("replace", [True, False])
+def test_cora_single_draws_follow_the_weights(cora_weighted, replace):
+    root, _ = cora_weighted
+    part = gr.load_partition(root / "one", device="cpu")
+    sampler = LocalSampler(part, [[1]], replace, weight="w")
+    w = part.edge_data["w"].to(torch.float64)
+    cols = torch.arange(part.num_owned).repeat(40)
+    counts, _, _ = sampler.sample(cols, 0, torch.Generator().manual_seed(3))
+    picks = sampler.weights.sample_segments(torch.index_select(part.indptr, 0, cols),
+                                            torch.index_select(part.indptr, 0, cols + 1) - torch.index_select(part.indptr, 0, cols),
+                                            1, replace, torch.Generator().manual_seed(3))
+    assert torch.equal(picks.counts, counts)
+    seen = np.bincount(picks.positions.numpy(), minlength=w.numel())
+    assert seen[(w == 0).numpy()].sum() == 0
+    # one multinomial of 40 draws per column over its positive-weight edges: sum over columns of (edges - 1) dof
+    col_of = torch.repeat_interleave(torch.arange(part.num_owned), part.indptr[1:] - part.indptr[:-1])
+    col_total = torch.zeros(part.num_owned, dtype=torch.float64).index_add_(0, col_of, w)
+    positive = (w > 0).numpy()
+    expected = (40 * w / torch.index_select(col_total, 0, col_of).clamp(min=1e-300)).numpy()
+    dof = int(positive.sum()) - int((col_total > 0).sum())
+    assert dof > 1000
+    assert abs(_chi_square_z(seen[positive], expected[positive], dof)) < 4.5
+
+
+def _batches(part, weight_input: np.ndarray, **settings) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    ids = part.owned_ids_of(part.node_types[0])[:300]
+    loader = gr.DistNeighborLoader(part, ids, fanouts=[5, 3], batch_size=64, weight="w", node_data=[], labels=None, **settings)
+    out = [(b.n_id.clone(), b.e_id.clone()) for b in loader]
+    for _, e_id in out:
+        assert bool((torch.from_numpy(weight_input)[e_id] > 0).all())  # no zero-weight edge is ever drawn
+    return out
+
+
+@pytest.mark.parametrize("replace", [True, False])
+def test_loader_one_partition_reproducible_and_zero_free(cora_weighted, replace):
+    root, w = cora_weighted
+    part = gr.load_partition(root / "one", device="cpu")
+    first, again = _batches(part, w, replace=replace), _batches(part, w, replace=replace)
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first, again))
+    assert sum(e.numel() for _, e in first) > 0
+
+
+def _two_ranks(rank: int, world_size: int, path: str, w: np.ndarray) -> list:
+    part = gr.load_partition(path, device="cpu")
+    out = []
+    for replace in (False, True):
+        first, again = _batches(part, w, replace=replace), _batches(part, w, replace=replace)
+        assert all(torch.equal(a[1], b[1]) for a, b in zip(first, again))
+        out.append(sum(e.numel() for _, e in first))
+    return out
+
+
+def test_loader_two_gloo_ranks(cora_weighted):
+    root, w = cora_weighted
+    edges = run_distributed(_two_ranks, 2, str(root / "two"), w, timeout_s=120.0)
+    assert all(min(per_rank) > 0 for per_rank in edges)
+
+
+def test_link_loader_takes_weights(cora_weighted):
+    root, w = cora_weighted
+    part = gr.load_partition(root / "one", device="cpu")
+    with np.load(CORA, allow_pickle=False) as z:
+        pairs = torch.from_numpy(np.stack([z["src"][:200], z["dst"][:200]]).astype(np.int64))
+    loader = gr.DistLinkNeighborLoader(part, pairs, fanouts=[4, 2], batch_size=50, weight="w", node_data=[])
+    for batch in loader:
+        assert bool((torch.from_numpy(w)[batch.e_id] > 0).all())
+
+
+@pytest.mark.parametrize("bad, message", [
+    (None, "no such edge data"),
+    (torch.tensor([1.0, float("nan")]), "holds NaN"),
+    (torch.tensor([1.0, float("inf")]), "infinite"),
+    (torch.tensor([1.0, -2.0]), "negative"),
+    ("short", "rows, the partition stores"),
+])
+def test_bad_weight_arrays_are_one_line(cora_weighted, bad, message):
+    root, _ = cora_weighted
+    part = gr.load_partition(root / "one", device="cpu")
+    n = part.indices.numel()
+    if isinstance(bad, torch.Tensor):
+        part.edge_data["bad"] = torch.ones(n).index_copy_(0, torch.tensor([0, n - 1]), bad.float())
+    elif bad == "short":
+        part.edge_data["bad"] = torch.ones(n - 1)
+    with pytest.raises(GpartError) as err:
+        gr.DistNeighborLoader(part, torch.arange(10), fanouts=[3], weight="bad")
+    text = str(err.value)
+    assert message in text and "\n" not in text and str(part.directory) in text
+
+
+def test_padded_and_own_sampler_are_refused_with_weights(cora_weighted):
+    root, _ = cora_weighted
+    part = gr.load_partition(root / "one", device="cpu")
+    with pytest.raises(GpartError, match="no weight"):
+        gr.DistNeighborLoader(part, torch.arange(10), fanouts=[3], weight="w", padded=True)
+    with pytest.raises(GpartError, match="pass weight to its LocalSampler"):
+        gr.DistNeighborLoader(part, torch.arange(10), fanouts=[3], weight="w", sampler=LocalSampler(part, [[3]]))
+
+
+def test_typed_partitions_are_refused_in_one_line(tmp_path):
+    from gpart.pipeline.partition import partition_graph
+
+    partition_graph(CORA.parent / "cora_hetero.npz", tmp_path / "typed", 1, "metis")
+    part = gr.load_partition(tmp_path / "typed", device="cpu")
+    seeds = {part.node_types[0]: torch.arange(5)}
+    fanouts = {tuple(e): [2] for e in part.edge_types}
+    with pytest.raises(GpartError, match="typed graphs are not supported") as err:
+        gr.DistNeighborLoader(part, seeds, fanouts=fanouts, weight="w")
+    assert "\n" not in str(err.value)
