@@ -1,0 +1,94 @@
+"""Temporal draws (gpart.runtime.sampling.temporal): no edge later than its seed's time, "last" takes the
+latest, "uniform" is uniform among the allowed, bad times are one-line errors, draws reproduce."""
+
+import numpy as np
+import pytest
+import torch
+
+import gpart.runtime as gr
+from gpart.base.errors import InputError
+from gpart.runtime.sampling.neighbor_sampler import LocalSampler
+from gpart.runtime.sampling.temporal import check_temporal_options, check_times, position_times, resolve_seed_time, sample_temporal_segments
+
+
+def _star(n: int):
+    """One column with in-edges from sources 0..n-1 at positions 0..n-1; the candidate times are the positions."""
+    return torch.tensor([0]), torch.tensor([n]), torch.arange(n, dtype=torch.float64)
+
+
+def test_no_sampled_edge_is_later_than_its_seed_on_cora(cora_one):
+    part = gr.load_partition(cora_one, device="cpu")
+    node_time = torch.from_numpy(np.random.default_rng(0).integers(0, 50, part.num_nodes)).to(torch.float64)
+    for strategy in ("uniform", "last"):
+        sampler = LocalSampler(part, [[15], [10]])
+        sampler.temporal = (position_times(part, node_time=node_time), strategy)
+        gen = torch.Generator().manual_seed(1)
+        drawn = 0
+        for first in range(0, part.num_nodes, 300):
+            cols = torch.arange(first, min(first + 300, part.num_nodes))
+            col_time = resolve_seed_time(cols, None, node_time)
+            counts, src, _ = sampler.sample(cols, 0, gen, col_time)
+            seed_of = torch.repeat_interleave(col_time, counts)
+            assert bool((node_time[src] <= seed_of).all())
+            drawn += src.numel()
+            # the allowed in-edges number at least the counts (fanout or all the allowed ones)
+            start, end = part.indptr[cols], part.indptr[cols + 1]
+            allowed = torch.tensor([int((node_time[part.indices[s:e]] <= t).sum()) for s, e, t in
+                                    zip(start.tolist(), end.tolist(), col_time.tolist())])
+            assert torch.equal(counts, torch.clamp(allowed, max=15))
+        assert drawn > 1000
+
+
+def test_last_takes_the_latest_allowed_with_ties_broken_by_position():
+    start, deg, cand = _star(10)
+    cand = torch.tensor([5., 1., 7., 7., 2., 9., 3., 7., 0., 4.])
+    picks = sample_temporal_segments(start, deg, torch.tensor([7.]), cand, 3, "last")
+    assert picks.counts.tolist() == [3] and picks.positions.tolist() == [7, 3, 2]
+    # several segments at once, with their own times and an empty one
+    picks = sample_temporal_segments(torch.tensor([0, 5, 3]), torch.tensor([5, 5, 0]), torch.tensor([4., 100., 0.]),
+                                     cand, 2, "last")
+    assert picks.counts.tolist() == [2, 2, 0] and picks.positions.tolist() == [4, 1, 5, 7]
+
+
+def test_uniform_is_uniform_among_the_allowed_neighbours():
+    start, deg, cand = _star(20)
+    gen = torch.Generator().manual_seed(3)
+    hits = torch.zeros(20, dtype=torch.int64)
+    trials = 6000
+    for _ in range(trials // 200):  # 200 copies of the star per call: a batch of segments, as a hop draws them
+        picks = sample_temporal_segments(start.repeat(200), deg.repeat(200), torch.full((200,), 11.), cand, 3,
+                                         "uniform", gen)
+        assert bool((picks.counts == 3).all())
+        hits += torch.bincount(picks.positions, minlength=20)
+    assert int(hits[12:].sum()) == 0  # times 12..19 are later than the seed's 11
+    expected = trials * 3 / 12
+    chi2 = float(((hits[:12].double() - expected) ** 2 / expected).sum())
+    assert chi2 < 31.3  # 11 degrees of freedom, p = 0.001
+
+
+def test_draws_reproduce_with_the_same_generator_seed():
+    start, deg, cand = _star(50)
+    runs = [sample_temporal_segments(start.repeat(30), deg.repeat(30), torch.arange(30, dtype=torch.float64) + 10, cand,
+                                     5, "uniform", torch.Generator().manual_seed(7)).positions for _ in range(2)]
+    assert torch.equal(*runs)
+
+
+def test_disjoint_is_required_and_the_strategy_checked():
+    with pytest.raises(InputError, match="needs disjoint=True"):
+        check_temporal_options(False, "uniform")
+    with pytest.raises(InputError, match="'latest' is not one of uniform, last"):
+        check_temporal_options(True, "latest")
+    check_temporal_options(True, "last")
+
+
+def test_bad_times_are_one_line_errors():
+    for bad, msg in [(None, "node time 't' is missing"), ([1.0, 2.0], "has 2 entries, expected 3"),
+                     ([1.0, float("nan"), 2.0], "holds NaN at entry 1"), ([[1.0, 2.0, 3.0]], "must be a 1-D real array")]:
+        with pytest.raises(InputError, match=msg) as got:
+            check_times(bad, 3, "node time 't'")
+        assert "\n" not in str(got.value)
+    with pytest.raises(InputError, match="seed_time has 1 entries, expected 2"):
+        resolve_seed_time(torch.tensor([0, 1]), [5.0], torch.zeros(3))
+    with pytest.raises(InputError, match="seed_time is needed with edge times"):
+        resolve_seed_time(torch.tensor([0, 1]), None, None)
+    assert resolve_seed_time(torch.tensor([2, 0]), None, torch.tensor([1., 2., 3.])).tolist() == [3., 1.]
