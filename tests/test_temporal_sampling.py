@@ -92,3 +92,26 @@ def test_bad_times_are_one_line_errors():
     with pytest.raises(InputError, match="seed_time is needed with edge times"):
         resolve_seed_time(torch.tensor([0, 1]), None, None)
     assert resolve_seed_time(torch.tensor([2, 0]), None, torch.tensor([1., 2., 3.])).tolist() == [3., 1.]
+
+
+def test_two_hop_disjoint_batches_inherit_the_seed_time(cora_one):
+    """Through the loader's protocol (disjoint, one partition): every edge of both hops is no later than the time of
+    the seed its nodes belong to, the seed times given per seed (not the seed nodes' own times)."""
+    part = gr.load_partition(cora_one, device="cpu")
+    node_time = torch.from_numpy(np.random.default_rng(4).integers(0, 100, part.num_nodes)).to(torch.float64)
+    loader = gr.DistNeighborLoader(part, torch.arange(part.num_nodes), fanouts=[15, 10], disjoint=True, labels=None)
+    loader.sampler.temporal = (position_times(part, node_time=node_time), "uniform")
+    gen = torch.Generator().manual_seed(5)
+    edges = 0
+    for first in range(0, part.num_nodes, 500):
+        seeds = torch.arange(first, min(first + 500, part.num_nodes))
+        seed_time = torch.from_numpy(np.random.default_rng(first).integers(0, 100, seeds.numel())).to(torch.float64)
+        got = loader.protocol.sample(seeds, gen, seed_time=seed_time)
+        src, dst = got.edge_index
+        assert torch.equal(got.batch[src], got.batch[dst]) and got.num_sampled_edges[1] > 0
+        assert bool((node_time[got.n_id[src]] <= seed_time[got.batch[dst]]).all())
+        edges += int(src.numel())
+    assert edges > 2000
+    with pytest.raises(InputError, match="seed_time needs disjoint sampling on one partition"):
+        gr.DistNeighborLoader(part, [0], fanouts=[2], labels=None).protocol.sample(
+            torch.tensor([0]), gen, seed_time=torch.tensor([1.0]))
