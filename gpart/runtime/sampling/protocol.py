@@ -135,8 +135,8 @@ class DistSampler:
         none too): the hops, then the rows. With disjoint sampling `seed_batch` is each seed's `batch` value (None:
         its position), `seed_time` each seed's time for temporal draws (sampler.temporal set; one partition). A
         collective: every rank calls it as often, in the same order."""
-        if seed_time is not None and (not self.disjoint or self.exchange.active):
-            raise InputError(None, "seed_time needs disjoint sampling on one partition (not across partitions yet)")
+        if seed_time is not None and (not self.disjoint or self.exchange.active or getattr(self.sampler, "temporal", None) is None):
+            raise InputError(None, "seed_time needs disjoint sampling on one partition and sampler.temporal set")
         self._seed_time = None if seed_time is None else seed_time.to(self.device)
         if seeds.numel() and self.table_batches():  # one partition, table hops: fixed capacities, one synchronisation
             sampled = trim(self.sample_padded(seeds, gen, rows=False))
