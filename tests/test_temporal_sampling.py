@@ -8,12 +8,12 @@ import torch
 import gpart.runtime as gr
 from gpart.base.errors import InputError
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
-from gpart.runtime.sampling.temporal import check_temporal_options, check_times, position_times, resolve_seed_time, sample_temporal_segments
+from gpart.runtime.sampling.temporal import TemporalIndex, check_temporal_options, check_times, resolve_seed_time, sample_temporal_segments, temporal_index
 
 
 def _star(n: int):
     """One column with in-edges from sources 0..n-1 at positions 0..n-1; the candidate times are the positions."""
-    return torch.tensor([0]), torch.tensor([n]), torch.arange(n, dtype=torch.float64)
+    return torch.tensor([0]), torch.tensor([n]), TemporalIndex(torch.arange(n, dtype=torch.float64), torch.tensor([0, n]))
 
 
 def test_no_sampled_edge_is_later_than_its_seed_on_cora(cora_one):
@@ -21,7 +21,7 @@ def test_no_sampled_edge_is_later_than_its_seed_on_cora(cora_one):
     node_time = torch.from_numpy(np.random.default_rng(0).integers(0, 50, part.num_nodes)).to(torch.float64)
     for strategy in ("uniform", "last"):
         sampler = LocalSampler(part, [[15], [10]])
-        sampler.temporal = (position_times(part, node_time=node_time), strategy)
+        sampler.temporal = (temporal_index(part, node_time=node_time), strategy)
         gen = torch.Generator().manual_seed(1)
         drawn = 0
         for first in range(0, part.num_nodes, 300):
@@ -40,11 +40,12 @@ def test_no_sampled_edge_is_later_than_its_seed_on_cora(cora_one):
 
 
 def test_last_takes_the_latest_allowed_with_ties_broken_by_position():
-    start, deg, cand = _star(10)
-    cand = torch.tensor([5., 1., 7., 7., 2., 9., 3., 7., 0., 4.])
+    start, deg, _ = _star(10)
+    cand = TemporalIndex(torch.tensor([5., 1., 7., 7., 2., 9., 3., 7., 0., 4.]), torch.tensor([0, 10]))
     picks = sample_temporal_segments(start, deg, torch.tensor([7.]), cand, 3, "last")
     assert picks.counts.tolist() == [3] and picks.positions.tolist() == [7, 3, 2]
     # several segments at once, with their own times and an empty one
+    cand = TemporalIndex(torch.tensor([5., 1., 7., 7., 2., 9., 3., 7., 0., 4.]), torch.tensor([0, 5, 10]))
     picks = sample_temporal_segments(torch.tensor([0, 5, 3]), torch.tensor([5, 5, 0]), torch.tensor([4., 100., 0.]),
                                      cand, 2, "last")
     assert picks.counts.tolist() == [2, 2, 0] and picks.positions.tolist() == [4, 1, 5, 7]
@@ -100,7 +101,7 @@ def test_two_hop_disjoint_batches_inherit_the_seed_time(cora_one):
     part = gr.load_partition(cora_one, device="cpu")
     node_time = torch.from_numpy(np.random.default_rng(4).integers(0, 100, part.num_nodes)).to(torch.float64)
     loader = gr.DistNeighborLoader(part, torch.arange(part.num_nodes), fanouts=[15, 10], disjoint=True, labels=None)
-    loader.sampler.temporal = (position_times(part, node_time=node_time), "uniform")
+    loader.sampler.temporal = (temporal_index(part, node_time=node_time), "uniform")
     gen = torch.Generator().manual_seed(5)
     edges = 0
     for first in range(0, part.num_nodes, 500):

@@ -58,7 +58,7 @@ class LocalSampler:
         # tables need one partition: a table's positions are relabelled as global ids, which local ids then are
         self.table_hops = part.device.type == "cuda" and not self.remote_ids if table_hops is None else bool(table_hops)
         self.fused: Optional[bool] = None  # the fused sampling kernel for table hops (None: on CUDA with triton)
-        # (time of each CSC position, strategy) for temporal draws (gpart.runtime.sampling.temporal); None: no time
+        # (TemporalIndex, strategy) for temporal draws (gpart.runtime.sampling.temporal.temporal_index); None: no time
         self.temporal: Optional[tuple[torch.Tensor, str]] = None
         if self.typed:
             self._typed_tables(hop_fanouts)

@@ -2,7 +2,8 @@
 
     check_times(times, num, "node time 't'")               # one-line InputError: wrong length, NaN, not numeric
     seg_time = resolve_seed_time(seeds, seed_time, node_time)
-    picks = sample_temporal_segments(start, deg, seg_time, cand_time, fanout, "uniform", gen)
+    index = TemporalIndex(cand_time, boundaries)            # once: candidate times sorted within each CSC run
+    picks = sample_temporal_segments(start, deg, seg_time, index, fanout, "uniform", gen)
 
 `cand_time[p]` is the time of the candidate at CSC position p: the time of its
 source node (node times, `node_time[indices]`) or of the edge itself (edge
@@ -10,13 +11,14 @@ times). As in PyG every sampled node carries its seed's time, so a segment's
 time is the time of the seed it was reached from (disjoint sampling, which
 PyG requires with time and so does `check_temporal_options`).
 
-Vectorised over all segments at once, never a loop per node: every candidate
-position of every segment is listed (repeat_interleave), masked by
-time <= segment time and compacted; "uniform" then runs the ordinary draw
-(kernels.sample_segments) over the compacted segments and maps the picks
-back, "last" sorts each segment's allowed candidates by time, newest first
-(ties: the later CSC position first, so the result is deterministic) with
-stable sorts and keeps the first `fanout`.
+Vectorised over all segments at once, never a loop per node, and not over
+every candidate: TemporalIndex sorts the candidates' times within each CSC
+run once (PyG samples a time-sorted CSC too), so a segment's allowed
+candidates are a prefix of its run in sorted order, counted by one
+searchsorted per segment. "uniform" runs the ordinary draw
+(kernels.sample_segments) over the prefixes and maps the picks back through
+the sort; "last" takes each prefix's last `fanout`, newest first (ties: the
+later CSC position first, so the result is deterministic).
 """
 
 from __future__ import annotations
@@ -66,45 +68,52 @@ def resolve_seed_time(seeds: torch.Tensor, seed_time: Optional[object], node_tim
     return torch.index_select(node_time, 0, seeds.to(torch.int64).to(node_time.device))
 
 
-def allowed_candidates(start: torch.Tensor, deg: torch.Tensor, seg_time: torch.Tensor, cand_time: torch.Tensor):
-    """(CSC positions allowed, grouped by segment in order; allowed count per segment; segment of each allowed)."""
-    total = int(deg.sum()) if deg.numel() else 0
-    dev = start.device
-    seg_of = torch.repeat_interleave(torch.arange(deg.numel(), device=dev), deg, output_size=total)
-    first = torch.cumsum(deg, 0) - deg
-    pos = torch.arange(total, dtype=torch.int64, device=dev) + torch.index_select(start - first, 0, seg_of)
-    keep = torch.index_select(cand_time, 0, pos) <= torch.index_select(seg_time.to(cand_time.dtype), 0, seg_of)
-    kept = torch.nonzero(keep).reshape(-1)
-    seg_kept = torch.index_select(seg_of, 0, kept)
-    counts = torch.zeros_like(deg).index_add_(0, seg_kept, torch.ones_like(seg_kept))
-    return torch.index_select(pos, 0, kept), counts, seg_kept
-
-
-def sample_temporal_segments(start: torch.Tensor, deg: torch.Tensor, seg_time: torch.Tensor, cand_time: torch.Tensor,
+def sample_temporal_segments(start: torch.Tensor, deg: torch.Tensor, seg_time: torch.Tensor, index: "TemporalIndex",
                              fanout: int, strategy: str = "uniform", generator: Optional[torch.Generator] = None,
                              replace: bool = False) -> Picks:
-    """Up to `fanout` positions of each segment `[start[i], start[i] + deg[i])` among those with
-    cand_time <= seg_time[i]: uniform among them, or the latest by time ("last"); fanout -1 takes all allowed."""
-    pos, counts, seg_kept = allowed_candidates(start, deg.to(torch.int64), seg_time, cand_time)
+    """Up to `fanout` positions of each segment `[start[i], start[i] + deg[i])` among those with time <=
+    seg_time[i] (`index`: the candidates' times): uniform among them, or the latest by time ("last", ties: the later
+    CSC position first); fanout -1 takes all allowed."""
+    deg = deg.to(torch.int64)
+    counts = index.allowed(start, deg, seg_time)  # the allowed are start .. start + count - 1 in sorted order
     if strategy == "uniform" or fanout < 0:
-        picks = sample_segments(torch.cumsum(counts, 0) - counts, counts, fanout, replace, generator)
-        return Picks(picks.counts, torch.index_select(pos, 0, picks.positions))
+        picks = sample_segments(start, counts, fanout, replace, generator)
+        return Picks(picks.counts, torch.index_select(index.perm, 0, picks.positions))
     if strategy != "last":
         raise InputError(None, f"temporal_strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
-    # Newest first within each segment: stable sorts, least significant key first (position, time, segment).
-    order = torch.flip(torch.arange(pos.numel(), device=pos.device), [0])  # later position first among equal times
-    order = torch.index_select(order, 0, torch.sort(-torch.index_select(cand_time, 0, torch.index_select(pos, 0, order)),
-                                                     stable=True).indices)
-    order = torch.index_select(order, 0, torch.sort(torch.index_select(seg_kept, 0, order), stable=True).indices)
-    first = torch.cumsum(counts, 0) - counts
-    rank = torch.arange(pos.numel(), device=pos.device) - torch.index_select(first, 0, torch.index_select(seg_kept, 0, order))
-    take = torch.nonzero(rank < fanout).reshape(-1)
-    return Picks(torch.clamp(counts, max=fanout), torch.index_select(pos, 0, torch.index_select(order, 0, take)))
+    take = torch.clamp(counts, max=fanout)
+    total = int(take.sum()) if take.numel() else 0
+    first = torch.cumsum(take, 0) - take
+    within = torch.arange(total, dtype=torch.int64, device=start.device) - torch.repeat_interleave(first, take, output_size=total)
+    last = torch.repeat_interleave(start + counts - 1, take, output_size=total)  # newest first: count - 1 down
+    return Picks(take, torch.index_select(index.perm, 0, last - within))
+
+
+class TemporalIndex:
+    """Candidate times sorted within each run of the CSC (a column, or a typed column's edge-type slice), made once:
+    a segment's allowed candidates (time <= t) are then a prefix of its run in sorted order, found by one
+    searchsorted over int64 keys run * (distinct times + 1) + time rank, as PyG's time-sorted CSC does."""
+
+    def __init__(self, cand_time: torch.Tensor, boundaries: torch.Tensor):
+        dev = cand_time.device
+        self.times = torch.unique(cand_time)  # sorted distinct times
+        self.width = self.times.numel() + 1
+        self.boundaries = boundaries.to(torch.int64).to(dev)
+        run = torch.searchsorted(self.boundaries, torch.arange(cand_time.numel(), device=dev), right=True)
+        keys = run * self.width + torch.searchsorted(self.times, cand_time)
+        self.keys, self.perm = torch.sort(keys, stable=True)  # equal keys keep CSC order: later position last
+
+    def allowed(self, start: torch.Tensor, deg: torch.Tensor, seg_time: torch.Tensor) -> torch.Tensor:
+        """How many candidates of each segment [start, start + deg) (whole runs) have time <= seg_time."""
+        run = torch.searchsorted(self.boundaries, start, right=True)
+        rank = torch.searchsorted(self.times, seg_time.to(self.times.dtype), right=True) - 1  # -1: earlier than all
+        got = torch.searchsorted(self.keys, run * self.width + rank, right=True) - start
+        return torch.minimum(torch.clamp(got, min=0), deg)
 
 
 def position_times(part, node_time: Optional[torch.Tensor] = None, edge_time: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The time of each CSC position of partition `part`: its source node's time (node_time over global node
-    ids) or the edge's own time (edge_time over global edge ids), on the partition's device."""
+    ids) or the edge's own time (edge_time over global edge ids), on the partition's device (see temporal_index)."""
     dev = part.device
     if edge_time is not None:
         return torch.index_select(edge_time.to(dev), 0, part.edge_ids.to(torch.int64))
@@ -114,3 +123,12 @@ def position_times(part, node_time: Optional[torch.Tensor] = None, edge_time: Op
     if part.num_parts > 1:  # local ids: map to global ids first (one partition: local ids are global, SPEC.md 4.1)
         src = torch.index_select(part.node_ids.to(torch.int64), 0, src)
     return torch.index_select(node_time.to(dev), 0, src)
+
+
+def temporal_index(part, node_time: Optional[torch.Tensor] = None, edge_time: Optional[torch.Tensor] = None) -> "TemporalIndex":
+    """The TemporalIndex of partition `part` (LocalSampler.temporal = (index, strategy)): runs are its columns, and
+    for a typed partition each column's edge-type slices (SPEC.md 8.2)."""
+    bounds = part.indptr.to(torch.int64)
+    if part.typed:
+        bounds = torch.unique(torch.cat([bounds, part.type_start.reshape(-1).to(torch.int64)]))
+    return TemporalIndex(position_times(part, node_time, edge_time), bounds)
