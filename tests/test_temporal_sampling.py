@@ -116,3 +116,16 @@ def test_two_hop_disjoint_batches_inherit_the_seed_time(cora_one):
     with pytest.raises(InputError, match="seed_time needs disjoint sampling on one partition"):
         gr.DistNeighborLoader(part, [0], fanouts=[2], labels=None).protocol.sample(
             torch.tensor([0]), gen, seed_time=torch.tensor([1.0]))
+
+
+def test_edge_times_bound_every_sampled_edge(cora_one):
+    """Edge times (one per global edge id): each sampled edge's own time is no later than its seed's time."""
+    part = gr.load_partition(cora_one, device="cpu")
+    edge_time = torch.from_numpy(np.random.default_rng(6).random(part.num_edges))
+    loader = gr.DistNeighborLoader(part, torch.arange(part.num_nodes), fanouts=[5, 5], disjoint=True, labels=None)
+    loader.sampler.temporal = (temporal_index(part, edge_time=edge_time), "last")
+    seeds = torch.arange(0, part.num_nodes, 2)
+    seed_time = torch.from_numpy(np.random.default_rng(7).random(seeds.numel()))
+    got = loader.protocol.sample(seeds, torch.Generator().manual_seed(0), seed_time=seed_time)
+    assert got.num_edges > 500
+    assert bool((edge_time[got.e_id] <= seed_time[got.batch[got.edge_index[1]]]).all())
