@@ -4,6 +4,7 @@ latest, "uniform" is uniform among the allowed, bad times are one-line errors, d
 import numpy as np
 import pytest
 import torch
+from support.gloo_processes import error_text, run_distributed
 
 import gpart.runtime as gr
 from gpart.base.errors import InputError
@@ -129,3 +130,24 @@ def test_edge_times_bound_every_sampled_edge(cora_one):
     got = loader.protocol.sample(seeds, torch.Generator().manual_seed(0), seed_time=seed_time)
     assert got.num_edges > 500
     assert bool((edge_time[got.e_id] <= seed_time[got.batch[got.edge_index[1]]]).all())
+
+
+def _two_ranks(rank: int, world_size: int, parts) -> dict:
+    part = gr.load_partition(parts, device="cpu")
+    node_time = torch.zeros(part.num_nodes, dtype=torch.float64)
+    loader = gr.DistNeighborLoader(part, torch.tensor([0]), fanouts=[2], disjoint=True, labels=None, timeout_s=20)
+    loader.sampler.temporal = (temporal_index(part, node_time=node_time), "uniform")
+    seeds = part.node_ids[:4].to(torch.int64)
+    return {"error": error_text(lambda: loader.protocol.sample(seeds, torch.Generator(), seed_time=torch.zeros(4)))}
+
+
+def test_across_two_gloo_ranks_temporal_draws_are_refused_in_one_line(tmp_path):
+    """Not supported across partitions yet: every rank refuses before any collective (no hang), in one line."""
+    from pathlib import Path
+
+    from gpart.pipeline.partition import partition_graph
+
+    out = tmp_path / "two"
+    partition_graph(Path(__file__).resolve().parents[1] / "sample_data" / "cora.npz", out, 2, "random")
+    for got in run_distributed(_two_ranks, 2, out, timeout_s=120):
+        assert got["error"] == "InputError: seed_time needs disjoint sampling on one partition and sampler.temporal set"
