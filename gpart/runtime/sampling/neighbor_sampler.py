@@ -35,9 +35,11 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from gpart.base.errors import InputError
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling import fused_floyd
 from gpart.runtime.sampling.kernels import sample_segments, sample_table
+from gpart.runtime.sampling.temporal import sample_temporal_segments
 from gpart.runtime.sampling.weighted import SegmentWeights
 
 
@@ -61,6 +63,8 @@ class LocalSampler:
         # tables need one partition: a table's positions are relabelled as global ids, which local ids then are
         self.table_hops = part.device.type == "cuda" and not self.remote_ids if table_hops is None else bool(table_hops)
         self.fused: Optional[bool] = None  # the fused sampling kernel for table hops (None: on CUDA with triton)
+        # (TemporalIndex, strategy) for temporal draws (gpart.runtime.sampling.temporal.temporal_index); None: no time
+        self.temporal: Optional[tuple[torch.Tensor, str]] = None
         if self.typed:
             self._typed_tables(hop_fanouts)
 
@@ -76,14 +80,23 @@ class LocalSampler:
         # one flat [R * num_owned] table each: one index_select per lookup instead of 2-D advanced indexing
         self.flat_start, self.flat_deg = part.type_start.reshape(-1), part.type_deg.reshape(-1)
 
-    def sample(self, cols: torch.Tensor, hop: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def sample(self, cols: torch.Tensor, hop: int, gen: torch.Generator,
+               col_time: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(in-edges taken per column, global source ids, global edge ids) for owned local columns `cols`,
-        the edges grouped by column in `cols` order."""
+        the edges grouped by column in `cols` order; with `col_time` (the seed time each column carries) and
+        `temporal` set, only in-edges with time <= the column's time."""
         part = self.part
         cols = cols.to(torch.int64)
         start, deg, pair_of, fanout = self._segments(cols, hop)
         values = self.hop_values[hop]
-        if self.weights is not None:  # homogeneous only (weight_problem): one fanout per hop
+        if col_time is not None and self.temporal is not None:
+            if len(values) != 1:
+                raise InputError(None, "temporal sampling takes one fanout per hop: the typed fanouts of this hop differ")
+            seg_time = col_time if pair_of is None else torch.index_select(col_time, 0, pair_of)
+            picks = sample_temporal_segments(start, deg, seg_time, self.temporal[0], values[0], self.temporal[1], gen,
+                                             self.replace)
+            pair_counts, positions = picks.counts, picks.positions
+        elif self.weights is not None:  # homogeneous only (weight_problem): one fanout per hop
             picks = self.weights.sample_segments(start, deg, values[0], self.replace, gen)
             pair_counts, positions = picks.counts, picks.positions
         elif len(values) == 1:

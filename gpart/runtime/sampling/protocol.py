@@ -45,9 +45,8 @@ round, one array at a time over the whole node list (and the labels over
 the seeds): 3 collectives per array and node type + 3; the batches are the
 same.
 
-The loaders may run this protocol on a background thread (prefetch,
-gpart.runtime.loaders.prefetch); it is then the only caller of the
-exchange's collectives until the iteration ends.
+The loaders may run this protocol on a background thread (prefetch, gpart.runtime.loaders.prefetch); it is then
+the only caller of the exchange's collectives until the iteration ends.
 
 disjoint=True (PyG's disjoint): every seed gets its own sub-graph. A batch
 node is a key seed index * num_nodes + global id, so the relabelling
@@ -67,6 +66,7 @@ from typing import Hashable, Optional, Union
 
 import torch
 
+from gpart.base.errors import InputError
 from gpart.runtime.partition.exchange import Exchange
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling import round_sizes
@@ -80,7 +80,7 @@ from gpart.runtime.sampling.sampled import Sampled
 from gpart.runtime.sampling.table_hops import PaddedSampled, trim
 
 Keys = list[list[Hashable]]  # per kind, the node data keys a round carries
-Draw = Optional[tuple[int, torch.Generator]]  # (hop, generator) of a sampling round; None: rows alone
+Draw = Optional[tuple]  # (hop, generator[, time per frontier key]) of a sampling round; None: rows alone
 
 
 @dataclass
@@ -129,10 +129,15 @@ class DistSampler:
         # ids travel as int32 pairs when every global node and edge id fits
         self._edge_dtype = torch.int32 if max(part.num_nodes, part.num_edges) < 2**31 else torch.int64
 
-    def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None) -> Sampled:
+    def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None,
+               seed_time: Optional[torch.Tensor] = None) -> Sampled:
         """One batch for this rank's `seeds` (erased global ids on the device, distinct unless disjoint; any number,
         none too): the hops, then the rows. With disjoint sampling `seed_batch` is each seed's `batch` value (None:
-        its position). A collective: every rank calls it as often, in the same order."""
+        its position), `seed_time` each seed's time for temporal draws (sampler.temporal set; one partition). A
+        collective: every rank calls it as often, in the same order."""
+        if seed_time is not None and (not self.disjoint or self.exchange.active or getattr(self.sampler, "temporal", None) is None):
+            raise InputError(None, "seed_time needs disjoint sampling on one partition and sampler.temporal set")
+        self._seed_time = None if seed_time is None else seed_time.to(self.device)
         if seeds.numel() and self.table_batches():  # one partition, table hops: fixed capacities, one synchronisation
             sampled = trim(self.sample_padded(seeds, gen, rows=False))
             rows = self.rows
@@ -263,6 +268,8 @@ class DistSampler:
         n = self.part.num_nodes
         nodes = torch.remainder(frontier, n)
         if not self.exchange.active:
+            if sample is not None and getattr(self, "_seed_time", None) is not None:  # each key draws at its seed's time
+                sample = (*sample, torch.index_select(self._seed_time, 0, torch.div(frontier, n, rounding_mode="floor")))
             answer = self.round(nodes, keys, sample)
             order, node_rows = answer.order, answer.node_rows
         else:

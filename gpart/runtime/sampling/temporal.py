@@ -1,0 +1,134 @@
+"""Temporal neighbour draws: only in-edges whose time is <= the time of the segment's seed (PyG's `time_attr`).
+
+    check_times(times, num, "node time 't'")               # one-line InputError: wrong length, NaN, not numeric
+    seg_time = resolve_seed_time(seeds, seed_time, node_time)
+    index = TemporalIndex(cand_time, boundaries)            # once: candidate times sorted within each CSC run
+    picks = sample_temporal_segments(start, deg, seg_time, index, fanout, "uniform", gen)
+
+`cand_time[p]` is the time of the candidate at CSC position p: the time of its
+source node (node times, `node_time[indices]`) or of the edge itself (edge
+times). As in PyG every sampled node carries its seed's time, so a segment's
+time is the time of the seed it was reached from (disjoint sampling, which
+PyG requires with time and so does `check_temporal_options`).
+
+Vectorised over all segments at once, never a loop per node, and not over
+every candidate: TemporalIndex sorts the candidates' times within each CSC
+run once (PyG samples a time-sorted CSC too), so a segment's allowed
+candidates are a prefix of its run in sorted order, counted by one
+searchsorted per segment. "uniform" runs the ordinary draw
+(kernels.sample_segments) over the prefixes and maps the picks back through
+the sort; "last" takes each prefix's last `fanout`, newest first (ties: the
+later CSC position first, so the result is deterministic).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from gpart.base.errors import InputError
+from gpart.runtime.sampling.kernels import Picks, sample_segments
+
+STRATEGIES = ("uniform", "last")
+
+
+def check_temporal_options(disjoint: bool, strategy: str) -> None:
+    """PyG's rules: time needs disjoint sampling (each node carries its seed's time) and a known strategy."""
+    if strategy not in STRATEGIES:
+        raise InputError(None, f"temporal_strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    if not disjoint:
+        raise InputError(None, "temporal sampling needs disjoint=True (every sampled node carries its own seed's time)")
+
+
+def check_times(times: object, num: int, what: str) -> torch.Tensor:
+    """`times` as a 1-D float64 tensor of length `num`; one-line InputError naming `what` otherwise."""
+    if times is None:
+        raise InputError(None, f"{what} is missing")
+    try:
+        got = torch.as_tensor(times)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise InputError(None, f"{what} is not a numeric array: {err}") from None
+    if got.dtype == torch.bool or got.is_complex() or got.ndim != 1:
+        raise InputError(None, f"{what} must be a 1-D real array, got dtype {got.dtype} and shape {tuple(got.shape)}")
+    if got.numel() != num:
+        raise InputError(None, f"{what} has {got.numel()} entries, expected {num}")
+    got = got.to(torch.float64)
+    if bool(torch.isnan(got).any()):
+        raise InputError(None, f"{what} holds NaN at entry {int(torch.nonzero(torch.isnan(got))[0])}")
+    return got
+
+
+def resolve_seed_time(seeds: torch.Tensor, seed_time: Optional[object], node_time: Optional[torch.Tensor]) -> torch.Tensor:
+    """The time of each seed: `seed_time` given per seed, else the seed node's own time (needs node times)."""
+    if seed_time is not None:
+        return check_times(seed_time, seeds.numel(), "seed_time")
+    if node_time is None:
+        raise InputError(None, "seed_time is needed with edge times (seeds have no node time to default to)")
+    return torch.index_select(node_time, 0, seeds.to(torch.int64).to(node_time.device))
+
+
+def sample_temporal_segments(start: torch.Tensor, deg: torch.Tensor, seg_time: torch.Tensor, index: "TemporalIndex",
+                             fanout: int, strategy: str = "uniform", generator: Optional[torch.Generator] = None,
+                             replace: bool = False) -> Picks:
+    """Up to `fanout` positions of each segment `[start[i], start[i] + deg[i])` among those with time <=
+    seg_time[i] (`index`: the candidates' times): uniform among them, or the latest by time ("last", ties: the later
+    CSC position first); fanout -1 takes all allowed."""
+    deg = deg.to(torch.int64)
+    counts = index.allowed(start, deg, seg_time)  # the allowed are start .. start + count - 1 in sorted order
+    if strategy == "uniform" or fanout < 0:
+        picks = sample_segments(start, counts, fanout, replace, generator)
+        return Picks(picks.counts, torch.index_select(index.perm, 0, picks.positions))
+    if strategy != "last":
+        raise InputError(None, f"temporal_strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    take = torch.clamp(counts, max=fanout)
+    total = int(take.sum()) if take.numel() else 0
+    first = torch.cumsum(take, 0) - take
+    within = torch.arange(total, dtype=torch.int64, device=start.device) - torch.repeat_interleave(first, take, output_size=total)
+    last = torch.repeat_interleave(start + counts - 1, take, output_size=total)  # newest first: count - 1 down
+    return Picks(take, torch.index_select(index.perm, 0, last - within))
+
+
+class TemporalIndex:
+    """Candidate times sorted within each run of the CSC (a column, or a typed column's edge-type slice), made once:
+    a segment's allowed candidates (time <= t) are then a prefix of its run in sorted order, found by one
+    searchsorted over int64 keys run * (distinct times + 1) + time rank, as PyG's time-sorted CSC does."""
+
+    def __init__(self, cand_time: torch.Tensor, boundaries: torch.Tensor):
+        dev = cand_time.device
+        self.times = torch.unique(cand_time)  # sorted distinct times
+        self.width = self.times.numel() + 1
+        self.boundaries = boundaries.to(torch.int64).to(dev)
+        run = torch.searchsorted(self.boundaries, torch.arange(cand_time.numel(), device=dev), right=True)
+        keys = run * self.width + torch.searchsorted(self.times, cand_time)
+        self.keys, self.perm = torch.sort(keys, stable=True)  # equal keys keep CSC order: later position last
+
+    def allowed(self, start: torch.Tensor, deg: torch.Tensor, seg_time: torch.Tensor) -> torch.Tensor:
+        """How many candidates of each segment [start, start + deg) (whole runs) have time <= seg_time."""
+        run = torch.searchsorted(self.boundaries, start, right=True)
+        rank = torch.searchsorted(self.times, seg_time.to(self.times.dtype), right=True) - 1  # -1: earlier than all
+        got = torch.searchsorted(self.keys, run * self.width + rank, right=True) - start
+        return torch.minimum(torch.clamp(got, min=0), deg)
+
+
+def position_times(part, node_time: Optional[torch.Tensor] = None, edge_time: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The time of each CSC position of partition `part`: its source node's time (node_time over global node
+    ids) or the edge's own time (edge_time over global edge ids), on the partition's device (see temporal_index)."""
+    dev = part.device
+    if edge_time is not None:
+        return torch.index_select(edge_time.to(dev), 0, part.edge_ids.to(torch.int64))
+    if node_time is None:
+        raise InputError(None, "temporal sampling needs node times or edge times")
+    src = part.indices.to(torch.int64)
+    if part.num_parts > 1:  # local ids: map to global ids first (one partition: local ids are global, SPEC.md 4.1)
+        src = torch.index_select(part.node_ids.to(torch.int64), 0, src)
+    return torch.index_select(node_time.to(dev), 0, src)
+
+
+def temporal_index(part, node_time: Optional[torch.Tensor] = None, edge_time: Optional[torch.Tensor] = None) -> "TemporalIndex":
+    """The TemporalIndex of partition `part` (LocalSampler.temporal = (index, strategy)): runs are its columns, and
+    for a typed partition each column's edge-type slices (SPEC.md 8.2)."""
+    bounds = part.indptr.to(torch.int64)
+    if part.typed:
+        bounds = torch.unique(torch.cat([bounds, part.type_start.reshape(-1).to(torch.int64)]))
+    return TemporalIndex(position_times(part, node_time, edge_time), bounds)
