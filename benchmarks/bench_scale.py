@@ -37,7 +37,7 @@ from harness import dir_bytes, machine_line  # first: puts the repository root o
 from scale_graphs import make
 
 from gpart.base.memory import format_size, parse_memory_size
-from tests.support.memcap import CGROUP_MEMORY, available
+from tests.support.memcap import CGROUP_MEMORY, available, group_counter
 
 SIZES = {"10M": (1_000_000, 10_000_000), "120M": (8_000_000, 120_000_000)}  # R-MAT nodes, edges
 GEOMETRIC_DEGREE = 10  # geometric: edges / nodes
@@ -110,13 +110,7 @@ def run(path: Path, parts: int, out: Path, cap: int, max_memory: Optional[int]) 
 
 def _charged_rss(group: Path) -> int:
     """Anonymous memory charged to a memory group now (0 when it is gone)."""
-    try:
-        for row in (group / "memory.stat").read_text().splitlines():
-            if row.startswith("total_rss "):
-                return int(row.split()[1])
-    except OSError:
-        pass
-    return 0
+    return group_counter(group, "memory.stat", "total_rss")
 
 
 def line(label: str, edges: int, f: dict) -> str:

@@ -73,9 +73,14 @@ def run_capped(command: Sequence[str], limit_bytes: int, timeout: float = 600.0,
 
 
 def _oom_kills(group: Path) -> int:
+    return group_counter(group, "memory.oom_control", "oom_kill")
+
+
+def group_counter(group: Path, file: str, key: str) -> int:
+    """The `key` row of a memory group's `file` (memory.stat, memory.oom_control); 0 when the group is gone."""
     try:
-        for line in (group / "memory.oom_control").read_text().splitlines():
-            if line.startswith("oom_kill "):
+        for line in (group / file).read_text().splitlines():
+            if line.startswith(key + " "):
                 return int(line.split()[1])
     except OSError:
         pass
