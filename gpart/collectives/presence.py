@@ -14,6 +14,13 @@ is gone makes it fail at once instead of at the time limit.
 Writes go through one daemon thread and reads are bounded in time: a store
 whose host is gone (a cut link) never blocks a rank here. Nothing raises:
 without a store (a world of one) there are no records.
+
+At exit the writer is waited for (up to EXIT_DRAIN_S) after the end record:
+a daemon thread still inside a store call (C++, the GIL released) when the
+interpreter finalizes is killed as it returns, which aborts the whole
+process ("terminate called without an active exception", exit -6) after
+the script has succeeded. So the thread is left running at exit only when
+the store does not answer for that long.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from gpart.collectives.one_line import first_line
 _KEY = "gpart/presence"
 _ENDED = f"{_KEY}/ended"  # a counter (store.add): how many ranks wrote an end record
 END_WRITE_S = 1.0  # how long an ending process waits for its end record to reach the store
+EXIT_DRAIN_S = 15.0  # how long an exiting process waits for the writer to leave the store (see the module)
 PROBE_S = 0.3  # how long an ending process tries to reach the store's host before writing to it
 READ_S = 2.0  # the longest a read of the records may take (the store may be unreachable)
 SHOWN = 4  # ranks named in one message
@@ -81,13 +89,20 @@ class _Writer:
             self.thread.start()
         return done
 
+    def drain(self, limit_s: float) -> bool:
+        """Wait up to `limit_s` for every write queued so far to finish; whether they did."""
+        if self.thread is None or not self.thread.is_alive():
+            return True
+        return self.put(None, "", "").wait(limit_s)
+
     def _run(self) -> None:
         while True:
             store, key, value, count, done = self.items.get()
             try:
-                store.set(key, value)
-                if count:
-                    store.add(_ENDED, 1)
+                if store is not None:  # None: a marker that drain waits for
+                    store.set(key, value)
+                    if count:
+                        store.add(_ENDED, 1)
             except Exception:  # noqa: BLE001 - a lost store shows in the collectives themselves
                 pass
             done.set()
@@ -138,6 +153,8 @@ def _default_group() -> Any:
 def _at_exit() -> None:
     error = getattr(sys, "last_value", None)  # an uncaught exception the interpreter printed
     _write_end(_state, f"has exited with {type(error).__name__}: {first_line(error)}" if error else "has exited")
+    if _state.pid == os.getpid():
+        _writer.drain(EXIT_DRAIN_S)  # the writer must not be in a store call when the interpreter finalizes
 
 
 def _write_end(state: _State, what: str) -> None:
