@@ -48,14 +48,9 @@ same.
 The loaders may run this protocol on a background thread (prefetch, gpart.runtime.loaders.prefetch); it is then
 the only caller of the exchange's collectives until the iteration ends.
 
-disjoint=True (PyG's disjoint): every seed gets its own sub-graph. A batch
-node is a key seed index * num_nodes + global id, so the relabelling
-(gpart.runtime.sampling.kernels.KeyRelabeller) keeps a node once per seed
-that reaches it and `batch` gives each node's seed. A hop asks each
-distinct node once, with its multiplicity (how many seeds reached it); the
-owner samples it that many times, independently, and the answers spread
-back to the keys; a node's rows travel once per batch whatever its
-multiplicity.
+disjoint=True (PyG's disjoint): every seed gets its own sub-graph, its nodes
+keys seed index * num_nodes + global id; the rounds over keys are
+gpart.runtime.sampling.disjoint_round's.
 """
 
 from __future__ import annotations
@@ -71,25 +66,15 @@ from gpart.runtime.partition.exchange import Exchange
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling import round_sizes
 from gpart.runtime.sampling.answer_message import EdgeSection, answer_message, answer_sizes, split_answers, used_edges
+from gpart.runtime.sampling.disjoint_round import keyed_round
 from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
 from gpart.runtime.sampling.padded_batches import PaddedBatches
+from gpart.runtime.sampling.round_answer import Draw, Keys, RoundAnswer
 from gpart.runtime.sampling.round_sizes import RoundSizes, count_table, edge_bound
 from gpart.runtime.sampling.row_fetcher import Requests, RowFetcher
 from gpart.runtime.sampling.sampled import Sampled
 from gpart.runtime.sampling.table_hops import PaddedSampled, trim
-
-Keys = list[list[Hashable]]  # per kind, the node data keys a round carries
-Draw = Optional[tuple]  # (hop, generator[, time per frontier key]) of a sampling round; None: rows alone
-
-
-@dataclass
-class _Answer:
-    counts: torch.Tensor  # sampled in-edges per requested node (per draw, when drawn several times), order frontier[order]
-    src: torch.Tensor
-    eid: torch.Tensor
-    order: torch.Tensor
-    node_rows: dict[Hashable, torch.Tensor]  # per key: rows of the requested nodes of its kind, in frontier order
 
 
 @dataclass
@@ -189,7 +174,7 @@ class DistSampler:
             if not self.disjoint and self.sampler.table_fanout(hop):
                 pos, dst, eid, added = self._table_hop(frontier, hop, gen, first, final)
             else:
-                answer = self._keyed_round(frontier, rows.keys(hop == 0) if self.carry_rows else nothing, (hop, gen))
+                answer = keyed_round(self, frontier, rows.keys(hop == 0) if self.carry_rows else nothing, (hop, gen))
                 dst = torch.repeat_interleave(answer.order + first, answer.counts, output_size=int(answer.src.numel()))
                 (pos, added), eid = relabel.add_unique(answer.src, final=final), answer.eid
                 for key, part_rows in answer.node_rows.items():
@@ -209,7 +194,7 @@ class DistSampler:
         if carry and rows.data_keys and len(rows.kind_keys) == 1 and not self.disjoint:
             node_data = self._last_rows_into(hops, frontier, int(n_id.numel()))
         elif carry and rows.data_keys:  # the last hop's nodes: one round of requests and rows for every array
-            for key, part_rows in self._keyed_round(frontier, rows.keys(False), None).node_rows.items():
+            for key, part_rows in keyed_round(self, frontier, rows.keys(False), None).node_rows.items():
                 hops.got[key].append(part_rows)
             node_data = {key: torch.cat(hops.got[key]) for key in rows.data_keys}
         else:
@@ -217,7 +202,7 @@ class DistSampler:
         y = None
         if rows.label_key is not None:
             y = hops.got[rows.label_key][0] if carry else \
-                self._keyed_round(seeds, rows.only(rows.label_key, rows.seed_kind), None).node_rows[rows.label_key]
+                keyed_round(self, seeds, rows.only(rows.label_key, rows.seed_kind), None).node_rows[rows.label_key]
         return node_data, y
 
     def _last_rows_into(self, hops: _Hops, frontier: torch.Tensor, total: int) -> dict[Hashable, torch.Tensor]:
@@ -256,54 +241,11 @@ class DistSampler:
         out = {}
         for kind, keys in enumerate(rows.kind_keys):
             for key in keys:
-                out[key] = self._keyed_round(n_id, rows.only(key, kind), None).node_rows[key]
-        return out
-
-    def _keyed_round(self, frontier: torch.Tensor, keys: Keys, sample: Draw) -> _Answer:
-        """round() for a frontier of keys (node ids, or disjoint keys seed * num_nodes + node): across partitions each
-        distinct node is asked once, drawn once per key when sampling, and the answers (edges, sources as keys,
-        rows) spread back to the keys; with one partition nothing travels and the keys' nodes are sampled as they are."""
-        if not self.disjoint:
-            return self.round(frontier, keys, sample)
-        n = self.part.num_nodes
-        nodes = torch.remainder(frontier, n)
-        if not self.exchange.active:
-            if sample is not None and getattr(self, "_seed_time", None) is not None:  # each key draws at its seed's time
-                sample = (*sample, torch.index_select(self._seed_time, 0, torch.div(frontier, n, rounding_mode="floor")))
-            answer = self.round(nodes, keys, sample)
-            order, node_rows = answer.order, answer.node_rows
-        else:
-            nodes, inverse, mult = torch.unique(nodes, return_inverse=True, return_counts=True)
-            answer = self.round(nodes, keys, sample, mult if sample is not None else None)
-            node_rows, order = self._spread_rows(answer.node_rows, keys, nodes, inverse), answer.order
-            if sample is not None:  # the draws of node u answer, in group order, the keys of u in frontier order
-                rank = torch.empty_like(order).index_copy_(0, order, torch.arange(nodes.numel(), device=self.device))
-                order = torch.sort(torch.index_select(rank, 0, inverse), stable=True).indices
-        src = answer.src
-        if sample is not None:  # sources as keys of the seed of the key they were drawn for
-            seed_base = torch.index_select(frontier, 0, order).div_(n, rounding_mode="floor").mul_(n)
-            src = src + torch.repeat_interleave(seed_base, answer.counts, output_size=int(src.numel()))
-        return _Answer(answer.counts, src, answer.eid, order, node_rows)
-
-    def _spread_rows(self, node_rows: dict[Hashable, torch.Tensor], keys: Keys, nodes: torch.Tensor,
-                     inverse: torch.Tensor) -> dict[Hashable, torch.Tensor]:
-        """Rows of the sorted distinct `nodes` (per array, the rows of the nodes of its kind) for the keys
-        nodes[inverse], in key order among the keys of that kind."""
-        if len(keys) == 1:
-            return {key: torch.index_select(rows, 0, inverse) for key, rows in node_rows.items()}
-        # typed: a node type's erased ids are one range, so its nodes are one block of the sorted nodes
-        starts = torch.searchsorted(nodes, self.part.node_offsets)
-        kind = torch.searchsorted(starts, torch.arange(nodes.numel(), device=nodes.device), right=True) - 1
-        within = torch.arange(nodes.numel(), device=nodes.device) - torch.index_select(starts, 0, kind)
-        key_kind, key_within = torch.index_select(kind, 0, inverse), torch.index_select(within, 0, inverse)
-        out = {}
-        for t, names in enumerate(keys):  # a loop over node types
-            at = torch.masked_select(key_within, key_kind == t)
-            out.update((name, torch.index_select(node_rows[name], 0, at)) for name in names if name in node_rows)
+                out[key] = keyed_round(self, n_id, rows.only(key, kind), None).node_rows[key]
         return out
 
     def round(self, frontier: torch.Tensor, keys: Keys, sample: Draw, draws: Optional[torch.Tensor] = None,
-              into: Optional[dict[Hashable, torch.Tensor]] = None) -> _Answer:
+              into: Optional[dict[Hashable, torch.Tensor]] = None) -> RoundAnswer:
         """Requests for `frontier` to their owners; answers: the sampled in-edges (when `sample` = (hop, generator);
         `draws[i]` independent samples of frontier[i], one when None, the counts then per draw) and the rows of
         `keys` of the flagged requests. 3 collectives (a count table, the requests, the answers with their edges;
@@ -335,11 +277,11 @@ class DistSampler:
         cols, wanted = torch.div(flagged, 2, rounding_mode="floor"), torch.remainder(flagged, 2).bool()
         if sample is None:
             answer = self._answer(keys, layouts, cols, wanted, table, None)
-            return _Answer(answer[0], cols[:0], cols[:0], order, rows.frontier_rows(keys, layouts, answer[1], req, into))
+            return RoundAnswer(answer[0], cols[:0], cols[:0], order, rows.frontier_rows(keys, layouts, answer[1], req, into))
         drawn = cols if draws is None else torch.repeat_interleave(cols, recv_draws, output_size=sum(table.draws(table.theirs)))
         counts, src, eid = self.sampler.sample(drawn, *sample)
         got_counts, row_bytes, (src, eid) = self._answer(keys, layouts, cols, wanted, table, (sample[0], counts, src, eid))
-        return _Answer(got_counts, src, eid, order, rows.frontier_rows(keys, layouts, row_bytes, req))
+        return RoundAnswer(got_counts, src, eid, order, rows.frontier_rows(keys, layouts, row_bytes, req))
 
     def _answer(self, keys: Keys, layouts: list, cols: torch.Tensor, wanted: torch.Tensor, table: RoundSizes,
                 drawn: Optional[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]]):
@@ -388,7 +330,7 @@ class DistSampler:
         bound = self._bounds[hop]
         return bound if bound is not None and 0 < bound <= round_sizes.MAX_EDGE_SLOTS else None
 
-    def _local_round(self, frontier, keys, layouts, located, sample, draws) -> _Answer:
+    def _local_round(self, frontier, keys, layouts, located, sample, draws) -> RoundAnswer:
         """A round with one partition: every node is owned here (local ids are the global ids, SPEC.md 4.1)."""
         order = torch.arange(frontier.numel(), device=self.device)
         src = eid = counts = frontier[:0]
@@ -396,5 +338,5 @@ class DistSampler:
             cols = frontier if draws is None else torch.repeat_interleave(frontier, draws, output_size=int(draws.sum()))
             counts, src, eid = self.sampler.sample(cols, *sample)
         req = Requests(located[0], located[1], order, torch.zeros_like(frontier, dtype=torch.bool), [])
-        return _Answer(counts, src, eid, order, self.rows.frontier_rows(keys, layouts, [None] * len(layouts), req))
+        return RoundAnswer(counts, src, eid, order, self.rows.frontier_rows(keys, layouts, [None] * len(layouts), req))
 
