@@ -10,6 +10,14 @@ it); the owner samples it that many times, independently, and the answers
 spread back to the keys; a node's rows travel once per batch whatever its
 multiplicity. With one partition nothing travels and the keys' nodes are
 sampled as they are.
+
+Temporal draws (protocol.seed_time set: every key draws at its seed's
+time, gpart.runtime.sampling.temporal): a hop asks each distinct (node,
+time) pair once, with its multiplicity and its time (a third column of the
+requests, float64 bits, beside the flag and the draws: no extra round),
+and the owner draws each at its time; a node's rows still travel once, with
+the first of its pairs. Every rank of a temporal sampler sends times (a
+rank without seeds too), so the requests' widths agree.
 """
 
 from __future__ import annotations
@@ -31,9 +39,10 @@ class Rounds(Protocol):
     device: torch.device
     disjoint: bool
     exchange: Exchange
+    seed_time: Optional[torch.Tensor]  # the batch's seed times (temporal draws), None without
 
     def round(self, frontier: torch.Tensor, keys: Keys, sample: Draw, draws: Optional[torch.Tensor] = None,
-              into: Optional[dict[Hashable, torch.Tensor]] = None) -> RoundAnswer: ...
+              into: Optional[dict[Hashable, torch.Tensor]] = None, rowless: Optional[torch.Tensor] = None) -> RoundAnswer: ...
 
 
 def keyed_round(protocol: Rounds, frontier: torch.Tensor, keys: Keys, sample: Draw) -> RoundAnswer:
@@ -42,26 +51,57 @@ def keyed_round(protocol: Rounds, frontier: torch.Tensor, keys: Keys, sample: Dr
     rows) spread back to the keys; with one partition nothing travels and the keys' nodes are sampled as they are."""
     if not protocol.disjoint:
         return protocol.round(frontier, keys, sample)
-    n, device = protocol.part.num_nodes, protocol.device
+    n = protocol.part.num_nodes
     nodes = torch.remainder(frontier, n)
+    seed_time = protocol.seed_time if sample is not None else None
     if not protocol.exchange.active:
-        if sample is not None and getattr(protocol, "_seed_time", None) is not None:  # each key draws at its seed's time
-            sample = (*sample, torch.index_select(protocol._seed_time, 0, torch.div(frontier, n, rounding_mode="floor")))
+        if seed_time is not None:  # each key draws at its seed's time
+            sample = (*sample, torch.index_select(seed_time, 0, torch.div(frontier, n, rounding_mode="floor")))
         answer = protocol.round(nodes, keys, sample)
         order, node_rows = answer.order, answer.node_rows
+    elif seed_time is not None:
+        answer, order, node_rows = _timed_round(protocol, frontier, keys, sample, seed_time)
     else:
         nodes, inverse, mult = torch.unique(nodes, return_inverse=True, return_counts=True)
         answer = protocol.round(nodes, keys, sample, mult if sample is not None else None)
         node_rows = spread_rows(answer.node_rows, keys, nodes, inverse, protocol.part)
         order = answer.order
-        if sample is not None:  # the draws of node u answer, in group order, the keys of u in frontier order
-            rank = torch.empty_like(order).index_copy_(0, order, torch.arange(nodes.numel(), device=device))
-            order = torch.sort(torch.index_select(rank, 0, inverse), stable=True).indices
+        if sample is not None:
+            order = _key_order(answer.order, inverse)
     src = answer.src
     if sample is not None:  # sources as keys of the seed of the key they were drawn for
         seed_base = torch.index_select(frontier, 0, order).div_(n, rounding_mode="floor").mul_(n)
         src = src + torch.repeat_interleave(seed_base, answer.counts, output_size=int(src.numel()))
     return replace(answer, src=src, order=order, node_rows=node_rows)
+
+
+def _timed_round(protocol: Rounds, frontier: torch.Tensor, keys: Keys, sample: tuple,
+                 seed_time: torch.Tensor) -> tuple[RoundAnswer, torch.Tensor, dict[Hashable, torch.Tensor]]:
+    """A sampling round whose keys draw at their seeds' times: each distinct (node, time) is asked once with its
+    multiplicity and its time; a node's rows come with the first of its pairs only (the others are `rowless`), so
+    they travel once per node as without time. (answer, key order of the draws, rows per key)."""
+    n = protocol.part.num_nodes
+    times, seed_rank = torch.unique(seed_time, return_inverse=True)  # a seed's time as its rank among the batch's
+    width = max(1, times.numel())
+    seed_of = torch.div(frontier, n, rounding_mode="floor")
+    pair = torch.remainder(frontier, n).mul_(width).add_(torch.index_select(seed_rank, 0, seed_of))
+    pairs, inverse, mult = torch.unique(pair, return_inverse=True, return_counts=True)  # sorted by node, then time
+    nodes = torch.div(pairs, width, rounding_mode="floor")
+    first = torch.ones_like(nodes, dtype=torch.bool)
+    first[1:] = nodes[1:] != nodes[:-1]
+    pair_time = torch.index_select(times, 0, torch.remainder(pairs, width))
+    answer = protocol.round(nodes, keys, (*sample, pair_time), mult, rowless=~first)
+    # each key's rows: those of the first pair of its node (the pairs of a node are consecutive)
+    head = torch.cummax(torch.where(first, torch.arange(nodes.numel(), device=nodes.device), 0), 0).values
+    node_rows = spread_rows(answer.node_rows, keys, nodes, torch.index_select(head, 0, inverse), protocol.part)
+    return answer, _key_order(answer.order, inverse), node_rows
+
+
+def _key_order(order: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+    """The keys in the order of the draws that answer them: request r's draws (requests in group order `order`)
+    answer, in turn, the keys with inverse == r in frontier order."""
+    rank = torch.empty_like(order).index_copy_(0, order, torch.arange(order.numel(), device=order.device))
+    return torch.sort(torch.index_select(rank, 0, inverse), stable=True).indices
 
 
 def spread_rows(node_rows: dict[Hashable, torch.Tensor], keys: Keys, nodes: torch.Tensor, inverse: torch.Tensor,

@@ -111,6 +111,7 @@ class DistSampler:
         # benchmarks run beside this one); exact and uniform too, from other draws
         self.fixed_capacity = True
         self._bounds: Optional[list[Optional[int]]] = None
+        self.seed_time: Optional[torch.Tensor] = None  # the batch's seed times while it samples (temporal draws)
         # ids travel as int32 pairs when every global node and edge id fits
         self._edge_dtype = torch.int32 if max(part.num_nodes, part.num_edges) < 2**31 else torch.int64
 
@@ -118,11 +119,18 @@ class DistSampler:
                seed_time: Optional[torch.Tensor] = None) -> Sampled:
         """One batch for this rank's `seeds` (erased global ids on the device, distinct unless disjoint; any number,
         none too): the hops, then the rows. With disjoint sampling `seed_batch` is each seed's `batch` value (None:
-        its position), `seed_time` each seed's time for temporal draws (sampler.temporal set; one partition). A
+        its position), `seed_time` each seed's time for temporal draws (sampler.temporal set). A
         collective: every rank calls it as often, in the same order."""
-        if seed_time is not None and (not self.disjoint or self.exchange.active or getattr(self.sampler, "temporal", None) is None):
-            raise InputError(None, "seed_time needs disjoint sampling on one partition and sampler.temporal set")
-        self._seed_time = None if seed_time is None else seed_time.to(self.device)
+        if seed_time is not None and (not self.disjoint or getattr(self.sampler, "temporal", None) is None):
+            raise InputError(None, "seed_time needs disjoint and sampler.temporal set")
+        self.seed_time = None if seed_time is None else seed_time.to(self.device)
+        if self.disjoint and self.exchange.active and getattr(self.sampler, "temporal", None) is not None:
+            # every rank's requests carry times alike (a rank without seeds too), so the rounds' messages agree
+            if seed_time is None and seeds.numel():
+                raise InputError(None, "seed_time is needed: sampler.temporal is set and the draws ask other partitions")
+            self.seed_time = seeds.new_zeros(0, dtype=torch.float64) if seed_time is None else self.seed_time
+        if self.seed_time is not None and self.seed_time.numel() != seeds.numel():
+            raise InputError(None, f"seed_time has {self.seed_time.numel()} entries for {seeds.numel()} seeds")
         if seeds.numel() and self.table_batches():  # one partition, table hops: fixed capacities, one synchronisation
             sampled = trim(self.sample_padded(seeds, gen, rows=False))
             rows = self.rows
@@ -245,11 +253,12 @@ class DistSampler:
         return out
 
     def round(self, frontier: torch.Tensor, keys: Keys, sample: Draw, draws: Optional[torch.Tensor] = None,
-              into: Optional[dict[Hashable, torch.Tensor]] = None) -> RoundAnswer:
-        """Requests for `frontier` to their owners; answers: the sampled in-edges (when `sample` = (hop, generator);
-        `draws[i]` independent samples of frontier[i], one when None, the counts then per draw) and the rows of
-        `keys` of the flagged requests. 3 collectives (a count table, the requests, the answers with their edges;
-        4 when the hop has no edge bound, see the module), none in a world of one partition."""
+              into: Optional[dict[Hashable, torch.Tensor]] = None, rowless: Optional[torch.Tensor] = None) -> RoundAnswer:
+        """Requests for `frontier` to their owners; answers: the sampled in-edges (when `sample` = (hop, generator[,
+        time per frontier node: temporal draws]); `draws[i]` independent samples of frontier[i], one when None, the
+        counts then per draw) and the rows of `keys` of the flagged requests (none of the `rowless` ones, whose rows
+        another request brings). 3 collectives (a count table, the requests, the answers with their edges; 4 when the
+        hop has no edge bound, see the module), none in a world of one partition."""
         rows, exchange = self.rows, self.exchange
         layouts = rows.layouts(keys)
         widths = [layout.row_bytes for layout in layouts]
@@ -263,25 +272,43 @@ class DistSampler:
         send_cols, sent_owner, order = exchange.sort_by_partition(cols, owner)
         order = order if asked is None else torch.index_select(asked, 0, order)
         req = rows.requests(located, order, widths)
+        if rowless is not None:
+            req.need &= ~torch.index_select(rowless, 0, order)
         if draws is not None:
             draws = torch.index_select(draws, 0, order)
         table = RoundSizes(*exchange.count_table(count_table(sent_owner, req, len(layouts), draws, exchange.num_peers)),
                        draws is not None)
         req.per_kind = table.kinds(table.mine)
-        flagged = send_cols * 2 + req.need
-        if draws is not None:  # each request with its number of draws
-            flagged = exchange.rows(torch.stack([flagged, draws], 1), table.requests(table.mine), table.requests(table.theirs))
-            flagged, recv_draws = flagged[:, 0], flagged[:, 1]
-        else:
-            flagged = exchange.rows(flagged, table.requests(table.mine), table.requests(table.theirs))
-        cols, wanted = torch.div(flagged, 2, rounding_mode="floor"), torch.remainder(flagged, 2).bool()
+        time = None if sample is None or len(sample) < 3 else torch.index_select(sample[2], 0, order)
+        cols, wanted, recv_draws, recv_time = self._requests(send_cols * 2 + req.need, draws, time, table)
         if sample is None:
             answer = self._answer(keys, layouts, cols, wanted, table, None)
             return RoundAnswer(answer[0], cols[:0], cols[:0], order, rows.frontier_rows(keys, layouts, answer[1], req, into))
-        drawn = cols if draws is None else torch.repeat_interleave(cols, recv_draws, output_size=sum(table.draws(table.theirs)))
-        counts, src, eid = self.sampler.sample(drawn, *sample)
+        total = sum(table.draws(table.theirs))
+        drawn = cols if draws is None else torch.repeat_interleave(cols, recv_draws, output_size=total)
+        if recv_time is None:
+            counts, src, eid = self.sampler.sample(drawn, *sample)
+        else:  # each draw at the time its request carried
+            col_time = recv_time if draws is None else torch.repeat_interleave(recv_time, recv_draws, output_size=total)
+            counts, src, eid = self.sampler.sample(drawn, sample[0], sample[1], col_time)
         got_counts, row_bytes, (src, eid) = self._answer(keys, layouts, cols, wanted, table, (sample[0], counts, src, eid))
         return RoundAnswer(got_counts, src, eid, order, rows.frontier_rows(keys, layouts, row_bytes, req))
+
+    def _requests(self, flagged: torch.Tensor, draws: Optional[torch.Tensor], time: Optional[torch.Tensor],
+                  table: RoundSizes) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """The requests (column * 2 + rows flag, in group order) to their owners, each with its number of draws and
+        its time where given (float64 bits as int64): one collective. The owner's side: (columns, rows wanted,
+        draws, times) of the requests it received."""
+        exchange = self.exchange
+        columns = [flagged] + ([] if draws is None else [draws])
+        if time is not None:
+            columns.append(time.to(torch.float64).view(torch.int64))
+        send = flagged if len(columns) == 1 else torch.stack(columns, 1)
+        got = exchange.rows(send, table.requests(table.mine), table.requests(table.theirs))
+        flagged = got if len(columns) == 1 else got[:, 0]
+        recv_draws = None if draws is None else got[:, 1]
+        recv_time = None if time is None else got[:, -1].contiguous().view(torch.float64)
+        return torch.div(flagged, 2, rounding_mode="floor"), torch.remainder(flagged, 2).bool(), recv_draws, recv_time
 
     def _answer(self, keys: Keys, layouts: list, cols: torch.Tensor, wanted: torch.Tensor, table: RoundSizes,
                 drawn: Optional[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]]):
