@@ -25,6 +25,7 @@ import gpart.runtime as gr
 from gpart.runtime.sampling.temporal import temporal_index
 
 CORA = Path(__file__).resolve().parents[1] / "sample_data" / "cora.npz"
+HETERO = CORA.with_name("cora_hetero.npz")
 FANOUTS = [4, 3]
 BATCH = 48
 
@@ -33,12 +34,14 @@ BATCH = 48
 def parts(tmp_path_factory) -> dict:
     from gpart.pipeline.partition import partition_graph
 
-    if not CORA.exists():
+    if not CORA.exists() or not HETERO.exists():
         pytest.skip("sample_data missing")
     root = tmp_path_factory.mktemp("temporal_parts")
     partition_graph(CORA, root / "one", 1, "metis")
     partition_graph(CORA, root / "two", 2, "random")  # no halo: most rows travel
-    return {1: root / "one", 2: root / "two"}
+    for n in (1, 2):
+        partition_graph(HETERO, root / f"typed_{n}", n, "random")
+    return {1: root / "one", 2: root / "two", "typed_1": root / "typed_1", "typed_2": root / "typed_2"}
 
 
 def _times(data: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,7 +124,25 @@ def _ranks(rank: int, world: int, parts: dict) -> dict:
                                                 for _ in range(60)]), axis=0)
     out["few"] = few[0].numpy(), few[1].numpy()
     out["collectives"] = _collectives(part, data, batches[0])
+    out["typed"] = _typed(gr.load_partition(parts["typed_2"], device="cpu"), rank, world)
     out["errors"] = _refusals(part, data)
+    return out
+
+
+def _typed(part, rank: int, world: int) -> list[dict]:
+    """Typed batches (erased ids; node times over erased ids, paper seeds) with "last": per batch the edges and
+    what to check them with."""
+    fanouts = {etype: [3, 2] for etype in part.edge_types}  # temporal draws take one fanout per hop
+    loader = gr.DistNeighborLoader(part, {"paper": [0]}, fanouts=fanouts, disjoint=True, timeout_s=60)
+    node_time = torch.from_numpy(np.random.default_rng(13).random(part.num_nodes))
+    loader.sampler.temporal = (temporal_index(part, node_time=node_time), "last")
+    seeds, times = _seeds(npz_arrays(CORA))  # the papers are the plain graph's nodes
+    mine = torch.arange(rank, seeds.numel(), world)
+    out, gen = [], torch.Generator()
+    for at in range(0, mine.numel(), 4 * BATCH):
+        got = loader.protocol.sample(seeds[mine[at:at + 4 * BATCH]], gen, seed_time=times[mine[at:at + 4 * BATCH]])
+        out.append({"edges": _edges(got), "n_id": got.n_id.numpy(), "x": got.node_data[("paper", "feat")].numpy(),
+                    "seed_time": times[mine[at:at + 4 * BATCH]].numpy(), "node_time": node_time.numpy()})
     return out
 
 
@@ -266,6 +287,22 @@ def test_a_batch_makes_as_many_collectives_with_time_as_without(two_ranks):
         for fanouts, calls in ((str(FANOUTS), 3 * 3), (str([-1, 2]), 3 * 3 + 1)):
             assert got[(fanouts, True)] == got[(fanouts, False)]
             assert got[(fanouts, True)][0] == calls  # 3 per hop, a round of rows, 1 for an unbounded hop's edges
+
+
+def test_typed_batches_across_partitions(two_ranks, parts):
+    """Typed (erased ids): no edge later than its seed, the papers' rows the input's, and "last" the one
+    partition's batch edge for edge."""
+    feat = npz_arrays(HETERO)["paper/feat"]
+    one = gr.load_partition(parts["typed_1"], device="cpu")
+    for rank, r in enumerate(two_ranks):
+        local = _typed(one, rank, 2)
+        assert len(r["typed"]) == len(local) > 1
+        for b, a in zip(r["typed"], local):
+            hop, seed, src, dst, eid = b["edges"].T
+            assert (b["node_time"][src] <= b["seed_time"][seed]).all() and len(src) > 500
+            papers = b["n_id"][b["n_id"] < feat.shape[0]]  # the paper type's erased ids come first
+            assert np.array_equal(b["x"], feat[papers])
+            assert np.array_equal(b["edges"], a["edges"])
 
 
 def test_refusals_are_one_line_on_every_rank(two_ranks):
