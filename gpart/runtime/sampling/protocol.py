@@ -50,7 +50,10 @@ the only caller of the exchange's collectives until the iteration ends.
 
 disjoint=True (PyG's disjoint): every seed gets its own sub-graph, its nodes
 keys seed index * num_nodes + global id; the rounds over keys are
-gpart.runtime.sampling.disjoint_round's.
+gpart.runtime.sampling.disjoint_round's. With `seed_time` (temporal draws,
+disjoint only) every key draws at its seed's time, on one partition or
+across several (the requests then carry each (node, time) pair's time in
+the same round).
 """
 
 from __future__ import annotations
