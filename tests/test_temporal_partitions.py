@@ -126,7 +126,17 @@ def _ranks(rank: int, world: int, parts: dict) -> dict:
     out["collectives"] = _collectives(part, data, batches[0])
     out["typed"] = _typed(gr.load_partition(parts["typed_2"], device="cpu"), rank, world)
     out["errors"] = _refusals(part, data)
+    out["one_sided"] = _one_sided(part, data, rank, batches[0])
     return out
+
+
+def _one_sided(part, data: dict, rank: int, batch) -> list[np.ndarray]:
+    """Batches where rank 1 has no seeds (with an empty seed_time, then with none): it still serves rank 0."""
+    loader = _loader(part, data, "edge", "uniform")
+    seeds, seed_time = batch if rank == 0 else (batch[0][:0], batch[1][:0])
+    got = [loader.protocol.sample(seeds, torch.Generator(), seed_time=seed_time)]
+    got.append(loader.protocol.sample(seeds, torch.Generator(), seed_time=seed_time if rank == 0 else None))
+    return [_edges(g) for g in got] + [seed_time.numpy()]
 
 
 def _typed(part, rank: int, world: int) -> list[dict]:
@@ -303,6 +313,14 @@ def test_typed_batches_across_partitions(two_ranks, parts):
             papers = b["n_id"][b["n_id"] < feat.shape[0]]  # the paper type's erased ids come first
             assert np.array_equal(b["x"], feat[papers])
             assert np.array_equal(b["edges"], a["edges"])
+
+
+def test_a_rank_without_seeds_keeps_serving(two_ranks):
+    ref = Reference(npz_arrays(CORA), "edge")
+    *first, seed_time = two_ranks[0]["one_sided"]
+    for edges in first:
+        assert len(edges) > 50 and (ref.time[edges[:, 4]] <= seed_time[edges[:, 1]]).all()
+    assert all(len(edges) == 0 for edges in two_ranks[1]["one_sided"])
 
 
 def test_refusals_are_one_line_on_every_rank(two_ranks):
