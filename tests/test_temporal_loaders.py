@@ -195,3 +195,87 @@ def _with_seed_times(batches, seeds: torch.Tensor, times: torch.Tensor) -> list:
     """(batch, its seeds' times in batch order): each seed id's given time (seeds distinct)."""
     by_seed = dict(zip(seeds.tolist(), times.tolist()))
     return [(b, torch.tensor([by_seed[int(g)] for g in b.n_id[: b.batch_size]], dtype=torch.float64)) for b in batches]
+
+
+TYPED = CORA.with_name("cora_hetero.npz")
+CITES, IN = ("paper", "cites", "paper"), ("word", "in", "paper")
+
+
+@pytest.fixture(scope="module")
+def typed_graph(tmp_path_factory) -> dict:
+    from gpart.pipeline.partition import partition_graph
+
+    root = tmp_path_factory.mktemp("temporal_typed")
+    data = dict(np.load(TYPED))
+    rng = np.random.default_rng(9)
+    data["paper/t"] = rng.random(int(data["paper/num_nodes"]))
+    data["word/t"] = rng.random(int(data["word/num_nodes"]))
+    for etype in (CITES, IN, ("paper", "cited_by", "paper"), ("paper", "has", "word")):
+        data[f"{':'.join(etype)}/edge_t"] = rng.random(data[f"{':'.join(etype)}/src"].size)
+    np.savez(root / "typed_t.npz", **data)
+    partition_graph(root / "typed_t.npz", root / "one", 1, "metis")
+    partition_graph(root / "typed_t.npz", root / "two", 2, "random")
+    return {"data": data, 1: root / "one", 2: root / "two"}
+
+
+def _typed_run(part, kind: str, given) -> list:
+    seeds = torch.arange(0, 2708, 7)
+    name = "t" if kind == "node" else "edge_t"
+    loader = gr.DistNeighborLoader(part, {"paper": seeds}, fanouts={CITES: [3, 2], IN: [3, 2]}, batch_size=64,
+                                   node_data=None, labels=None, time=name, seed_time=given, temporal_strategy="last",
+                                   disjoint=True, seed=5, timeout_s=60)
+    return list(loader)
+
+
+def _check_typed(batches, data: dict, kind: str, seeds: torch.Tensor, seed_t: torch.Tensor) -> int:
+    """No sampled typed edge later than the time of the seed its destination belongs to; returns edges checked."""
+    checked = 0
+    by_seed = dict(zip(seeds.tolist(), seed_t.tolist()))
+    for b in batches:
+        times = torch.tensor([by_seed[int(g)] for g in b.n_id["paper"][: b.batch_size]], dtype=torch.float64)
+        for etype, ei in b.edge_index.items():
+            if not ei.numel():
+                continue
+            key = ":".join(etype)
+            src = torch.from_numpy(data[f"{key}/src"])[b.e_id[etype]]
+            assert torch.equal(src, b.n_id[etype[0]][ei[0]])
+            e_t = torch.from_numpy(data[f"{etype[0]}/t"])[src] if kind == "node" else torch.from_numpy(data[f"{key}/edge_t"])[b.e_id[etype]]
+            assert bool((e_t <= times[b.batch[etype[2]][ei[1]]]).all())
+            checked += int(ei.shape[1])
+    return checked
+
+
+@pytest.mark.parametrize("kind", ["node", "edge"])
+def test_typed_partitions_draw_no_later_edge(typed_graph, kind):
+    part = gr.load_partition(typed_graph[1], device="cpu")
+    data = typed_graph["data"]
+    seeds = torch.arange(0, 2708, 7)
+    given = torch.from_numpy(np.random.default_rng(3).random(seeds.numel())) if kind == "edge" else None
+    batches = _typed_run(part, kind, given)
+    seed_t = given if given is not None else torch.from_numpy(data["paper/t"])[seeds]
+    assert _check_typed(batches, data, kind, seeds, seed_t) > 500
+
+
+def _typed_two(rank: int, world: int, parts: str) -> tuple:
+    part = gr.load_partition(parts, device="cpu")
+    batches = _typed_run(part, "node", None)
+    return [(b.batch_size, {t: v.numpy() for t, v in b.n_id.items()}, {e: v.numpy() for e, v in b.edge_index.items()},
+             {e: v.numpy() for e, v in b.e_id.items()}, {t: v.numpy() for t, v in b.batch.items()}) for b in batches]
+
+
+def test_typed_two_ranks_match_one_partition(typed_graph):
+    """'last' with continuous times: 2 gloo ranks (every seed on both, node times gathered from the owners) give the
+    one partition's (seed, edge) pairs per edge type over an epoch (the ranks' seed orders differ)."""
+    def pairs(batches) -> dict:
+        out: dict = {}
+        for size, n_id, edge_index, e_id, batch in batches:
+            seed_ids = n_id["paper"][:size]
+            for etype, ei in edge_index.items():
+                out.setdefault(etype, set()).update(zip(seed_ids[batch[etype[2]][ei[1]]].tolist(), e_id[etype].tolist()))
+        return out
+
+    one = _typed_run(gr.load_partition(typed_graph[1], device="cpu"), "node", None)
+    want = pairs([(b.batch_size, b.n_id, b.edge_index, b.e_id, b.batch) for b in one])
+    assert sum(len(v) for v in want.values()) > 500
+    for rank_batches in run_distributed(_typed_two, 2, str(typed_graph[2]), timeout_s=240):
+        assert pairs(rank_batches) == want

@@ -107,6 +107,8 @@ def compose(part: Partition, seeds: Any, request: SamplingRequest, sampler: Any 
     if not problem and request.weight is not None:
         problem = "the sampler was given: pass weight to its LocalSampler" if sampler is not None else weight_problem(part, request.weight)
     problem = problem or time_problem(part, request.time, request.disjoint, request.weight, sampler)
+    if not problem and request.time.name is not None and any(len({f for f in fans if f}) > 1 for fans in plan.hop_fanouts):
+        problem = "time= takes one fanout per hop: give every sampled edge type of a hop the same fanout"
     if sampler is not None and not problem and sampler.num_hops != len(plan.hop_fanouts):
         problem = f"the sampler takes {sampler.num_hops} hops, the fanouts {len(plan.hop_fanouts)}"
     if problem:

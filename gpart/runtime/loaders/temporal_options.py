@@ -24,6 +24,7 @@ from typing import Any, Optional
 import torch
 
 from gpart.base.errors import GpartError
+from gpart.runtime.loaders.typed_times import typed_position_times, typed_seed_times, typed_time_kind, typed_time_problem
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.temporal import STRATEGIES, TemporalIndex, check_times, csc_runs
 
@@ -40,7 +41,9 @@ class TimeOptions:
 
 
 def time_kind(part: Partition, name: str) -> Optional[str]:
-    """"node" or "edge": where the array `name` is (None: in neither)."""
+    """"node" or "edge": where the array `name` is (None: in neither; typed: "both" when it is in both)."""
+    if part.typed:
+        return typed_time_kind(part, name)
     if name in part.node_data:
         return "node"
     return "edge" if name in part.edge_data else None
@@ -55,18 +58,18 @@ def time_problem(part: Partition, options: TimeOptions, disjoint: bool, weight: 
         return f"temporal_strategy {options.strategy!r} is not one of {', '.join(STRATEGIES)}"
     if not disjoint:
         return "time= needs disjoint=True (as in PyG: every sampled node carries its own seed's time)"
-    if part.typed:
-        return "time= on a typed partition is not supported yet by the loaders (homogeneous partitions only)"
     if weight is not None:
         return "time= and weight= together are not supported yet: draws are either temporal or weighted"
     if sampler is not None and getattr(sampler, "temporal", None) is None:
         return "the sampler was given without a temporal index: set sampler.temporal (gpart.runtime.sampling.temporal)"
     name = options.name
-    if name in part.node_data and name in part.edge_data:
-        return f"time {name!r} names both a node data array and an edge data array: rename one"
     kind = time_kind(part, name)
+    if kind == "both" or (name in part.node_data and name in part.edge_data):
+        return f"time {name!r} names both a node data array and an edge data array: rename one"
     if kind is None:
         return f"time {name!r} is neither a node data nor an edge data array of the partition"
+    if part.typed:
+        return typed_time_problem(part, name, kind)
     table = part.node_data[name] if kind == "node" else part.edge_data[name]
     try:
         check_times(table.reshape(-1) if table.ndim == 2 and table.shape[1] == 1 else table, table.shape[0],
@@ -93,7 +96,9 @@ def attach_temporal(part: Partition, sampler: Any, options: TimeOptions, timeout
     it under the same settings."""
     if options.name is None or getattr(sampler, "temporal", None) is not None:
         return
-    if time_kind(part, options.name) == "edge":  # edge data is stored in CSC order: one time per position
+    if part.typed:
+        cand = typed_position_times(part, options.name, time_kind(part, options.name) or "", timeout_s)
+    elif time_kind(part, options.name) == "edge":  # edge data is stored in CSC order: one time per position
         cand = _flat(part.edge_data[options.name])
     else:
         cand = torch.index_select(_local_node_times(part, options.name, timeout_s), 0, part.indices.to(torch.int64))
@@ -108,7 +113,9 @@ def seed_times(part: Partition, options: TimeOptions, seeds: torch.Tensor, given
         return None
     own = time_kind(part, options.name) == "node"
     ids = seeds.to(torch.int64) if given is None else seeds[:0].to(torch.int64)
-    if own and part.num_parts > 1:  # every rank gathers (its seeds' times, or none) whatever it was given
+    if own and part.typed:
+        found = typed_seed_times(part, options.name, ids, timeout_s)
+    elif own and part.num_parts > 1:  # every rank gathers (its seeds' times, or none) whatever it was given
         found = _flat(part.gather(options.name, ids, timeout_s=timeout_s)).to(part.device)
     elif own:
         found = torch.index_select(_flat(part.node_data[options.name]).to(part.device), 0, ids)
