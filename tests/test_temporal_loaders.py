@@ -116,7 +116,7 @@ def test_seed_time_defaults_to_the_seed_nodes_time_and_reproduces(graph):
     ({"time": "t", "disjoint": True, "seed_time": [0.5] * 3}, "seed_time has 3 entries, expected 10"),
     ({"time": "t", "disjoint": True, "seed_time": [float("nan")] * 10}, "seed_time holds NaN at entry 0"),
     ({"seed_time": [0.5] * 10, "disjoint": True}, "seed_time needs time="),
-    ({"time": "t", "disjoint": True, "weight": "edge_t"}, "time= and weight= together are not supported yet"),
+    ({"time": "t", "disjoint": True, "weight": "edge_t", "temporal_strategy": "last"}, "temporal_strategy must be 'uniform'"),
 ])
 def test_bad_time_options_are_one_line_before_the_first_batch(graph, settings, words):
     part = gr.load_partition(graph[1], device="cpu")
@@ -279,3 +279,29 @@ def test_typed_two_ranks_match_one_partition(typed_graph):
     assert sum(len(v) for v in want.values()) > 500
     for rank_batches in run_distributed(_typed_two, 2, str(typed_graph[2]), timeout_s=240):
         assert pairs(rank_batches) == want
+
+
+def test_time_and_weight_draw_by_weight_among_the_allowed(tmp_path):
+    """A star whose in-edges have times 0..9 and weights 1..10 (edge 3 weight 0): a seed at time 5.5 draws one of
+    edges 0..5 per draw, with probability w / sum(w) among them (chi-square), never a later or zero-weight edge."""
+    from gpart.pipeline.partition import partition_graph
+
+    n = 11
+    arrays = {"src": np.arange(1, n), "dst": np.zeros(n - 1, dtype=np.int64), "num_nodes": np.int64(n),
+              "edge_t": np.arange(n - 1, dtype=np.float64), "edge_w": np.arange(1, n, dtype=np.float64)}
+    arrays["edge_w"][3] = 0.0
+    np.savez(tmp_path / "star.npz", **arrays)
+    partition_graph(tmp_path / "star.npz", tmp_path / "p", 1, "metis")
+    part = gr.load_partition(tmp_path / "p", device="cpu")
+    draws = 4000
+    loader = gr.DistNeighborLoader(part, torch.zeros(draws, dtype=torch.int64), fanouts=[1], batch_size=draws,
+                                   node_data=None, labels=None, time="edge_t", seed_time=torch.full((draws,), 5.5),
+                                   weight="edge_w", disjoint=True, seed=8)
+    (batch,) = list(loader)
+    counts = torch.bincount(batch.e_id, minlength=n - 1).double()
+    assert counts[6:].sum() == 0 and counts[3] == 0 and counts.sum() == draws
+    w = torch.tensor([1.0, 2, 3, 0, 5, 6])
+    expected = w / w.sum() * draws
+    keep = expected > 0
+    chi2 = float((((counts[:6] - expected) ** 2)[keep] / expected[keep]).sum())
+    assert chi2 < 20.5  # 4 degrees of freedom: p ~ 0.0004

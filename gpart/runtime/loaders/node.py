@@ -162,7 +162,8 @@ def DistNeighborLoader(
     source's) or an edge data array (edge times) of the partition (PyG's
     time_attr): a seed with time t draws only in-edges with time <= t, in every
     hop (each sampled node carries its seed's time), so disjoint=True is
-    required, as in PyG; homogeneous partitions, without weight.
+    required, as in PyG (typed: the name per node or edge type; with weight:
+    weighted among the allowed, "uniform" only).
     seed_time: one time per seed, in `seeds` order (PyG's input_time; None:
     each seed node's own time, node times only). temporal_strategy: "uniform"
     (uniform among the allowed in-edges) or "last" (the latest `fanout` by

@@ -58,8 +58,8 @@ def time_problem(part: Partition, options: TimeOptions, disjoint: bool, weight: 
         return f"temporal_strategy {options.strategy!r} is not one of {', '.join(STRATEGIES)}"
     if not disjoint:
         return "time= needs disjoint=True (as in PyG: every sampled node carries its own seed's time)"
-    if weight is not None:
-        return "time= and weight= together are not supported yet: draws are either temporal or weighted"
+    if weight is not None and options.strategy != "uniform":
+        return "weight= with time= draws by weight among the allowed in-edges: temporal_strategy must be 'uniform'"
     if sampler is not None and getattr(sampler, "temporal", None) is None:
         return "the sampler was given without a temporal index: set sampler.temporal (gpart.runtime.sampling.temporal)"
     name = options.name
