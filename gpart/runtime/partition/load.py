@@ -29,6 +29,7 @@ from gpart.formats.partition.writer import data_key
 from gpart.runtime.partition.book import load_book
 from gpart.runtime.partition.device import DeviceLike, Stager, place, resolve_device
 from gpart.runtime.partition.loaded import LoadedPartition
+from gpart.runtime.partition.row_cache import CacheSize, build_cache
 from gpart.runtime.partition.trainers import partition_of_rank
 from gpart.runtime.partition.typed import HeteroPartition, load_hetero_partition
 
@@ -46,6 +47,7 @@ def load_partition(
     edge_data: Optional[Sequence[str]] = None,
     timeout_s: float = 60.0,
     hetero: bool = True,
+    cache: CacheSize = None,
 ) -> Union[LoadedPartition, HeteroPartition]:
     """Load partition `rank` of the partition result in `path` onto `device`.
 
@@ -60,6 +62,11 @@ def load_partition(
     cross-rank agreement check of distributed gathers. A typed result (SPEC.md 8)
     gives a gpart.runtime.partition.typed.HeteroPartition (node_data then names typed
     arrays, `(ntype, name)`); hetero=False loads its type-erased partition.
+    cache: keep the most-read node data rows on `device` in front of node data
+    in host memory (feature_device="cpu"): a byte budget ("8GB", an int) or a
+    fraction of the rows (0.2); the loaders read through it and
+    `part.cache_stats()` counts hits and misses (gpart.runtime.partition.
+    row_cache; homogeneous partitions). None: no cache.
     """
     directory = Path(path)
     reader, rank = _open_reader(directory, rank)
@@ -72,8 +79,11 @@ def load_partition(
     finally:
         reader.close()
     if typed:
+        if cache is not None:
+            raise InputError(directory, "cache= takes a homogeneous partition (a typed one's node data is per type)")
         with _damage_named(directory):
             return load_hetero_partition(base, feature_device, verify, node_data=node_data, edge_data=edge_data)
+    base.row_cache = build_cache(cache, base.node_data, base.indices, base.device, directory)
     return base
 
 
