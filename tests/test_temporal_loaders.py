@@ -255,16 +255,3 @@ def test_two_gloo_ranks_sample_typed_graphs_in_time(hetero_timed):
     path, times = hetero_timed
     got = run_distributed(_two_rank_typed, 2, path.parent / "typed_two", times, timeout_s=180)
     assert all(g["edges"] > 1000 and g["late"] == 0 for g in got)
-
-
-def test_rows_fetched_after_sampling_give_the_same_temporal_batches(cora_timed):
-    from gpart.runtime.loaders.node import unfused_loader
-
-    root, _, _ = cora_timed
-    part = gr.load_partition(root / "one", device="cpu")
-    settings = dict(fanouts=[4, 2], batch_size=300, time="t", temporal_strategy="last", disjoint=True, seed=3)
-    fused = list(gr.DistNeighborLoader(part, torch.arange(0, 2708, 2), **settings))
-    unfused = list(unfused_loader(part, torch.arange(0, 2708, 2), **settings))
-    assert len(fused) == len(unfused) > 1
-    for a, b in zip(fused, unfused):
-        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.e_id, b.e_id) and torch.equal(a.x, b.x)

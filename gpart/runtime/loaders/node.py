@@ -189,9 +189,6 @@ def unfused_loader(part: Partition, seeds: Any, **settings: Any) -> "NeighborLoa
     of travelling in the sampling answers: the same batches, more collectives (for benchmarks and equivalence
     tests; gpart.runtime does not export it)."""
     extra = {k: settings.pop(k) for k in ("sampler", "row_source") if k in settings}
-    if any(k in settings for k in ("time", "seed_time", "temporal_strategy")):
-        settings["temporal"] = TemporalOptions(settings.pop("time", None), settings.pop("seed_time", None),
-                                               settings.pop("temporal_strategy", "uniform"))
     return _loader_class(part)(part, seeds, NodeLoaderOptions(**settings), carry_rows=False, **extra)
 
 
