@@ -170,7 +170,6 @@ def hetero_timed(tmp_path_factory):
              for i, nt in enumerate(("paper", "word"))}
     np.savez(root / "hetero.npz", **arrays, **{f"{nt}/t": v for nt, v in times.items()})
     partition_graph(root / "hetero.npz", root / "typed", 1, "metis")
-    partition_graph(root / "hetero.npz", root / "typed_two", 2, "metis")
     return root / "typed", {nt: torch.from_numpy(v) for nt, v in times.items()}
 
 
@@ -214,31 +213,7 @@ def _two_rank_epoch(rank: int, world_size: int, root) -> dict:
         late += int((t[b.n_id[src]] > seed_t[b.batch[dst]]).sum())
         remote += int((part.local_rows(b.n_id[src]) < 0).sum())
         edges += int(src.numel())
-    # links between owned nodes and the next ones, at the source's time: both endpoints sample no later than it
-    pairs = torch.stack([owned[:300], owned[1:301]])
-    link = gr.DistLinkNeighborLoader(part, pairs, fanouts=[3, 2], batch_size=100, neg_sampling="binary", time="t",
-                                     edge_label_time=t[pairs[0]], disjoint=True, timeout_s=30)
-    for b in link:
-        num_pos = int((b.edge_label == 1).sum())
-        pair_t = t[b.n_id[b.edge_label_index[0, :num_pos]]]
-        src, dst = b.edge_index
-        late += int((t[b.n_id[src]] > pair_t[b.batch[dst]]).sum())
-        edges += int(src.numel())
     return {"edges": edges, "late": late, "remote": remote}
-
-
-def _two_rank_typed(rank: int, world_size: int, path, times) -> dict:
-    part = gr.load_partition(path, device="cpu")
-    owned = part.owned_ids("paper")
-    loader = gr.DistNeighborLoader(part, {"paper": owned}, fanouts={et: [3, 2] for et in part.edge_types},
-                                   batch_size=128, time="t", temporal_strategy="last", disjoint=True, timeout_s=30)
-    edges, late = 0, 0
-    for b in loader:
-        seed_t = times["paper"][b.n_id["paper"][: b.batch_size]]
-        for (s, _, d), ei in b.edge_index.items():
-            late += int((times[s][b.n_id[s][ei[0]]] > seed_t[b.batch[d][ei[1]]]).sum())
-            edges += int(ei.shape[1])
-    return {"edges": edges, "late": late}
 
 
 def test_two_gloo_ranks_sample_in_time_across_partitions(cora_timed):
@@ -248,10 +223,3 @@ def test_two_gloo_ranks_sample_in_time_across_partitions(cora_timed):
     got = run_distributed(_two_rank_epoch, 2, root, timeout_s=180)
     assert all(g["edges"] > 1000 and g["late"] == 0 for g in got)
     assert sum(g["remote"] for g in got) > 0
-
-
-def test_two_gloo_ranks_sample_typed_graphs_in_time(hetero_timed):
-    """As above on a typed partition (node times per node type, gathered per type at build)."""
-    path, times = hetero_timed
-    got = run_distributed(_two_rank_typed, 2, path.parent / "typed_two", times, timeout_s=180)
-    assert all(g["edges"] > 1000 and g["late"] == 0 for g in got)
