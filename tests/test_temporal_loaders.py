@@ -158,47 +158,16 @@ def test_link_loader_samples_both_endpoints_at_the_link_time(cora_timed):
         gr.DistLinkNeighborLoader(part, pairs, fanouts=[2], time="t", disjoint=True)
 
 
-@pytest.fixture(scope="module")
-def hetero_timed(tmp_path_factory):
-    """cora_hetero (paper, word) with node times "t" for both node types, in one partition."""
+def test_typed_partitions_are_refused_in_one_line(tmp_path):
     from gpart.pipeline.partition import partition_graph
 
-    root = tmp_path_factory.mktemp("typed_timed")
-    with np.load(CORA.parent / "cora_hetero.npz", allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    times = {nt: np.random.default_rng(9 + i).integers(0, 100, int(arrays[f"{nt}/num_nodes"])).astype(np.float64)
-             for i, nt in enumerate(("paper", "word"))}
-    np.savez(root / "hetero.npz", **arrays, **{f"{nt}/t": v for nt, v in times.items()})
-    partition_graph(root / "hetero.npz", root / "typed", 1, "metis")
-    return root / "typed", {nt: torch.from_numpy(v) for nt, v in times.items()}
-
-
-def test_typed_node_times_bound_every_sampled_edge(hetero_timed):
-    path, times = hetero_timed
-    part = gr.load_partition(path, device="cpu")
-    fanouts = {etype: [3, 2] for etype in part.edge_types}
-    ids = torch.arange(0, 2708, 5)
-    seed_time = torch.from_numpy(np.random.default_rng(11).integers(30, 100, ids.numel())).double()
-    time_of_id = torch.zeros(2708, dtype=torch.float64).index_copy_(0, ids, seed_time)
-    edges = 0
-    for strategy in ("uniform", "last"):
-        loader = gr.DistNeighborLoader(part, {"paper": ids}, fanouts=fanouts, batch_size=100, time="t",
-                                       seed_time=seed_time, temporal_strategy=strategy, disjoint=True)
-        for b in loader:
-            seed_t = time_of_id[b.n_id["paper"][: b.batch_size]]
-            for (s, _, d), ei in b.edge_index.items():
-                src_t = times[s][b.n_id[s][ei[0]]]
-                assert bool((src_t <= seed_t[b.batch[d][ei[1]]]).all())
-                assert torch.equal(b.batch[s][ei[0]], b.batch[d][ei[1]])
-                edges += int(ei.shape[1])
-    assert edges > 2000
-    with pytest.raises(GpartError, match="one fanout per hop") as got:
-        gr.DistNeighborLoader(part, {"paper": ids}, fanouts={**fanouts, part.edge_types[0]: [4, 2]}, time="t",
-                              disjoint=True)
+    partition_graph(CORA.parent / "cora_hetero.npz", tmp_path / "typed", 1, "metis")
+    part = gr.load_partition(tmp_path / "typed", device="cpu")
+    ntype = part.node_types[0]
+    with pytest.raises(GpartError, match="temporal sampling takes a homogeneous partition") as got:
+        gr.DistNeighborLoader(part, {ntype: torch.arange(4)}, fanouts={et: [2] for et in part.edge_types},
+                              time="t", seed_time=[1.0] * 4, disjoint=True)
     assert "\n" not in str(got.value)
-    with pytest.raises(GpartError, match="no node data of node type"):
-        part.node_data.pop(("word", "t"))
-        gr.DistNeighborLoader(part, {"paper": ids}, fanouts=fanouts, time="t", disjoint=True)
 
 
 def _two_rank_epoch(rank: int, world_size: int, root) -> dict:

@@ -37,7 +37,7 @@ from gpart.runtime.loaders.link_seeds import SeedEdges, reverse_type
 from gpart.runtime.loaders.node import present_defaults
 from gpart.runtime.loaders.pieces import DEFAULT_NODE_DATA, LoaderOptions, SamplingRequest, compose, prefetch_ahead, prefetch_problem
 from gpart.runtime.loaders.prefetch import prefetched
-from gpart.runtime.loaders.temporal_seeds import TemporalOptions, TemporalSeeds, fanout_problem
+from gpart.runtime.loaders.temporal_seeds import TemporalOptions, TemporalSeeds
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.epochs import LINK_SALTS, EpochStreams, agreed_batch_count
@@ -199,8 +199,7 @@ class LinkNeighborLoader:
                                          bool(options.strict_negatives)) if self.mode in MODES and problem is None else None
         problem = problem or (self.negatives.problem() if self.negatives else None)
         self.temporal = TemporalSeeds.check(part, options.temporal, None, self.disjoint, seeds.count(), "edge_label_time")
-        problem = problem or self.temporal.problem or (fanout_problem(part, pieces.sampler, options.temporal)
-                                                       if pieces.sampler is not None else None)
+        problem = problem or self.temporal.problem
         settings = (f"link etype={seeds.edge_type} neg={self.mode} ratio={self.ratio} strict={bool(options.strict_negatives)} "
                     f"exclude={self.exclude} batch_size={self.batch_size} drop_last={bool(options.drop_last)} prefetch={options.prefetch!r} "
                     f"{pieces.plan.settings} replace={bool(options.replace)} weight={options.weight!r} disjoint={self.disjoint} manifest={part.digest}"

@@ -62,7 +62,7 @@ from gpart.collectives.agreement import agree_or_raise
 from gpart.runtime.loaders.batch import Batch, present
 from gpart.runtime.loaders.pieces import DEFAULT_NODE_DATA, LoaderOptions, SamplingRequest, compose, prefetch_ahead, prefetch_problem
 from gpart.runtime.loaders.prefetch import prefetched
-from gpart.runtime.loaders.temporal_seeds import TemporalOptions, TemporalSeeds, fanout_problem
+from gpart.runtime.loaders.temporal_seeds import TemporalOptions, TemporalSeeds
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.epochs import NODE_SALTS, EpochStreams, agreed_batch_count
@@ -162,8 +162,7 @@ def DistNeighborLoader(
     array (edge times, one per in-edge) of the partition (PyG's time_attr): a
     seed's neighbours, at every hop, are drawn only among in-edges whose time
     (the source node's, or the edge's) is <= the seed's time; needs
-    disjoint=True; a typed partition takes node times of every node type
-    and one fanout per hop for all edge types (gpart.runtime.loaders.
+    disjoint=True and a homogeneous partition (gpart.runtime.loaders.
     temporal_seeds). seed_time: each seed's time, in `seeds` order (it follows
     the seeds through shuffling); None: the seed nodes' own node times (edge
     times need it). temporal_strategy: "uniform" (among the allowed in-edges)
@@ -213,8 +212,7 @@ class NeighborLoader:
         problem = self.plan.problem or (f"batch_size must be >= 1, got {self.batch_size}" if self.batch_size < 1 else None) \
             or prefetch_problem(options.prefetch)
         self.temporal = TemporalSeeds.check(part, options.temporal, self.seeds, bool(options.disjoint))
-        problem = problem or self.temporal.problem or (fanout_problem(part, pieces.sampler, options.temporal)
-                                                       if pieces.sampler is not None else None)
+        problem = problem or self.temporal.problem
         self.padded = bool(options.padded)
         if self.padded and problem is None and pieces.protocol is not None:
             problem = _padded_problem(self.sampler, pieces.protocol)

@@ -14,11 +14,8 @@ own time). Seed times default to the seed nodes' own node times; with edge
 times they must be given. Across partitions a source may be a halo or remote
 node: attach() reads the node times of all of the partition's local nodes
 with part.gather once (a collective every rank makes, since the agreed
-settings say time is on). A typed partition takes node times only: the
-name must be node data of every node type ((ntype, name) keys), one gather
-per node type at build; each hop needs one fanout for all its edge types
-(the temporal draw takes one). Typed edge times are refused in one line (not
-supported yet).
+settings say time is on). Typed partitions are refused in one line: their
+node times would be per node type and their CSC typed (not supported yet).
 """
 
 from __future__ import annotations
@@ -81,16 +78,12 @@ class TemporalSeeds:
         every rank calls this: with several partitions the node times of halo and remote sources are gathered)."""
         if self.options.time is None:
             return
-        bounds = part.indptr.to(torch.int64)
-        if self.kind == "edge":
-            cand = _flat(part.edge_data[self.options.time]).to(torch.float64)
+        if self.kind == "node":
+            local = part.gather(self.options.time, part.node_ids, timeout_s=timeout_s)
+            cand = torch.index_select(_flat(local).to(torch.float64), 0, part.indices.to(torch.int64))
         else:
-            local = _typed_local_times(part, self.options.time, timeout_s) if part.typed else \
-                _flat(part.gather(self.options.time, part.node_ids, timeout_s=timeout_s)).to(torch.float64)
-            cand = torch.index_select(local.to(part.device), 0, part.indices.to(torch.int64))
-        if part.typed:  # a run is a column's edge-type slice (gpart.runtime.sampling.temporal.temporal_index)
-            bounds = torch.unique(torch.cat([bounds, part.type_start.reshape(-1).to(torch.int64)]))
-        sampler.temporal = (TemporalIndex(cand.to(part.device), bounds), self.options.strategy)
+            cand = _flat(part.edge_data[self.options.time]).to(torch.float64)
+        sampler.temporal = (TemporalIndex(cand.to(part.device), part.indptr.to(torch.int64)), self.options.strategy)
 
     def of(self, positions: torch.Tensor) -> Optional[torch.Tensor]:
         """The seed times at `positions` of this rank's seeds (None without time)."""
@@ -103,11 +96,10 @@ def _check_setting(part: Any, options: TemporalOptions, disjoint: bool) -> str:
         raise InputError(None, f"temporal_strategy {options.strategy!r} is not one of {', '.join(STRATEGIES)}")
     if not disjoint:
         raise InputError(None, "time needs disjoint=True (every sampled node carries its own seed's time, as in PyG)")
+    if part.typed:
+        raise InputError(None, "temporal sampling takes a homogeneous partition (typed partitions are not supported yet)")
     name = options.time
     where = f"{part.directory}: time {name!r}"
-    if part.typed:
-        _check_typed_times(part, name, where)
-        return "node"
     if name in part.node_data:
         table = _flat(part.node_data[name])
         check_times(table[: part.num_owned], part.num_owned, f"{where} (node data)")
@@ -119,53 +111,8 @@ def _check_setting(part: Any, options: TemporalOptions, disjoint: bool) -> str:
     raise InputError(None, f"{where}: no such node or edge data (the partition has: {have})")
 
 
-def _check_typed_times(part: Any, name: str, where: str) -> None:
-    """Node times of every node type, one per owned node; InputError (one line) otherwise."""
-    missing = [t for t in part.node_types if (t, name) not in part.node_data]
-    if missing:
-        edge = any(k[1] == name for k in part.edge_data)
-        raise InputError(None, f"{where}: typed partitions take node times of every node type (edge times are not "
-                               f"supported yet)" if edge else f"{where}: no node data of node type(s) {', '.join(missing)}")
-    for t, ntype in enumerate(part.node_types):
-        owned = int(part.num_owned_by_type[t])
-        check_times(_flat(part.node_data[(ntype, name)])[:owned], owned, f"{where} (node data of {ntype!r})")
-
-
-def _typed_local_times(part: Any, name: str, timeout_s: float) -> torch.Tensor:
-    """The node time of every local node (owned and halo, by local id) of typed partition `part`: one gather per
-    node type, in type order on every rank (a collective each with several partitions)."""
-    erased = part.node_ids.to(torch.int64)
-    kind = torch.searchsorted(part.node_offsets, erased, right=True) - 1
-    out = torch.zeros(erased.numel(), dtype=torch.float64, device=part.device)
-    for t, ntype in enumerate(part.node_types):  # a loop over node types, not nodes
-        mask = kind == t
-        got = part.gather((ntype, name), erased[mask] - part.node_offsets[t], timeout_s=timeout_s)
-        out[mask] = _flat(got).to(torch.float64).to(part.device)
-    return out
-
-
-def fanout_problem(part: Any, sampler: Any, options: TemporalOptions) -> Optional[str]:
-    """Why the sampler's hops cannot draw by time (None: they can): a typed hop needs one fanout for every edge type."""
-    if options.time is None or not part.typed:
-        return None
-    if any(len(values) != 1 for values in getattr(sampler, "hop_values", [])):
-        return "temporal sampling takes one fanout per hop: give every edge type the same fanout at each hop"
-    return None
-
-
 def _own_times(part: Any, name: str, seeds: torch.Tensor) -> torch.Tensor:
     """Each seed's own node time (the default seed time): the seeds must have rows in this partition."""
-    if part.typed:
-        kind, rows = part.erased_rows(seeds.to(torch.int64))
-        if rows.numel() and bool((rows < 0).any()):
-            raise InputError(None, f"seed {int(seeds[torch.nonzero(rows < 0)[0, 0]])} (erased id) has no node time in "
-                                   "this partition: pass seed_time")
-        out = torch.zeros(seeds.numel(), dtype=torch.float64, device=part.device)
-        for t, ntype in enumerate(part.node_types):  # a loop over node types, not nodes
-            mask = kind == t
-            table = _flat(part.node_data[(ntype, name)]).to(torch.float64)
-            out[mask] = torch.index_select(table, 0, rows[mask].to(table.device)).to(part.device)
-        return out
     rows = part.local_rows(seeds) if part.num_parts > 1 else seeds.to(torch.int64)
     if rows.numel() and bool((rows < 0).any()):
         bad = int(seeds[torch.nonzero(rows < 0)[0, 0]])
