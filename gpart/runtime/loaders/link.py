@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Sequence, Union
 
 import torch
@@ -37,7 +37,6 @@ from gpart.runtime.loaders.link_seeds import SeedEdges, reverse_type
 from gpart.runtime.loaders.node import present_defaults
 from gpart.runtime.loaders.pieces import DEFAULT_NODE_DATA, LoaderOptions, SamplingRequest, compose, prefetch_ahead, prefetch_problem
 from gpart.runtime.loaders.prefetch import prefetched
-from gpart.runtime.loaders.temporal_seeds import TemporalOptions, TemporalSeeds
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.epochs import LINK_SALTS, EpochStreams, agreed_batch_count
@@ -101,7 +100,6 @@ class LinkLoaderOptions(LoaderOptions):
     neg_ratio: float = 1
     strict_negatives: bool = False
     exclude_seed_edges: bool = False
-    temporal: TemporalOptions = field(default_factory=TemporalOptions)  # time, edge_label_time, temporal_strategy
 
 
 def DistLinkNeighborLoader(
@@ -125,9 +123,6 @@ def DistLinkNeighborLoader(
     row_source: Optional[RowSource] = None,
     prefetch: int = 0,
     weight: Any = None,
-    time: Any = None,
-    edge_label_time: Any = None,
-    temporal_strategy: str = "uniform",
 ) -> "LinkNeighborLoader":
     """Mini-batches of this rank's seed edges, their endpoints' (and negatives') neighbourhoods sampled across
     all partitions, in PyG's LinkNeighborLoader convention (an iterable loader yielding LinkBatch / HeteroLinkBatch).
@@ -156,12 +151,6 @@ def DistLinkNeighborLoader(
     `batch` gives each node's seed edge: the index of the pair (positive or
     negative) it was sampled for, modulo the number of positives (PyG's
     `batch % num_pos`; a triplet's negatives take its positive's index).
-    time / temporal_strategy: as DistNeighborLoader (needs disjoint=True);
-    edge_label_time: each seed edge's time, in `seed_edges` order (required
-    with time): both endpoints of a link, and of its negatives (a binary
-    negative takes the time of the positive `batch % num_pos` names, a
-    triplet's negatives their positive's), sample only in-edges whose time is
-    <= the link's time (PyG's edge_label_time).
 
     Collectives (every rank makes the same calls, each bounded by timeout_s):
     building the loader (settings checked equal, edge ids held by other
@@ -171,8 +160,7 @@ def DistLinkNeighborLoader(
     options = LinkLoaderOptions(fanouts=fanouts, batch_size=batch_size, shuffle=shuffle, seed=seed, node_data=node_data,
                                 replace=replace, drop_last=drop_last, timeout_s=timeout_s, pyg=pyg, disjoint=disjoint,
                                 neg_sampling=neg_sampling, neg_ratio=neg_ratio, strict_negatives=strict_negatives,
-                                exclude_seed_edges=exclude_seed_edges, prefetch=prefetch, weight=weight,
-                                temporal=TemporalOptions(time, edge_label_time, temporal_strategy))
+                                exclude_seed_edges=exclude_seed_edges, prefetch=prefetch, weight=weight)
     return LinkNeighborLoader(part, seed_edges, options, sampler=sampler, row_source=row_source)
 
 
@@ -198,19 +186,15 @@ class LinkNeighborLoader:
         self.negatives = NegativeSampler(part, max(seeds.edge_type, 0), self.mode or "binary", self.ratio,
                                          bool(options.strict_negatives)) if self.mode in MODES and problem is None else None
         problem = problem or (self.negatives.problem() if self.negatives else None)
-        self.temporal = TemporalSeeds.check(part, options.temporal, None, self.disjoint, seeds.count(), "edge_label_time")
-        problem = problem or self.temporal.problem
         settings = (f"link etype={seeds.edge_type} neg={self.mode} ratio={self.ratio} strict={bool(options.strict_negatives)} "
                     f"exclude={self.exclude} batch_size={self.batch_size} drop_last={bool(options.drop_last)} prefetch={options.prefetch!r} "
-                    f"{pieces.plan.settings} replace={bool(options.replace)} weight={options.weight!r} disjoint={self.disjoint} manifest={part.digest}"
-                    f"{options.temporal.settings()}")
+                    f"{pieces.plan.settings} replace={bool(options.replace)} weight={options.weight!r} disjoint={self.disjoint} manifest={part.digest}")
         agree_or_raise(problem, settings, "the DistLinkNeighborLoader settings", wait, path=part.directory)
         self.plan, self.sampler, self.protocol, self.stats = pieces.plan, pieces.sampler, pieces.protocol, pieces.stats
         self.src, self.dst, self.input_id = seeds.resolve(part, wait)
         self.rank = pieces.layout.rank
         self.num_batches = agreed_batch_count(self.src.numel(), self.batch_size, bool(options.drop_last),
                                               pieces.layout.world_size, wait)
-        self.temporal.attach(part, self.sampler, wait)
         prefetch_ahead(self.protocol, options.prefetch)
         self.reverse_type = reverse_type(part, self.edge_type) if self.exclude else None
         self.epochs = EpochStreams(options.seed, self.rank, part.device, LINK_SALTS)
@@ -264,11 +248,7 @@ class LinkNeighborLoader:
             inverse = torch.arange(seeds.numel(), device=seeds.device)
         else:
             (seeds, inverse), seed_batch = torch.unique(torch.cat(ends), return_inverse=True), None
-        link_time = self.temporal.of(take)
-        if link_time is None:
-            sampled = self.protocol.sample(seeds, gen, seed_batch)
-        else:  # every endpoint samples at its seed edge's time (disjoint: seed_batch is that edge's index)
-            sampled = self.protocol.sample(seeds, gen, seed_batch, seed_time=torch.index_select(link_time, 0, seed_batch))
+        sampled = self.protocol.sample(seeds, gen, seed_batch)
         if self.exclude:
             _drop_seed_pairs(sampled, src, dst, self._etype_of, self.edge_type, self.reverse_type, self.part.num_nodes)
         self.stats["sampled_edges"] += sampled.num_edges

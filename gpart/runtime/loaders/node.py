@@ -53,7 +53,7 @@ give different batches.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Sequence, Union
 
 import torch
@@ -62,7 +62,6 @@ from gpart.collectives.agreement import agree_or_raise
 from gpart.runtime.loaders.batch import Batch, present
 from gpart.runtime.loaders.pieces import DEFAULT_NODE_DATA, LoaderOptions, SamplingRequest, compose, prefetch_ahead, prefetch_problem
 from gpart.runtime.loaders.prefetch import prefetched
-from gpart.runtime.loaders.temporal_seeds import TemporalOptions, TemporalSeeds
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.epochs import NODE_SALTS, EpochStreams, agreed_batch_count
@@ -89,7 +88,6 @@ class NodeLoaderOptions(LoaderOptions):
 
     labels: Optional[str] = "label"
     padded: bool = False
-    temporal: TemporalOptions = field(default_factory=TemporalOptions)  # time, seed_time, temporal_strategy
 
 
 def DistNeighborLoader(
@@ -111,9 +109,6 @@ def DistNeighborLoader(
     padded: bool = False,
     prefetch: int = 0,
     weight: Any = None,
-    time: Any = None,
-    seed_time: Any = None,
-    temporal_strategy: str = "uniform",
 ) -> "NeighborLoader":
     """Mini-batches of this rank's `seeds` with neighbours sampled across all partitions (an iterable loader).
 
@@ -158,15 +153,6 @@ def DistNeighborLoader(
     proportional to them, with or without replacement, by the owner (weights
     never travel); zero-weight edges are never drawn; homogeneous graphs only
     (gpart.runtime.sampling.weighted). None: uniform draws.
-    time: the name of a node data array (node times) or else an edge data
-    array (edge times, one per in-edge) of the partition (PyG's time_attr): a
-    seed's neighbours, at every hop, are drawn only among in-edges whose time
-    (the source node's, or the edge's) is <= the seed's time; needs
-    disjoint=True and a homogeneous partition (gpart.runtime.loaders.
-    temporal_seeds). seed_time: each seed's time, in `seeds` order (it follows
-    the seeds through shuffling); None: the seed nodes' own node times (edge
-    times need it). temporal_strategy: "uniform" (among the allowed in-edges)
-    or "last" (the latest ones).
 
     Collectives (every rank must make the same calls, each bounded by
     timeout_s): building the loader (it checks every rank's settings agree
@@ -178,8 +164,7 @@ def DistNeighborLoader(
     """
     options = NodeLoaderOptions(fanouts=fanouts, batch_size=batch_size, shuffle=shuffle, seed=seed, node_data=node_data,
                                 labels=labels, replace=replace, drop_last=drop_last, timeout_s=timeout_s, pyg=pyg,
-                                disjoint=disjoint, padded=padded, prefetch=prefetch, weight=weight,
-                                temporal=TemporalOptions(time, seed_time, temporal_strategy))
+                                disjoint=disjoint, padded=padded, prefetch=prefetch, weight=weight)
     return _loader_class(part)(part, seeds, options, sampler=sampler, row_source=row_source)
 
 
@@ -211,8 +196,6 @@ class NeighborLoader:
         self.seeds = self.plan.seeds
         problem = self.plan.problem or (f"batch_size must be >= 1, got {self.batch_size}" if self.batch_size < 1 else None) \
             or prefetch_problem(options.prefetch)
-        self.temporal = TemporalSeeds.check(part, options.temporal, self.seeds, bool(options.disjoint))
-        problem = problem or self.temporal.problem
         self.padded = bool(options.padded)
         if self.padded and problem is None and pieces.protocol is not None:
             problem = _padded_problem(self.sampler, pieces.protocol)
@@ -221,12 +204,11 @@ class NeighborLoader:
         # batch_size and drop_last too: every rank counts the batches of every rank's seeds with its own
         settings = (f"{self.plan.settings} replace={bool(options.replace)} weight={options.weight!r} carry_rows={pieces.exchange.active and carry_rows} "
                     f"disjoint={bool(options.disjoint)} batch_size={self.batch_size} drop_last={self.drop_last} "
-                    f"prefetch={options.prefetch!r} manifest={part.digest}{options.temporal.settings()}")
+                    f"prefetch={options.prefetch!r} manifest={part.digest}")
         agree_or_raise(problem or pieces.problem, settings, "the DistNeighborLoader settings", self.timeout_s,
                        path=part.directory)
         self.num_batches = agreed_batch_count(self.seeds.numel(), self.batch_size, self.drop_last, self.world_size,
                                               self.timeout_s)
-        self.temporal.attach(part, self.sampler, self.timeout_s)
         prefetch_ahead(self.protocol, options.prefetch)
         self.epochs = EpochStreams(options.seed, self.rank, self.device, NODE_SALTS)
 
@@ -243,12 +225,11 @@ class NeighborLoader:
 
         def make(i: int) -> Any:
             part_seeds = seeds[i * self.batch_size : (i + 1) * self.batch_size]
-            seed_time = self.temporal.of(order[i * self.batch_size : (i + 1) * self.batch_size])
             if self.padded:  # no synchronisation: nothing to count or present on the host
                 self.stats["batches"] += 1
                 return self.sample_padded(part_seeds, gen)
             start = time.perf_counter()
-            sampled = self.sample(part_seeds, gen, seed_time=seed_time)
+            sampled = self.sample(part_seeds, gen)
             batch = self.present(sampled)
             self.stats["total_s"] += time.perf_counter() - start
             self.stats["batches"] += 1
@@ -259,13 +240,9 @@ class NeighborLoader:
         depth = self.options.prefetch
         yield from prefetched(make, self.num_batches, depth, self.device) if depth else map(make, range(self.num_batches))
 
-    def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None,
-               seed_time: Optional[torch.Tensor] = None) -> Sampled:
-        """One batch of the protocol for `seeds` (erased global ids; see DistSampler.sample; `seed_time` each seed's
-        time with time set): a collective."""
-        if seed_time is None:
-            return self.protocol.sample(seeds, gen, seed_batch)
-        return self.protocol.sample(seeds, gen, seed_batch, seed_time=seed_time)
+    def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None) -> Sampled:
+        """One batch of the protocol for `seeds` (erased global ids; see DistSampler.sample): a collective."""
+        return self.protocol.sample(seeds, gen, seed_batch)
 
     def sample_padded(self, seeds: torch.Tensor, gen: torch.Generator) -> PaddedSampled:
         """One padded batch for `seeds` (padded=True; gpart.runtime.sampling.table_hops), x its first node data."""
