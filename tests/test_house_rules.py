@@ -23,6 +23,7 @@ KEYWORD_ENTRY_POINTS = {
     "gpart/distributed/partition_chunks:partition_chunks",  # -> ChunksRequest
     "gpart/runtime/loaders/node:DistNeighborLoader",  # PyG's NeighborLoader keywords -> NodeLoaderOptions
     "gpart/runtime/loaders/link:DistLinkNeighborLoader",  # PyG's LinkNeighborLoader keywords -> LinkLoaderOptions
+    "gpart/runtime/partition/load:load_partition",  # -> LoadOptions
 }
 
 

@@ -4,7 +4,6 @@ latest, "uniform" is uniform among the allowed, bad times are one-line errors, d
 import numpy as np
 import pytest
 import torch
-from support.gloo_processes import error_text, run_distributed
 
 import gpart.runtime as gr
 from gpart.base.errors import InputError
@@ -114,7 +113,7 @@ def test_two_hop_disjoint_batches_inherit_the_seed_time(cora_one):
         assert bool((node_time[got.n_id[src]] <= seed_time[got.batch[dst]]).all())
         edges += int(src.numel())
     assert edges > 2000
-    with pytest.raises(InputError, match="seed_time needs disjoint sampling on one partition"):
+    with pytest.raises(InputError, match="seed_time needs disjoint and sampler.temporal set"):
         gr.DistNeighborLoader(part, [0], fanouts=[2], labels=None).protocol.sample(
             torch.tensor([0]), gen, seed_time=torch.tensor([1.0]))
 
@@ -130,24 +129,3 @@ def test_edge_times_bound_every_sampled_edge(cora_one):
     got = loader.protocol.sample(seeds, torch.Generator().manual_seed(0), seed_time=seed_time)
     assert got.num_edges > 500
     assert bool((edge_time[got.e_id] <= seed_time[got.batch[got.edge_index[1]]]).all())
-
-
-def _two_ranks(rank: int, world_size: int, parts) -> dict:
-    part = gr.load_partition(parts, device="cpu")
-    node_time = torch.zeros(part.num_nodes, dtype=torch.float64)
-    loader = gr.DistNeighborLoader(part, torch.tensor([0]), fanouts=[2], disjoint=True, labels=None, timeout_s=20)
-    loader.sampler.temporal = (temporal_index(part, node_time=node_time), "uniform")
-    seeds = part.node_ids[:4].to(torch.int64)
-    return {"error": error_text(lambda: loader.protocol.sample(seeds, torch.Generator(), seed_time=torch.zeros(4)))}
-
-
-def test_across_two_gloo_ranks_temporal_draws_are_refused_in_one_line(tmp_path):
-    """Not supported across partitions yet: every rank refuses before any collective (no hang), in one line."""
-    from pathlib import Path
-
-    from gpart.pipeline.partition import partition_graph
-
-    out = tmp_path / "two"
-    partition_graph(Path(__file__).resolve().parents[1] / "sample_data" / "cora.npz", out, 2, "random")
-    for got in run_distributed(_two_ranks, 2, out, timeout_s=120):
-        assert got["error"] == "InputError: seed_time needs disjoint sampling on one partition and sampler.temporal set"

@@ -74,6 +74,44 @@ def test_star_without_replacement_matches_exact_inclusion(fanout):
     assert np.abs(z).max() < 4.5, (seen, trials * exact)
 
 
+HUB = torch.tensor([0.0, 1, 2, 3, 0, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 0, 7, 8, 9, 10], dtype=torch.float64)
+SKEWED = torch.tensor([1000.0] + [1.0] * 15 + [0.0] * 2 + [500.0, 3.0], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("weights", [HUB, SKEWED], ids=["hub", "skewed"])
+def test_wide_segments_drawn_from_a_stream_match_exact_inclusion(weights):
+    """A hub with more than WIDE x fanout positive edges draws from a stream of i.i.d. draws (the skewed one mostly
+    falls back to keys for the rest after STREAM_ROUNDS): each edge's inclusion frequency matches the exact
+    one-by-one probability; zero weights never; distinct per draw."""
+    from gpart.runtime.sampling.weighted import WIDE
+
+    fanout, trials = 3, 30000
+    assert int((weights > 0).sum()) > WIDE * fanout
+    start = torch.tensor([0, 0, 0]).repeat(trials // 3)
+    picks = SegmentWeights(weights).sample_segments(start, torch.full_like(start, weights.numel()), fanout, False,
+                                                    torch.Generator().manual_seed(3))
+    assert torch.equal(picks.counts, torch.full_like(picks.counts, fanout))
+    rows = picks.positions.reshape(trials, fanout)
+    assert bool((rows[:, 0] != rows[:, 1]).all() & (rows[:, 1] != rows[:, 2]).all() & (rows[:, 0] != rows[:, 2]).all())
+    seen = np.bincount(picks.positions.numpy(), minlength=weights.numel())
+    exact = _inclusion(weights.tolist(), fanout)
+    assert all(seen[i] == 0 for i in range(weights.numel()) if weights[i] == 0)
+    live = exact > 0
+    z = (seen[live] - trials * exact[live]) / np.sqrt(trials * exact[live] * (1 - exact[live]) + 1e-12)
+    assert np.abs(z).max() < 4.5, (seen, trials * exact)
+
+
+def test_narrow_and_wide_segments_keep_segment_order():
+    """Mixed segments: each segment's picks lie in its own range, in segment order, with min(positive, fanout) each."""
+    weights = SegmentWeights(torch.cat([HUB, STAR, HUB]))
+    start = torch.tensor([0, 20, 26, 0, 20])
+    deg = torch.tensor([20, 6, 20, 20, 6])
+    picks = weights.sample_segments(start, deg, 3, False, torch.Generator().manual_seed(4))
+    assert picks.counts.tolist() == [3, 3, 3, 3, 3]
+    for i, seg in enumerate(picks.positions.reshape(5, 3)):
+        assert bool(((seg >= start[i]) & (seg < start[i] + deg[i])).all())
+
+
 def test_star_replacement_draws_are_independent_per_slot():
     counts, positions = _star_draws(4, True, trials=20000, seed=7)
     assert torch.equal(counts, torch.full_like(counts, 4))

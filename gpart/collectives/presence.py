@@ -15,7 +15,8 @@ Writes go through one daemon thread and reads are bounded in time: a store
 whose host is gone (a cut link) never blocks a rank here. Nothing raises:
 without a store (a world of one) there are no records.
 
-At exit the writer is waited for (up to EXIT_DRAIN_S) after the end record:
+At exit the writer is waited for (up to EXIT_DRAIN_S, when the store's host
+still accepts connections) after the end record:
 a daemon thread still inside a store call (C++, the GIL released) when the
 interpreter finalizes is killed as it returns, which aborts the whole
 process ("terminate called without an active exception", exit -6) after
@@ -153,8 +154,10 @@ def _default_group() -> Any:
 def _at_exit() -> None:
     error = getattr(sys, "last_value", None)  # an uncaught exception the interpreter printed
     _write_end(_state, f"has exited with {type(error).__name__}: {first_line(error)}" if error else "has exited")
-    if _state.pid == os.getpid():
-        _writer.drain(EXIT_DRAIN_S)  # the writer must not be in a store call when the interpreter finalizes
+    # the writer must not be in a store call when the interpreter finalizes (a store that accepts no
+    # connection, a cut link, is not waited for: its calls may block past any bound)
+    if _state.pid == os.getpid() and _state.store is not None and _reachable(_state.store):
+        _writer.drain(EXIT_DRAIN_S)
 
 
 def _write_end(state: _State, what: str) -> None:

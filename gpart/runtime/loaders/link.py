@@ -37,6 +37,7 @@ from gpart.runtime.loaders.link_seeds import SeedEdges, reverse_type
 from gpart.runtime.loaders.node import present_defaults
 from gpart.runtime.loaders.pieces import DEFAULT_NODE_DATA, LoaderOptions, SamplingRequest, compose, prefetch_ahead, prefetch_problem
 from gpart.runtime.loaders.prefetch import prefetched
+from gpart.runtime.loaders.temporal_options import attach_temporal, seed_time_problem, seed_times
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.epochs import LINK_SALTS, EpochStreams, agreed_batch_count
@@ -100,6 +101,7 @@ class LinkLoaderOptions(LoaderOptions):
     neg_ratio: float = 1
     strict_negatives: bool = False
     exclude_seed_edges: bool = False
+    edge_label_time: Any = None  # one time per seed edge (PyG's edge_label_time)
 
 
 def DistLinkNeighborLoader(
@@ -123,6 +125,9 @@ def DistLinkNeighborLoader(
     row_source: Optional[RowSource] = None,
     prefetch: int = 0,
     weight: Any = None,
+    time: Optional[str] = None,
+    edge_label_time: Any = None,
+    temporal_strategy: str = "uniform",
 ) -> "LinkNeighborLoader":
     """Mini-batches of this rank's seed edges, their endpoints' (and negatives') neighbourhoods sampled across
     all partitions, in PyG's LinkNeighborLoader convention (an iterable loader yielding LinkBatch / HeteroLinkBatch).
@@ -151,6 +156,11 @@ def DistLinkNeighborLoader(
     `batch` gives each node's seed edge: the index of the pair (positive or
     negative) it was sampled for, modulo the number of positives (PyG's
     `batch % num_pos`; a triplet's negatives take its positive's index).
+    time / temporal_strategy: as DistNeighborLoader (disjoint=True needed);
+    edge_label_time: one time per seed edge, in seed order (PyG's
+    edge_label_time; required with time): both endpoints of a link, and of
+    each negative pair drawn for it (a binary negative takes the time of the
+    positive at its index modulo the positives, as its `batch`), sample at it.
 
     Collectives (every rank makes the same calls, each bounded by timeout_s):
     building the loader (settings checked equal, edge ids held by other
@@ -160,7 +170,8 @@ def DistLinkNeighborLoader(
     options = LinkLoaderOptions(fanouts=fanouts, batch_size=batch_size, shuffle=shuffle, seed=seed, node_data=node_data,
                                 replace=replace, drop_last=drop_last, timeout_s=timeout_s, pyg=pyg, disjoint=disjoint,
                                 neg_sampling=neg_sampling, neg_ratio=neg_ratio, strict_negatives=strict_negatives,
-                                exclude_seed_edges=exclude_seed_edges, prefetch=prefetch, weight=weight)
+                                exclude_seed_edges=exclude_seed_edges, prefetch=prefetch, weight=weight, time=time,
+                                edge_label_time=edge_label_time, temporal_strategy=temporal_strategy)
     return LinkNeighborLoader(part, seed_edges, options, sampler=sampler, row_source=row_source)
 
 
@@ -179,22 +190,27 @@ class LinkNeighborLoader:
         names, _ = present_defaults(row_source.keys() if row_source is not None else part.node_data, options.node_data, None)
         self.node_data_names = names
         none = torch.zeros(0, dtype=torch.int64)
-        request = SamplingRequest(options.fanouts, names, None, bool(options.replace), self.disjoint, wait, options.weight)
+        self.time = options.time_options()
+        request = SamplingRequest(options.fanouts, names, None, bool(options.replace), self.disjoint, wait, options.weight,
+                                  self.time)
         pieces = compose(part, {self._src_type(): none} if self.typed and seeds.problem is None else none, request, sampler,
                          row_source)
-        problem = seeds.problem or self._problem() or pieces.problem or prefetch_problem(options.prefetch)
+        problem = seeds.problem or self._problem() or pieces.problem or prefetch_problem(options.prefetch) \
+            or self._time_problem(options.edge_label_time, seeds.count())
         self.negatives = NegativeSampler(part, max(seeds.edge_type, 0), self.mode or "binary", self.ratio,
                                          bool(options.strict_negatives)) if self.mode in MODES and problem is None else None
         problem = problem or (self.negatives.problem() if self.negatives else None)
         settings = (f"link etype={seeds.edge_type} neg={self.mode} ratio={self.ratio} strict={bool(options.strict_negatives)} "
                     f"exclude={self.exclude} batch_size={self.batch_size} drop_last={bool(options.drop_last)} prefetch={options.prefetch!r} "
-                    f"{pieces.plan.settings} replace={bool(options.replace)} weight={options.weight!r} disjoint={self.disjoint} manifest={part.digest}")
+                    f"{pieces.plan.settings} replace={bool(options.replace)} weight={options.weight!r} disjoint={self.disjoint} {self.time.describe()} manifest={part.digest}")
         agree_or_raise(problem, settings, "the DistLinkNeighborLoader settings", wait, path=part.directory)
         self.plan, self.sampler, self.protocol, self.stats = pieces.plan, pieces.sampler, pieces.protocol, pieces.stats
         self.src, self.dst, self.input_id = seeds.resolve(part, wait)
         self.rank = pieces.layout.rank
         self.num_batches = agreed_batch_count(self.src.numel(), self.batch_size, bool(options.drop_last),
                                               pieces.layout.world_size, wait)
+        attach_temporal(part, self.sampler, self.time, wait)
+        self.link_time = seed_times(part, self.time, self.src[:0], options.edge_label_time, wait)
         prefetch_ahead(self.protocol, options.prefetch)
         self.reverse_type = reverse_type(part, self.edge_type) if self.exclude else None
         self.epochs = EpochStreams(options.seed, self.rank, part.device, LINK_SALTS)
@@ -209,6 +225,13 @@ class LinkNeighborLoader:
         if self.mode == "binary" and self.ratio < 0:
             return f"neg_ratio must be >= 0, got {self.ratio:g}"
         return None
+
+    def _time_problem(self, given: Any, count: int) -> Optional[str]:
+        if self.time.name is None:
+            return None if given is None else "edge_label_time needs time= (the time array's name)"
+        if given is None:
+            return "edge_label_time is needed with edge times and with node times (one time per seed edge)"
+        return seed_time_problem(given, count, "edge_label_time", None)
 
     def _src_type(self) -> str:
         return self.part.edge_types[self.edge_type][0]
@@ -248,7 +271,10 @@ class LinkNeighborLoader:
             inverse = torch.arange(seeds.numel(), device=seeds.device)
         else:
             (seeds, inverse), seed_batch = torch.unique(torch.cat(ends), return_inverse=True), None
-        sampled = self.protocol.sample(seeds, gen, seed_batch)
+        seed_time = None
+        if self.link_time is not None:  # each seed at its link's time (seed_batch: the positive it was drawn for)
+            seed_time = torch.index_select(torch.index_select(self.link_time, 0, take), 0, seed_batch)
+        sampled = self.protocol.sample(seeds, gen, seed_batch, seed_time)
         if self.exclude:
             _drop_seed_pairs(sampled, src, dst, self._etype_of, self.edge_type, self.reverse_type, self.part.num_nodes)
         self.stats["sampled_edges"] += sampled.num_edges

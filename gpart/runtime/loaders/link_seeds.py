@@ -40,6 +40,11 @@ class SeedEdges:
     edge_offset: int = 0  # the seed edge type's first erased edge id (0 when homogeneous)
     typed: bool = False
 
+    def count(self) -> int:
+        """How many seed edges were given (0 when they were refused)."""
+        given = self.eids if self.eids is not None else self.src
+        return 0 if given is None else int(given.numel())
+
     @classmethod
     def parse(cls, part: Partition, given: Any) -> "SeedEdges":
         """The seed edges `given` for `part` (typed or not), or no edges and the problem with them."""

@@ -62,6 +62,7 @@ from gpart.collectives.agreement import agree_or_raise
 from gpart.runtime.loaders.batch import Batch, present
 from gpart.runtime.loaders.pieces import DEFAULT_NODE_DATA, LoaderOptions, SamplingRequest, compose, prefetch_ahead, prefetch_problem
 from gpart.runtime.loaders.prefetch import prefetched
+from gpart.runtime.loaders.temporal_options import attach_temporal, seed_time_problem, seed_times, time_kind
 from gpart.runtime.loaders.typed_batch import HeteroBatch
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.epochs import NODE_SALTS, EpochStreams, agreed_batch_count
@@ -88,6 +89,7 @@ class NodeLoaderOptions(LoaderOptions):
 
     labels: Optional[str] = "label"
     padded: bool = False
+    seed_time: Any = None  # one time per seed (PyG's input_time; None: the seed node's time)
 
 
 def DistNeighborLoader(
@@ -109,6 +111,9 @@ def DistNeighborLoader(
     padded: bool = False,
     prefetch: int = 0,
     weight: Any = None,
+    time: Optional[str] = None,
+    seed_time: Any = None,
+    temporal_strategy: str = "uniform",
 ) -> "NeighborLoader":
     """Mini-batches of this rank's `seeds` with neighbours sampled across all partitions (an iterable loader).
 
@@ -153,6 +158,16 @@ def DistNeighborLoader(
     proportional to them, with or without replacement, by the owner (weights
     never travel); zero-weight edges are never drawn; homogeneous graphs only
     (gpart.runtime.sampling.weighted). None: uniform draws.
+    time: the name of a node data array (node times: an in-edge's time is its
+    source's) or an edge data array (edge times) of the partition (PyG's
+    time_attr): a seed with time t draws only in-edges with time <= t, in every
+    hop (each sampled node carries its seed's time), so disjoint=True is
+    required, as in PyG (typed: the name per node or edge type; with weight:
+    weighted among the allowed, "uniform" only).
+    seed_time: one time per seed, in `seeds` order (PyG's input_time; None:
+    each seed node's own time, node times only). temporal_strategy: "uniform"
+    (uniform among the allowed in-edges) or "last" (the latest `fanout` by
+    time). gpart.runtime.loaders.temporal_options says what is read when.
 
     Collectives (every rank must make the same calls, each bounded by
     timeout_s): building the loader (it checks every rank's settings agree
@@ -164,7 +179,8 @@ def DistNeighborLoader(
     """
     options = NodeLoaderOptions(fanouts=fanouts, batch_size=batch_size, shuffle=shuffle, seed=seed, node_data=node_data,
                                 labels=labels, replace=replace, drop_last=drop_last, timeout_s=timeout_s, pyg=pyg,
-                                disjoint=disjoint, padded=padded, prefetch=prefetch, weight=weight)
+                                disjoint=disjoint, padded=padded, prefetch=prefetch, weight=weight, time=time,
+                                seed_time=seed_time, temporal_strategy=temporal_strategy)
     return _loader_class(part)(part, seeds, options, sampler=sampler, row_source=row_source)
 
 
@@ -188,14 +204,15 @@ class NeighborLoader:
         source_keys = row_source.keys() if row_source is not None else part.node_data
         self.node_data_names, labels = present_defaults(source_keys, options.node_data, options.labels)
         self.timeout_s = float(options.timeout_s if options.timeout_s is not None else part.timeout_s)
+        self.time = options.time_options()
         request = SamplingRequest(options.fanouts, self.node_data_names, labels, bool(options.replace), bool(options.disjoint),
-                                  self.timeout_s, options.weight)
+                                  self.timeout_s, options.weight, self.time)
         pieces = compose(part, seeds, request, sampler, row_source, carry_rows)
         self.plan, self.sampler, self.protocol, self.stats = pieces.plan, pieces.sampler, pieces.protocol, pieces.stats
         self.rank, self.world_size = pieces.layout.rank, pieces.layout.world_size
         self.seeds = self.plan.seeds
         problem = self.plan.problem or (f"batch_size must be >= 1, got {self.batch_size}" if self.batch_size < 1 else None) \
-            or prefetch_problem(options.prefetch)
+            or prefetch_problem(options.prefetch) or self._seed_time_problem(options.seed_time)
         self.padded = bool(options.padded)
         if self.padded and problem is None and pieces.protocol is not None:
             problem = _padded_problem(self.sampler, pieces.protocol)
@@ -204,13 +221,20 @@ class NeighborLoader:
         # batch_size and drop_last too: every rank counts the batches of every rank's seeds with its own
         settings = (f"{self.plan.settings} replace={bool(options.replace)} weight={options.weight!r} carry_rows={pieces.exchange.active and carry_rows} "
                     f"disjoint={bool(options.disjoint)} batch_size={self.batch_size} drop_last={self.drop_last} "
-                    f"prefetch={options.prefetch!r} manifest={part.digest}")
+                    f"prefetch={options.prefetch!r} {self.time.describe()} manifest={part.digest}")
         agree_or_raise(problem or pieces.problem, settings, "the DistNeighborLoader settings", self.timeout_s,
                        path=part.directory)
         self.num_batches = agreed_batch_count(self.seeds.numel(), self.batch_size, self.drop_last, self.world_size,
                                               self.timeout_s)
+        attach_temporal(part, self.sampler, self.time, self.timeout_s)
+        self.seed_time = seed_times(part, self.time, self.seeds, options.seed_time, self.timeout_s)
         prefetch_ahead(self.protocol, options.prefetch)
         self.epochs = EpochStreams(options.seed, self.rank, self.device, NODE_SALTS)
+
+    def _seed_time_problem(self, given: Any) -> Optional[str]:
+        if self.time.name is None:
+            return None if given is None else "seed_time needs time= (the time array's name)"
+        return seed_time_problem(given, self.seeds.numel(), "seed_time", time_kind(self.part, self.time.name))
 
     def __len__(self) -> int:
         return self.num_batches
@@ -222,6 +246,7 @@ class NeighborLoader:
     def __iter__(self) -> Iterator[Any]:
         order, gen = self.epochs.begin(self.seeds.numel(), self.options.shuffle)
         seeds = self.seeds[order]
+        times = None if self.seed_time is None else self.seed_time[order]
 
         def make(i: int) -> Any:
             part_seeds = seeds[i * self.batch_size : (i + 1) * self.batch_size]
@@ -229,7 +254,8 @@ class NeighborLoader:
                 self.stats["batches"] += 1
                 return self.sample_padded(part_seeds, gen)
             start = time.perf_counter()
-            sampled = self.sample(part_seeds, gen)
+            sampled = self.sample(part_seeds, gen, seed_time=None if times is None else
+                                  times[i * self.batch_size : (i + 1) * self.batch_size])
             batch = self.present(sampled)
             self.stats["total_s"] += time.perf_counter() - start
             self.stats["batches"] += 1
@@ -240,9 +266,11 @@ class NeighborLoader:
         depth = self.options.prefetch
         yield from prefetched(make, self.num_batches, depth, self.device) if depth else map(make, range(self.num_batches))
 
-    def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None) -> Sampled:
-        """One batch of the protocol for `seeds` (erased global ids; see DistSampler.sample): a collective."""
-        return self.protocol.sample(seeds, gen, seed_batch)
+    def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None,
+               seed_time: Optional[torch.Tensor] = None) -> Sampled:
+        """One batch of the protocol for `seeds` (erased global ids; with time, each seed's time; see
+        DistSampler.sample): a collective."""
+        return self.protocol.sample(seeds, gen, seed_batch, seed_time)
 
     def sample_padded(self, seeds: torch.Tensor, gen: torch.Generator) -> PaddedSampled:
         """One padded batch for `seeds` (padded=True; gpart.runtime.sampling.table_hops), x its first node data."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
+from gpart.runtime.loaders.temporal_options import TimeOptions, time_problem
 from gpart.runtime.partition.exchange import Exchange
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.partition.trainers import TrainerLayout, trainer_layout, wrong_partition
@@ -44,6 +45,11 @@ class LoaderOptions:
     disjoint: bool = False
     prefetch: int = 0
     weight: Any = None  # edge data name of sampling weights (PyG's weight_attr)
+    time: Optional[str] = None  # node or edge data name of times (PyG's time_attr)
+    temporal_strategy: str = "uniform"
+
+    def time_options(self) -> TimeOptions:
+        return TimeOptions(self.time, self.temporal_strategy)
 
 
 def prefetch_problem(prefetch: Any) -> Optional[str]:
@@ -71,6 +77,7 @@ class SamplingRequest:
     disjoint: bool = False
     timeout_s: float = 60.0
     weight: Any = None  # edge data name of sampling weights (None: uniform)
+    time: TimeOptions = TimeOptions()  # temporal draws (gpart.runtime.loaders.temporal_options; no name: none)
 
 
 @dataclass
@@ -99,6 +106,9 @@ def compose(part: Partition, seeds: Any, request: SamplingRequest, sampler: Any 
     problem = plan.problem or _placement_problem(part, layout)
     if not problem and request.weight is not None:
         problem = "the sampler was given: pass weight to its LocalSampler" if sampler is not None else weight_problem(part, request.weight)
+    problem = problem or time_problem(part, request.time, request.disjoint, request.weight, sampler)
+    if not problem and request.time.name is not None and any(len({f for f in fans if f}) > 1 for fans in plan.hop_fanouts):
+        problem = "time= takes one fanout per hop: give every sampled edge type of a hop the same fanout"
     if sampler is not None and not problem and sampler.num_hops != len(plan.hop_fanouts):
         problem = f"the sampler takes {sampler.num_hops} hops, the fanouts {len(plan.hop_fanouts)}"
     if problem:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Union
 
@@ -29,10 +30,24 @@ from gpart.formats.partition.writer import data_key
 from gpart.runtime.partition.book import load_book
 from gpart.runtime.partition.device import DeviceLike, Stager, place, resolve_device
 from gpart.runtime.partition.loaded import LoadedPartition
+from gpart.runtime.partition.row_cache import CacheSize, build_cache
 from gpart.runtime.partition.trainers import partition_of_rank
 from gpart.runtime.partition.typed import HeteroPartition, load_hetero_partition
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """load_partition's settings (see there), packed once."""
+
+    device: DeviceLike = None
+    feature_device: DeviceLike = None
+    verify: bool = True
+    node_data: Optional[Sequence[str]] = None
+    edge_data: Optional[Sequence[str]] = None
+    timeout_s: float = 60.0
+    cache: CacheSize = None
 
 
 def load_partition(
@@ -46,6 +61,7 @@ def load_partition(
     edge_data: Optional[Sequence[str]] = None,
     timeout_s: float = 60.0,
     hetero: bool = True,
+    cache: CacheSize = None,
 ) -> Union[LoadedPartition, HeteroPartition]:
     """Load partition `rank` of the partition result in `path` onto `device`.
 
@@ -60,20 +76,28 @@ def load_partition(
     cross-rank agreement check of distributed gathers. A typed result (SPEC.md 8)
     gives a gpart.runtime.partition.typed.HeteroPartition (node_data then names typed
     arrays, `(ntype, name)`); hetero=False loads its type-erased partition.
+    cache: keep the most-read node data rows on `device` in front of node data
+    in host memory (feature_device="cpu"): a byte budget ("8GB", an int) or a
+    fraction of the rows (0.2); the loaders read through it and
+    `part.cache_stats()` counts hits and misses (gpart.runtime.partition.
+    row_cache; homogeneous partitions). None: no cache.
     """
+    options = LoadOptions(device, feature_device, verify, node_data, edge_data, timeout_s, cache)
     directory = Path(path)
     reader, rank = _open_reader(directory, rank)
     try:
         typed = hetero and reader.hetero is not None
         # a typed result: its erased partition without data, then the typed data over it
         with _damage_named(directory):
-            base = _load_erased(reader, directory, rank, device, feature_device, verify, [] if typed else node_data,
-                                [] if typed else edge_data, timeout_s)
+            base = _load_erased(reader, directory, rank, replace(options, node_data=[], edge_data=[]) if typed else options)
     finally:
         reader.close()
     if typed:
+        if cache is not None:
+            raise InputError(directory, "cache= takes a homogeneous partition (a typed one's node data is per type)")
         with _damage_named(directory):
             return load_hetero_partition(base, feature_device, verify, node_data=node_data, edge_data=edge_data)
+    base.row_cache = build_cache(cache, base.node_data, base.indices, base.device, directory)
     return base
 
 
@@ -87,15 +111,14 @@ def _damage_named(directory: Path) -> Iterator[None]:
         raise IntegrityError(exc.path, f"{exc.problem}; {hint}") from None
 
 
-def _load_erased(reader: PartitionReader, directory: Path, rank: Any, device: DeviceLike, feature_device: DeviceLike,
-                 verify: bool, node_data: Optional[Sequence[str]], edge_data: Optional[Sequence[str]],
-                 timeout_s: float) -> LoadedPartition:
+def _load_erased(reader: PartitionReader, directory: Path, rank: Any, options: LoadOptions) -> LoadedPartition:
     """Partition `rank` of the result `reader` opened, over erased ids, with the node and edge data named."""
     rank = _check_rank(rank, reader.num_parts, directory)
-    dev = resolve_device(device)
-    fdev = resolve_device(feature_device) if feature_device is not None else dev
-    names = _select(reader.node_data_names(), node_data, "node data", directory)
-    edge_names = _select(reader.edge_data_names(), edge_data, "edge data", directory)
+    dev = resolve_device(options.device)
+    fdev = resolve_device(options.feature_device) if options.feature_device is not None else dev
+    names = _select(reader.node_data_names(), options.node_data, "node data", directory)
+    edge_names = _select(reader.edge_data_names(), options.edge_data, "edge data", directory)
+    verify, timeout_s = options.verify, options.timeout_s
     info = reader.part_info(rank)
     return LoadedPartition(
         directory=directory,

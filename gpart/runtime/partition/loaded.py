@@ -35,6 +35,7 @@ import torch
 from gpart.base.errors import InputError, NotLocalError
 from gpart.runtime.partition.book import DeviceBook
 from gpart.runtime.partition.interface import PLAIN_EDGE_TYPE, PLAIN_NODE_TYPE
+from gpart.runtime.partition.row_cache import RowCache
 from gpart.runtime.partition.serving import ServingRanks, gather_rows, read_rows
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -78,9 +79,20 @@ class LoadedPartition:
     typed: ClassVar[bool] = False  # homogeneous: the one-type case of a typed partition
     is_hetero: ClassVar[bool] = False  # the same, under the name callers probed for
     serving: ServingRanks = field(init=False, repr=False)
+    # the device cache of hot node data rows (load_partition's cache=; gpart.runtime.partition.row_cache), or None
+    row_cache: Optional[RowCache] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.serving = ServingRanks(self.directory, self.digest, self.rank, self.num_parts, self.device)
+
+    def cache_stats(self) -> dict[str, dict[str, Any]]:
+        """Per node data array: the row cache's hits, misses, hit rate, cached rows and bytes ({} without a cache)."""
+        return self.row_cache.stats() if self.row_cache is not None else {}
+
+    def refresh_cache(self) -> None:
+        """Re-rank the cached rows by the reads counted since loading or the last refresh (no cache: nothing)."""
+        if self.row_cache is not None:
+            self.row_cache.refresh()
 
     # -- descriptive
 

@@ -39,7 +39,7 @@ from gpart.base.errors import InputError
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling import fused_floyd
 from gpart.runtime.sampling.kernels import sample_segments, sample_table
-from gpart.runtime.sampling.temporal import sample_temporal_segments
+from gpart.runtime.sampling.temporal import sample_temporal_segments, sample_temporal_weighted
 from gpart.runtime.sampling.weighted import SegmentWeights
 
 
@@ -93,8 +93,12 @@ class LocalSampler:
             if len(values) != 1:
                 raise InputError(None, "temporal sampling takes one fanout per hop: the typed fanouts of this hop differ")
             seg_time = col_time if pair_of is None else torch.index_select(col_time, 0, pair_of)
-            picks = sample_temporal_segments(start, deg, seg_time, self.temporal[0], values[0], self.temporal[1], gen,
-                                             self.replace)
+            if self.weights is not None:  # weighted among the allowed ("uniform" only: weight_problem checks)
+                picks = sample_temporal_weighted(start, deg, seg_time, self.temporal[0], self._sorted_weights(), values[0],
+                                                 gen, self.replace)
+            else:
+                picks = sample_temporal_segments(start, deg, seg_time, self.temporal[0], values[0], self.temporal[1],
+                                                 gen, self.replace)
             pair_counts, positions = picks.counts, picks.positions
         elif self.weights is not None:  # homogeneous only (weight_problem): one fanout per hop
             picks = self.weights.sample_segments(start, deg, values[0], self.replace, gen)
@@ -110,6 +114,13 @@ class LocalSampler:
         if self.remote_ids:
             src = torch.index_select(part.node_ids, 0, src)
         return counts, src, torch.index_select(part.edge_ids, 0, positions)
+
+    def _sorted_weights(self) -> SegmentWeights:
+        """The weights in the temporal index's sorted order, made once per index."""
+        index = self.temporal[0] if self.temporal is not None else None
+        if getattr(self, "_sorted", (None, None))[0] is not index:
+            self._sorted = (index, index.weights_in_order(self.weights.weights))
+        return self._sorted[1]
 
     def table_fanout(self, hop: int) -> int:
         """The fanout F of hop `hop` when it is taken as a [columns, F] table (sample_table): table hops on, one

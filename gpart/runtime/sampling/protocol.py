@@ -48,14 +48,12 @@ same.
 The loaders may run this protocol on a background thread (prefetch, gpart.runtime.loaders.prefetch); it is then
 the only caller of the exchange's collectives until the iteration ends.
 
-disjoint=True (PyG's disjoint): every seed gets its own sub-graph. A batch
-node is a key seed index * num_nodes + global id, so the relabelling
-(gpart.runtime.sampling.kernels.KeyRelabeller) keeps a node once per seed
-that reaches it and `batch` gives each node's seed. A hop asks each
-distinct node once, with its multiplicity (how many seeds reached it); the
-owner samples it that many times, independently, and the answers spread
-back to the keys; a node's rows travel once per batch whatever its
-multiplicity.
+disjoint=True (PyG's disjoint): every seed gets its own sub-graph, its nodes
+keys seed index * num_nodes + global id; the rounds over keys are
+gpart.runtime.sampling.disjoint_round's. With `seed_time` (temporal draws,
+disjoint only) every key draws at its seed's time, on one partition or
+across several (the requests then carry each (node, time) pair's time in
+the same round).
 """
 
 from __future__ import annotations
@@ -71,25 +69,15 @@ from gpart.runtime.partition.exchange import Exchange
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling import round_sizes
 from gpart.runtime.sampling.answer_message import EdgeSection, answer_message, answer_sizes, split_answers, used_edges
+from gpart.runtime.sampling.disjoint_round import keyed_round
 from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
 from gpart.runtime.sampling.padded_batches import PaddedBatches
+from gpart.runtime.sampling.round_answer import Draw, Keys, RoundAnswer
 from gpart.runtime.sampling.round_sizes import RoundSizes, count_table, edge_bound
 from gpart.runtime.sampling.row_fetcher import Requests, RowFetcher
 from gpart.runtime.sampling.sampled import Sampled
 from gpart.runtime.sampling.table_hops import PaddedSampled, trim
-
-Keys = list[list[Hashable]]  # per kind, the node data keys a round carries
-Draw = Optional[tuple]  # (hop, generator[, time per frontier key]) of a sampling round; None: rows alone
-
-
-@dataclass
-class _Answer:
-    counts: torch.Tensor  # sampled in-edges per requested node (per draw, when drawn several times), order frontier[order]
-    src: torch.Tensor
-    eid: torch.Tensor
-    order: torch.Tensor
-    node_rows: dict[Hashable, torch.Tensor]  # per key: rows of the requested nodes of its kind, in frontier order
 
 
 @dataclass
@@ -126,6 +114,7 @@ class DistSampler:
         # benchmarks run beside this one); exact and uniform too, from other draws
         self.fixed_capacity = True
         self._bounds: Optional[list[Optional[int]]] = None
+        self.seed_time: Optional[torch.Tensor] = None  # the batch's seed times while it samples (temporal draws)
         # ids travel as int32 pairs when every global node and edge id fits
         self._edge_dtype = torch.int32 if max(part.num_nodes, part.num_edges) < 2**31 else torch.int64
 
@@ -133,11 +122,18 @@ class DistSampler:
                seed_time: Optional[torch.Tensor] = None) -> Sampled:
         """One batch for this rank's `seeds` (erased global ids on the device, distinct unless disjoint; any number,
         none too): the hops, then the rows. With disjoint sampling `seed_batch` is each seed's `batch` value (None:
-        its position), `seed_time` each seed's time for temporal draws (sampler.temporal set; one partition). A
+        its position), `seed_time` each seed's time for temporal draws (sampler.temporal set). A
         collective: every rank calls it as often, in the same order."""
-        if seed_time is not None and (not self.disjoint or self.exchange.active or getattr(self.sampler, "temporal", None) is None):
-            raise InputError(None, "seed_time needs disjoint sampling on one partition and sampler.temporal set")
-        self._seed_time = None if seed_time is None else seed_time.to(self.device)
+        if seed_time is not None and (not self.disjoint or getattr(self.sampler, "temporal", None) is None):
+            raise InputError(None, "seed_time needs disjoint and sampler.temporal set")
+        self.seed_time = None if seed_time is None else seed_time.to(self.device)
+        if self.disjoint and self.exchange.active and getattr(self.sampler, "temporal", None) is not None:
+            # every rank's requests carry times alike (a rank without seeds too), so the rounds' messages agree
+            if seed_time is None and seeds.numel():
+                raise InputError(None, "seed_time is needed: sampler.temporal is set and the draws ask other partitions")
+            self.seed_time = seeds.new_zeros(0, dtype=torch.float64) if seed_time is None else self.seed_time
+        if self.seed_time is not None and self.seed_time.numel() != seeds.numel():
+            raise InputError(None, f"seed_time has {self.seed_time.numel()} entries for {seeds.numel()} seeds")
         if seeds.numel() and self.table_batches():  # one partition, table hops: fixed capacities, one synchronisation
             sampled = trim(self.sample_padded(seeds, gen, rows=False))
             rows = self.rows
@@ -189,7 +185,7 @@ class DistSampler:
             if not self.disjoint and self.sampler.table_fanout(hop):
                 pos, dst, eid, added = self._table_hop(frontier, hop, gen, first, final)
             else:
-                answer = self._keyed_round(frontier, rows.keys(hop == 0) if self.carry_rows else nothing, (hop, gen))
+                answer = keyed_round(self, frontier, rows.keys(hop == 0) if self.carry_rows else nothing, (hop, gen))
                 dst = torch.repeat_interleave(answer.order + first, answer.counts, output_size=int(answer.src.numel()))
                 (pos, added), eid = relabel.add_unique(answer.src, final=final), answer.eid
                 for key, part_rows in answer.node_rows.items():
@@ -209,7 +205,7 @@ class DistSampler:
         if carry and rows.data_keys and len(rows.kind_keys) == 1 and not self.disjoint:
             node_data = self._last_rows_into(hops, frontier, int(n_id.numel()))
         elif carry and rows.data_keys:  # the last hop's nodes: one round of requests and rows for every array
-            for key, part_rows in self._keyed_round(frontier, rows.keys(False), None).node_rows.items():
+            for key, part_rows in keyed_round(self, frontier, rows.keys(False), None).node_rows.items():
                 hops.got[key].append(part_rows)
             node_data = {key: torch.cat(hops.got[key]) for key in rows.data_keys}
         else:
@@ -217,7 +213,7 @@ class DistSampler:
         y = None
         if rows.label_key is not None:
             y = hops.got[rows.label_key][0] if carry else \
-                self._keyed_round(seeds, rows.only(rows.label_key, rows.seed_kind), None).node_rows[rows.label_key]
+                keyed_round(self, seeds, rows.only(rows.label_key, rows.seed_kind), None).node_rows[rows.label_key]
         return node_data, y
 
     def _last_rows_into(self, hops: _Hops, frontier: torch.Tensor, total: int) -> dict[Hashable, torch.Tensor]:
@@ -256,58 +252,16 @@ class DistSampler:
         out = {}
         for kind, keys in enumerate(rows.kind_keys):
             for key in keys:
-                out[key] = self._keyed_round(n_id, rows.only(key, kind), None).node_rows[key]
-        return out
-
-    def _keyed_round(self, frontier: torch.Tensor, keys: Keys, sample: Draw) -> _Answer:
-        """round() for a frontier of keys (node ids, or disjoint keys seed * num_nodes + node): across partitions each
-        distinct node is asked once, drawn once per key when sampling, and the answers (edges, sources as keys,
-        rows) spread back to the keys; with one partition nothing travels and the keys' nodes are sampled as they are."""
-        if not self.disjoint:
-            return self.round(frontier, keys, sample)
-        n = self.part.num_nodes
-        nodes = torch.remainder(frontier, n)
-        if not self.exchange.active:
-            if sample is not None and getattr(self, "_seed_time", None) is not None:  # each key draws at its seed's time
-                sample = (*sample, torch.index_select(self._seed_time, 0, torch.div(frontier, n, rounding_mode="floor")))
-            answer = self.round(nodes, keys, sample)
-            order, node_rows = answer.order, answer.node_rows
-        else:
-            nodes, inverse, mult = torch.unique(nodes, return_inverse=True, return_counts=True)
-            answer = self.round(nodes, keys, sample, mult if sample is not None else None)
-            node_rows, order = self._spread_rows(answer.node_rows, keys, nodes, inverse), answer.order
-            if sample is not None:  # the draws of node u answer, in group order, the keys of u in frontier order
-                rank = torch.empty_like(order).index_copy_(0, order, torch.arange(nodes.numel(), device=self.device))
-                order = torch.sort(torch.index_select(rank, 0, inverse), stable=True).indices
-        src = answer.src
-        if sample is not None:  # sources as keys of the seed of the key they were drawn for
-            seed_base = torch.index_select(frontier, 0, order).div_(n, rounding_mode="floor").mul_(n)
-            src = src + torch.repeat_interleave(seed_base, answer.counts, output_size=int(src.numel()))
-        return _Answer(answer.counts, src, answer.eid, order, node_rows)
-
-    def _spread_rows(self, node_rows: dict[Hashable, torch.Tensor], keys: Keys, nodes: torch.Tensor,
-                     inverse: torch.Tensor) -> dict[Hashable, torch.Tensor]:
-        """Rows of the sorted distinct `nodes` (per array, the rows of the nodes of its kind) for the keys
-        nodes[inverse], in key order among the keys of that kind."""
-        if len(keys) == 1:
-            return {key: torch.index_select(rows, 0, inverse) for key, rows in node_rows.items()}
-        # typed: a node type's erased ids are one range, so its nodes are one block of the sorted nodes
-        starts = torch.searchsorted(nodes, self.part.node_offsets)
-        kind = torch.searchsorted(starts, torch.arange(nodes.numel(), device=nodes.device), right=True) - 1
-        within = torch.arange(nodes.numel(), device=nodes.device) - torch.index_select(starts, 0, kind)
-        key_kind, key_within = torch.index_select(kind, 0, inverse), torch.index_select(within, 0, inverse)
-        out = {}
-        for t, names in enumerate(keys):  # a loop over node types
-            at = torch.masked_select(key_within, key_kind == t)
-            out.update((name, torch.index_select(node_rows[name], 0, at)) for name in names if name in node_rows)
+                out[key] = keyed_round(self, n_id, rows.only(key, kind), None).node_rows[key]
         return out
 
     def round(self, frontier: torch.Tensor, keys: Keys, sample: Draw, draws: Optional[torch.Tensor] = None,
-              into: Optional[dict[Hashable, torch.Tensor]] = None) -> _Answer:
-        """Requests for `frontier` to their owners; answers: the sampled in-edges (when `sample` = (hop, generator);
-        `draws[i]` independent samples of frontier[i], one when None, the counts then per draw) and the rows of
-        `keys` of the flagged requests. 3 collectives (a count table, the requests, the answers with their edges;
-        4 when the hop has no edge bound, see the module), none in a world of one partition."""
+              into: Optional[dict[Hashable, torch.Tensor]] = None, rowless: Optional[torch.Tensor] = None) -> RoundAnswer:
+        """Requests for `frontier` to their owners; answers: the sampled in-edges (when `sample` = (hop, generator[,
+        time per frontier node: temporal draws]); `draws[i]` independent samples of frontier[i], one when None, the
+        counts then per draw) and the rows of `keys` of the flagged requests (none of the `rowless` ones, whose rows
+        another request brings). 3 collectives (a count table, the requests, the answers with their edges; 4 when the
+        hop has no edge bound, see the module), none in a world of one partition."""
         rows, exchange = self.rows, self.exchange
         layouts = rows.layouts(keys)
         widths = [layout.row_bytes for layout in layouts]
@@ -321,25 +275,43 @@ class DistSampler:
         send_cols, sent_owner, order = exchange.sort_by_partition(cols, owner)
         order = order if asked is None else torch.index_select(asked, 0, order)
         req = rows.requests(located, order, widths)
+        if rowless is not None:
+            req.need &= ~torch.index_select(rowless, 0, order)
         if draws is not None:
             draws = torch.index_select(draws, 0, order)
         table = RoundSizes(*exchange.count_table(count_table(sent_owner, req, len(layouts), draws, exchange.num_peers)),
                        draws is not None)
         req.per_kind = table.kinds(table.mine)
-        flagged = send_cols * 2 + req.need
-        if draws is not None:  # each request with its number of draws
-            flagged = exchange.rows(torch.stack([flagged, draws], 1), table.requests(table.mine), table.requests(table.theirs))
-            flagged, recv_draws = flagged[:, 0], flagged[:, 1]
-        else:
-            flagged = exchange.rows(flagged, table.requests(table.mine), table.requests(table.theirs))
-        cols, wanted = torch.div(flagged, 2, rounding_mode="floor"), torch.remainder(flagged, 2).bool()
+        time = None if sample is None or len(sample) < 3 else torch.index_select(sample[2], 0, order)
+        cols, wanted, recv_draws, recv_time = self._requests(send_cols * 2 + req.need, draws, time, table)
         if sample is None:
             answer = self._answer(keys, layouts, cols, wanted, table, None)
-            return _Answer(answer[0], cols[:0], cols[:0], order, rows.frontier_rows(keys, layouts, answer[1], req, into))
-        drawn = cols if draws is None else torch.repeat_interleave(cols, recv_draws, output_size=sum(table.draws(table.theirs)))
-        counts, src, eid = self.sampler.sample(drawn, *sample)
+            return RoundAnswer(answer[0], cols[:0], cols[:0], order, rows.frontier_rows(keys, layouts, answer[1], req, into))
+        total = sum(table.draws(table.theirs))
+        drawn = cols if draws is None else torch.repeat_interleave(cols, recv_draws, output_size=total)
+        if recv_time is None:
+            counts, src, eid = self.sampler.sample(drawn, *sample)
+        else:  # each draw at the time its request carried
+            col_time = recv_time if draws is None else torch.repeat_interleave(recv_time, recv_draws, output_size=total)
+            counts, src, eid = self.sampler.sample(drawn, sample[0], sample[1], col_time)
         got_counts, row_bytes, (src, eid) = self._answer(keys, layouts, cols, wanted, table, (sample[0], counts, src, eid))
-        return _Answer(got_counts, src, eid, order, rows.frontier_rows(keys, layouts, row_bytes, req))
+        return RoundAnswer(got_counts, src, eid, order, rows.frontier_rows(keys, layouts, row_bytes, req))
+
+    def _requests(self, flagged: torch.Tensor, draws: Optional[torch.Tensor], time: Optional[torch.Tensor],
+                  table: RoundSizes) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """The requests (column * 2 + rows flag, in group order) to their owners, each with its number of draws and
+        its time where given (float64 bits as int64): one collective. The owner's side: (columns, rows wanted,
+        draws, times) of the requests it received."""
+        exchange = self.exchange
+        columns = [flagged] + ([] if draws is None else [draws])
+        if time is not None:
+            columns.append(time.to(torch.float64).view(torch.int64))
+        send = flagged if len(columns) == 1 else torch.stack(columns, 1)
+        got = exchange.rows(send, table.requests(table.mine), table.requests(table.theirs))
+        flagged = got if len(columns) == 1 else got[:, 0]
+        recv_draws = None if draws is None else got[:, 1]
+        recv_time = None if time is None else got[:, -1].contiguous().view(torch.float64)
+        return torch.div(flagged, 2, rounding_mode="floor"), torch.remainder(flagged, 2).bool(), recv_draws, recv_time
 
     def _answer(self, keys: Keys, layouts: list, cols: torch.Tensor, wanted: torch.Tensor, table: RoundSizes,
                 drawn: Optional[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]]):
@@ -388,7 +360,7 @@ class DistSampler:
         bound = self._bounds[hop]
         return bound if bound is not None and 0 < bound <= round_sizes.MAX_EDGE_SLOTS else None
 
-    def _local_round(self, frontier, keys, layouts, located, sample, draws) -> _Answer:
+    def _local_round(self, frontier, keys, layouts, located, sample, draws) -> RoundAnswer:
         """A round with one partition: every node is owned here (local ids are the global ids, SPEC.md 4.1)."""
         order = torch.arange(frontier.numel(), device=self.device)
         src = eid = counts = frontier[:0]
@@ -396,5 +368,5 @@ class DistSampler:
             cols = frontier if draws is None else torch.repeat_interleave(frontier, draws, output_size=int(draws.sum()))
             counts, src, eid = self.sampler.sample(cols, *sample)
         req = Requests(located[0], located[1], order, torch.zeros_like(frontier, dtype=torch.bool), [])
-        return _Answer(counts, src, eid, order, self.rows.frontier_rows(keys, layouts, [None] * len(layouts), req))
+        return RoundAnswer(counts, src, eid, order, self.rows.frontier_rows(keys, layouts, [None] * len(layouts), req))
 

@@ -77,6 +77,7 @@ class PartitionRows(RowSource):
     def __init__(self, part: Partition):
         self.node_data, self.device = part.node_data, part.device
         self.holds_halo = True
+        self.cache = getattr(part, "row_cache", None)  # hot rows on the device (gpart.runtime.partition.row_cache)
 
     def keys(self) -> Sequence[Hashable]:
         return list(self.node_data)
@@ -86,6 +87,8 @@ class PartitionRows(RowSource):
         return table.dtype, tuple(table.shape[1:])
 
     def read(self, key: Hashable, rows: torch.Tensor) -> torch.Tensor:
+        if self.cache is not None and key in self.cache.rows:
+            return self.cache.read(str(key), rows)
         table = self.node_data[key]
         if table.device == self.device:
             return torch.index_select(table, 0, rows)

@@ -29,6 +29,7 @@ import torch
 
 from gpart.base.errors import InputError
 from gpart.runtime.sampling.kernels import Picks, sample_segments
+from gpart.runtime.sampling.weighted import SegmentWeights
 
 STRATEGIES = ("uniform", "last")
 
@@ -89,6 +90,18 @@ def sample_temporal_segments(start: torch.Tensor, deg: torch.Tensor, seg_time: t
     return Picks(take, torch.index_select(index.perm, 0, last - within))
 
 
+def sample_temporal_weighted(start: torch.Tensor, deg: torch.Tensor, seg_time: torch.Tensor, index: "TemporalIndex",
+                             sorted_weights: SegmentWeights, fanout: int, generator: Optional[torch.Generator] = None,
+                             replace: bool = False) -> Picks:
+    """"uniform" temporal draws by weight: up to `fanout` positions of each segment among those with time <=
+    seg_time[i], drawn with probability proportional to their weights (`sorted_weights`: the weights in the index's
+    sorted order, index.weights_in_order), zero weights never; the allowed are a prefix in sorted order, so the
+    weighted draw runs over the prefixes and maps back through the sort."""
+    counts = index.allowed(start, deg.to(torch.int64), seg_time)
+    picks = sorted_weights.sample_segments(start, counts, fanout, replace, generator)
+    return Picks(picks.counts, torch.index_select(index.perm, 0, picks.positions))
+
+
 class TemporalIndex:
     """Candidate times sorted within each run of the CSC (a column, or a typed column's edge-type slice), made once:
     a segment's allowed candidates (time <= t) are then a prefix of its run in sorted order, found by one
@@ -102,6 +115,10 @@ class TemporalIndex:
         run = torch.searchsorted(self.boundaries, torch.arange(cand_time.numel(), device=dev), right=True)
         keys = run * self.width + torch.searchsorted(self.times, cand_time)
         self.keys, self.perm = torch.sort(keys, stable=True)  # equal keys keep CSC order: later position last
+
+    def weights_in_order(self, weights: torch.Tensor) -> SegmentWeights:
+        """Per-position sampling weights (CSC order) as SegmentWeights over this index's sorted order."""
+        return SegmentWeights(torch.index_select(weights.reshape(-1), 0, self.perm))
 
     def allowed(self, start: torch.Tensor, deg: torch.Tensor, seg_time: torch.Tensor) -> torch.Tensor:
         """How many candidates of each segment [start, start + deg) (whole runs) have time <= seg_time."""
@@ -128,7 +145,13 @@ def position_times(part, node_time: Optional[torch.Tensor] = None, edge_time: Op
 def temporal_index(part, node_time: Optional[torch.Tensor] = None, edge_time: Optional[torch.Tensor] = None) -> "TemporalIndex":
     """The TemporalIndex of partition `part` (LocalSampler.temporal = (index, strategy)): runs are its columns, and
     for a typed partition each column's edge-type slices (SPEC.md 8.2)."""
+    return TemporalIndex(position_times(part, node_time, edge_time), csc_runs(part))
+
+
+def csc_runs(part) -> torch.Tensor:
+    """The boundaries of partition `part`'s CSC runs: its columns, and for a typed partition each column's edge-type
+    slices (SPEC.md 8.2)."""
     bounds = part.indptr.to(torch.int64)
     if part.typed:
         bounds = torch.unique(torch.cat([bounds, part.type_start.reshape(-1).to(torch.int64)]))
-    return TemporalIndex(position_times(part, node_time, edge_time), bounds)
+    return bounds

@@ -22,8 +22,18 @@ per-partition table is built from it:
   edge gets the key -log(U) / w and the segment keeps its `fanout`
   smallest: a segmented top-k by one float64 sort on segment * 2 +
   (1 - exp(-key)). Zero-weight edges are never kept. This reads every
-  in-edge of a crowded segment (O(degree) per node, as PyG's weighted
-  sampler), where uniform draws cost O(fanout): see docs/runtime.md.
+  in-edge of the segment (O(degree) per node, as PyG's weighted sampler),
+  so it serves the segments with at most WIDE x fanout positive edges.
+  A wider segment (a hub) draws from a stream instead: i.i.d. draws by
+  inverse CDF, 2 x what it still needs per round, keeping each edge's
+  first appearance; the first `fanout` distinct edges of an i.i.d. weighted
+  stream are exactly a draw one by one without replacement by weight
+  (successive sampling), and a segment still short after STREAM_ROUNDS
+  rounds takes the rest by the keys above among its positive edges not yet
+  taken (the same process continued: given the edges taken so far, the
+  rest is successive sampling from the remainder). Cost: O(fanout log E)
+  per hub instead of O(degree). `positive_prefix` (8 bytes per stored
+  edge) counts the positive edges of any segment in O(1).
 
 Tensor operations only, no loop per node; the picks are grouped by segment,
 as gpart.runtime.sampling.kernels.sample_segments gives them.
@@ -63,13 +73,19 @@ def weight_problem(part: Any, name: Any) -> Optional[str]:
     return None
 
 
+WIDE = 4  # a segment with more than WIDE x fanout positive edges draws from a stream (see the module)
+STREAM_ROUNDS = 3  # rounds of stream draws before a short segment takes the rest by keys
+
+
 class SegmentWeights:
     """A partition's sampling weights in CSC order with the tables of both draws (see the module)."""
 
     def __init__(self, weights: torch.Tensor):
         self.weights = weights.reshape(-1)  # as stored (float32: 4 B per edge); keys are computed in float64
         w64 = self.weights.to(torch.float64)
-        self.prefix = torch.cat([torch.zeros(1, dtype=torch.float64, device=w64.device), torch.cumsum(w64, 0)])
+        zero = torch.zeros(1, dtype=torch.int64, device=w64.device)
+        self.prefix = torch.cat([zero.to(torch.float64), torch.cumsum(w64, 0)])
+        self.positive_prefix = torch.cat([zero, torch.cumsum((w64 > 0).to(torch.int64), 0)])
 
     @classmethod
     def of(cls, part: Any, name: Any) -> "SegmentWeights":
@@ -85,6 +101,7 @@ class SegmentWeights:
         return self._with_replacement(start, deg, fanout, generator)
 
     def _with_replacement(self, start, deg, fanout, generator) -> Picks:
+        """`fanout` i.i.d. draws per segment with a positive weight (`fanout` may be a tensor: per segment)."""
         base = torch.index_select(self.prefix, 0, start)
         total = torch.index_select(self.prefix, 0, start + deg) - base
         counts = torch.where(total > 0, fanout, 0)
@@ -97,6 +114,57 @@ class SegmentWeights:
         return Picks(counts, torch.searchsorted(self.prefix[1:], target, right=True))
 
     def _without_replacement(self, start, deg, fanout, generator) -> Picks:
+        """Up to `fanout` distinct positive-weight positions per segment, one by one by weight: wide segments from
+        a stream, the others by keys over every in-edge (see the module); grouped by segment."""
+        positive = torch.index_select(self.positive_prefix, 0, start + deg) - torch.index_select(self.positive_prefix, 0, start)
+        wide = positive > WIDE * fanout if fanout >= 0 else torch.zeros_like(positive, dtype=torch.bool)
+        if not bool(wide.any()):
+            return self._by_keys(start, deg, fanout, generator)
+        counts = torch.clamp(positive, max=fanout)
+        narrow_at, wide_at = torch.nonzero(~wide).reshape(-1), torch.nonzero(wide).reshape(-1)
+        narrow = self._by_keys(torch.index_select(start, 0, narrow_at), torch.index_select(deg, 0, narrow_at), fanout, generator)
+        streamed = self._by_stream(torch.index_select(start, 0, wide_at), torch.index_select(deg, 0, wide_at), fanout, generator)
+        return Picks(counts, _merge_groups(counts, [(narrow_at, narrow), (wide_at, streamed)]))
+
+    def _by_stream(self, start, deg, fanout, generator) -> Picks:
+        """`fanout` distinct positions of each (wide) segment: the first distinct ones of a stream of i.i.d. weighted
+        draws, the rest (segments still short after STREAM_ROUNDS) by keys among the edges not taken."""
+        s, dev = start.numel(), start.device
+        span = int(self.prefix.numel())  # keys segment * span + position are distinct across segments
+        need = torch.full((s,), fanout, dtype=torch.int64, device=dev)
+        taken_keys = torch.zeros(0, dtype=torch.int64, device=dev)
+        for _ in range(STREAM_ROUNDS):  # a few rounds, each vectorised over every segment still short
+            draws = self._with_replacement(start, deg, 2 * need, generator)
+            seg = torch.repeat_interleave(torch.arange(s, device=dev), draws.counts, output_size=draws.positions.numel())
+            keys = seg * span + draws.positions
+            fresh = _first_appearances(keys) & ~torch.isin(keys, taken_keys)
+            rank = _rank_in_group(fresh, seg, draws.counts)
+            keep = fresh & (rank < torch.index_select(need, 0, seg))
+            taken_keys = torch.cat([taken_keys, torch.masked_select(keys, keep)])
+            need = need - torch.zeros_like(need).index_add_(0, seg, keep.to(torch.int64))
+            if not bool((need > 0).any()):
+                break
+        if bool((need > 0).any()):
+            taken_keys = torch.cat([taken_keys, self._rest_by_keys(start, deg, need, taken_keys, span, generator)])
+        taken_keys = torch.sort(taken_keys).values  # grouped by segment
+        return Picks(torch.full((s,), fanout, dtype=torch.int64, device=dev), torch.remainder(taken_keys, span))
+
+    def _rest_by_keys(self, start, deg, need, taken_keys, span, generator) -> torch.Tensor:
+        """Keys (segment * span + position) of `need` more positions of each short segment, by exponential keys among
+        its positive edges not in `taken_keys`."""
+        short = torch.nonzero(need > 0).reshape(-1)
+        every = sample_segments(torch.index_select(start, 0, short), torch.index_select(deg, 0, short), -1)
+        seg = torch.repeat_interleave(short, every.counts, output_size=every.positions.numel())
+        keys = seg * span + every.positions
+        chosen = (torch.index_select(self.weights, 0, every.positions) > 0) & ~torch.isin(keys, taken_keys)
+        w = torch.where(chosen, torch.index_select(self.weights, 0, every.positions).to(torch.float64), 0.0)
+        local = torch.repeat_interleave(torch.arange(short.numel(), device=start.device), every.counts,
+                                        output_size=keys.numel())
+        crowded = torch.ones(short.numel(), dtype=torch.bool, device=start.device)
+        self._draw_crowded(chosen, w, local, crowded, torch.index_select(need, 0, short), generator)
+        return torch.masked_select(keys, chosen)
+
+    def _by_keys(self, start, deg, fanout, generator) -> Picks:
         every = sample_segments(start, deg, -1)  # every candidate, grouped by segment
         w = torch.index_select(self.weights, 0, every.positions)
         n, dev = w.numel(), w.device
@@ -125,3 +193,31 @@ class SegmentWeights:
         limit = torch.repeat_interleave(counts[crowded], sizes, output_size=edges.numel())
         chosen.index_fill_(0, edges, False)
         chosen.index_fill_(0, torch.index_select(edges, 0, torch.masked_select(order, rank < limit)), True)
+
+
+def _first_appearances(keys: torch.Tensor) -> torch.Tensor:
+    """Whether each key is the first of its value in `keys` (stream order)."""
+    _, inverse = torch.unique(keys, return_inverse=True)
+    first = torch.full((int(inverse.max()) + 1 if inverse.numel() else 0,), keys.numel(), dtype=torch.int64, device=keys.device)
+    first.scatter_reduce_(0, inverse, torch.arange(keys.numel(), device=keys.device), reduce="amin")
+    return torch.index_select(first, 0, inverse) == torch.arange(keys.numel(), device=keys.device)
+
+
+def _rank_in_group(mask: torch.Tensor, group: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """For each item of consecutive groups (`sizes` items each), how many items of its group before it are in `mask`."""
+    before = torch.cumsum(mask.to(torch.int64), 0) - mask.to(torch.int64)
+    group_first = torch.cumsum(sizes, 0) - sizes
+    at_start = torch.index_select(before, 0, torch.clamp(group_first, max=max(mask.numel() - 1, 0))) if mask.numel() else before
+    return before - torch.index_select(at_start, 0, group)
+
+
+def _merge_groups(counts: torch.Tensor, parts: list) -> torch.Tensor:
+    """Positions grouped by segment in segment order, from (segment indices, Picks over those segments) parts."""
+    offsets = torch.cumsum(counts, 0) - counts
+    out = torch.empty(int(counts.sum()), dtype=torch.int64, device=counts.device)
+    for at, picks in parts:  # a loop over the two kinds of segment
+        total = picks.positions.numel()
+        first = torch.cumsum(picks.counts, 0) - picks.counts
+        dest = torch.repeat_interleave(torch.index_select(offsets, 0, at) - first, picks.counts, output_size=total)
+        out.index_copy_(0, dest + torch.arange(total, device=counts.device), picks.positions)
+    return out

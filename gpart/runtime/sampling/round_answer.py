@@ -1,0 +1,25 @@
+"""What one request round of the sampling protocol (gpart.runtime.sampling.protocol) takes and gives back.
+
+    answer = protocol.round(frontier, keys, (hop, generator))   # a RoundAnswer
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Hashable, Optional
+
+import torch
+
+Keys = list[list[Hashable]]  # per kind, the node data keys a round carries
+Draw = Optional[tuple]  # (hop, generator[, time per frontier key]) of a sampling round; None: rows alone
+
+
+@dataclass
+class RoundAnswer:
+    """The sampled in-edges and the rows a round brought back for its frontier."""
+
+    counts: torch.Tensor  # sampled in-edges per requested node (per draw, when drawn several times), order frontier[order]
+    src: torch.Tensor
+    eid: torch.Tensor
+    order: torch.Tensor
+    node_rows: dict[Hashable, torch.Tensor]  # per key: rows of the requested nodes of its kind, in frontier order
