@@ -269,3 +269,21 @@ def test_rows_fetched_after_sampling_give_the_same_temporal_batches(cora_timed):
     assert len(fused) == len(unfused) > 1
     for a, b in zip(fused, unfused):
         assert torch.equal(a.n_id, b.n_id) and torch.equal(a.e_id, b.e_id) and torch.equal(a.x, b.x)
+
+
+def test_typed_time_arrays_of_the_wrong_length_are_one_line_errors(hetero_timed):
+    path, _ = hetero_timed
+    part = gr.load_partition(path, device="cpu")
+    fanouts = {etype: [2] for etype in part.edge_types}
+    part.node_data[("paper", "short")] = torch.zeros(5)
+    part.node_data[("word", "short")] = torch.zeros(part.num_nodes_of("word"))
+    etype = part.edge_types[0]
+    for other in part.edge_types:
+        part.edge_data[(other, "eshort")] = torch.zeros(int((part.edge_type == part.edge_types.index(other)).sum()))
+    part.edge_data[(etype, "eshort")] = torch.zeros(3)
+    for name, seed_time, message in (("short", None, "node time 'paper/short' has 5 entries, expected 2708"),
+                                     ("eshort", [1.0] * 4, "has 3 entries, expected")):
+        with pytest.raises(GpartError, match=message) as got:
+            gr.DistNeighborLoader(part, {"paper": torch.arange(4)}, fanouts=fanouts, time=name, seed_time=seed_time,
+                                  disjoint=True)
+        assert "\n" not in str(got.value)
