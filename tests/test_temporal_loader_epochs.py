@@ -153,6 +153,16 @@ def test_link_loader_samples_both_endpoints_at_the_link_time(cora_timed):
         assert bool((t[b.n_id[src]] <= batch_time[b.batch[dst]]).all())
         edges += int(src.numel())
     assert edges > 2000
+    # triplet negatives: every node of a positive's sub-graphs (its source, destination and negatives) at its time
+    loader = gr.DistLinkNeighborLoader(part, pairs, fanouts=[5, 3], batch_size=100, neg_sampling="triplet", neg_ratio=2,
+                                       time="t", edge_label_time=link_time, disjoint=True, temporal_strategy="last")
+    edges = 0
+    for b in loader:
+        src, dst = b.edge_index
+        batch_time = time_of_src[b.n_id[b.src_index]]
+        assert bool((t[b.n_id[src]] <= batch_time[b.batch[dst]]).all())
+        edges += int(src.numel())
+    assert edges > 2000
     with pytest.raises(GpartError, match="edge_label_time has 3 entries, expected 600"):
         gr.DistLinkNeighborLoader(part, pairs, fanouts=[2], time="t", edge_label_time=[1.0, 2.0, 3.0], disjoint=True)
     with pytest.raises(GpartError, match="edge_label_time is needed"):
