@@ -71,8 +71,10 @@ def time_problem(part: Partition, options: TimeOptions, disjoint: bool, weight: 
     if part.typed:
         return typed_time_problem(part, name, kind)
     table = part.node_data[name] if kind == "node" else part.edge_data[name]
+    # one time per owned node (halo rows too when stored) or per stored in-edge: a shorter array would index past its end
+    rows = (part.num_owned + (part.num_halo if part.halo else 0)) if kind == "node" else part.indices.numel()
     try:
-        check_times(table.reshape(-1) if table.ndim == 2 and table.shape[1] == 1 else table, table.shape[0],
+        check_times(table.reshape(-1) if table.ndim == 2 and table.shape[1] == 1 else table, rows,
                     f"{kind} time {name!r}")
     except GpartError as err:
         return err.problem

@@ -41,11 +41,19 @@ def typed_time_problem(part: Any, name: str, kind: str) -> Optional[str]:
         table = (part.node_data if kind == "node" else part.edge_data).get(key)
         if table is None:
             return f"{kind} time {label!r} is missing: every {'source node' if kind == 'node' else 'edge'} type needs one"
+        # at least one time per owned node of the type, exactly one per stored in-edge of the type: shorter arrays
+        # would be read past their end
+        rows = _owned_of(part, key[0]) if kind == "node" else int((part.edge_type == part.edge_types.index(key[0])).sum())
         try:
-            check_times(_flat(table), table.shape[0], f"{kind} time {label!r}")
+            check_times(_flat(table)[:rows] if kind == "node" else _flat(table), rows, f"{kind} time {label!r}")
         except GpartError as err:
             return err.problem
     return None
+
+
+def _owned_of(part: Any, ntype: str) -> int:
+    """How many nodes of `ntype` this partition owns."""
+    return int(part.num_owned_by_type[part.node_types.index(ntype)])
 
 
 def typed_position_times(part: Any, name: str, kind: str, timeout_s: float) -> torch.Tensor:
