@@ -31,7 +31,12 @@ def parts(tmp_path_factory) -> Path:
 def _epoch(part, seed: int = 0) -> list:
     loader = gr.DistNeighborLoader(part, torch.arange(0, 2708, 3), fanouts=[5, 5], batch_size=128, seed=seed,
                                    node_data=["feat", "train_mask"])
-    return list(loader)
+    batches = list(loader)
+    if part.row_cache is not None:  # the loader's stats show the partition's counters, read when looked at
+        assert dict(loader.stats["cache"]) == part.cache_stats()
+    else:
+        assert "cache" not in loader.stats
+    return batches
 
 
 @pytest.mark.parametrize("cache", [0.2, "200KB", 1.0])

@@ -19,6 +19,7 @@ from typing import Any, Optional, Sequence, Union
 from gpart.runtime.loaders.temporal_options import TimeOptions, time_problem
 from gpart.runtime.partition.exchange import Exchange
 from gpart.runtime.partition.interface import Partition
+from gpart.runtime.partition.row_cache import CacheStatsView
 from gpart.runtime.partition.trainers import TrainerLayout, trainer_layout, wrong_partition
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
 from gpart.runtime.sampling.plan import SamplingPlan, plan_for
@@ -101,6 +102,8 @@ def compose(part: Partition, seeds: Any, request: SamplingRequest, sampler: Any 
     """The pieces of a loader over `part` for `seeds` (see the module); no collective."""
     layout = trainer_layout(part.num_parts, request.timeout_s, path=part.directory)
     stats = new_stats()
+    if getattr(part, "row_cache", None) is not None:  # load_partition(cache=...): hits and misses per array, live
+        stats["cache"] = CacheStatsView(part.row_cache)
     exchange = Exchange(layout, request.timeout_s, stats)
     plan = plan_for(part, seeds, request.fanouts, request.names, request.labels, row_source if row_source is not None else PartitionRows(part))
     problem = plan.problem or _placement_problem(part, layout)

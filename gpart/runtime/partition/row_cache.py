@@ -26,6 +26,7 @@ read to the host once per read, which the host gather needs anyway).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any, Optional, Union
 
 import torch
@@ -83,6 +84,26 @@ class RowCache:
             out[name] = {"hits": hits, "misses": misses, "hit_rate": hits / (hits + misses) if hits + misses else 0.0,
                          "rows": int(cached.shape[0]), "bytes": int(cached.numel() * cached.element_size())}
         return out
+
+
+class CacheStatsView(Mapping):
+    """A loader's stats["cache"]: the row cache's stats per array, read when looked at (the counters stay on the
+    device between looks)."""
+
+    def __init__(self, cache: RowCache):
+        self.cache = cache
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        return self.cache.stats()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.cache.rows)
+
+    def __len__(self) -> int:
+        return len(self.cache.rows)
+
+    def __repr__(self) -> str:
+        return repr(self.cache.stats())
 
 
 def cache_rows(size: CacheSize, tables: dict[str, torch.Tensor], where: Any) -> int:
