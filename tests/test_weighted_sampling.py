@@ -248,13 +248,96 @@ def test_padded_and_own_sampler_are_refused_with_weights(cora_weighted):
         gr.DistNeighborLoader(part, torch.arange(10), fanouts=[3], weight="w", sampler=LocalSampler(part, [[3]]))
 
 
-def test_typed_partitions_are_refused_in_one_line(tmp_path):
+def test_typed_partitions_without_the_array_are_refused_in_one_line(tmp_path):
     from gpart.pipeline.partition import partition_graph
 
     partition_graph(CORA.parent / "cora_hetero.npz", tmp_path / "typed", 1, "metis")
     part = gr.load_partition(tmp_path / "typed", device="cpu")
     seeds = {part.node_types[0]: torch.arange(5)}
     fanouts = {tuple(e): [2] for e in part.edge_types}
-    with pytest.raises(GpartError, match="typed graphs are not supported") as err:
+    with pytest.raises(GpartError, match="has no such edge data") as err:
         gr.DistNeighborLoader(part, seeds, fanouts=fanouts, weight="w")
-    assert "\n" not in str(err.value)
+    assert "\n" not in str(err.value) and str(err.value).count(str(tmp_path / "typed")) == 1
+
+
+HETERO = CORA.with_name("cora_hetero.npz")
+HETERO_TYPES = [("paper", "cites", "paper"), ("paper", "cited_by", "paper"), ("paper", "has", "word"), ("word", "in", "paper")]
+
+
+@pytest.fixture(scope="module")
+def typed_weighted(tmp_path_factory):
+    """cora_hetero with edge data `edge_w` on every edge type (integers 0..3: a quarter zero), in 1 and 2 partitions."""
+    from gpart.pipeline.partition import partition_graph
+
+    root = tmp_path_factory.mktemp("typed_weighted")
+    data = dict(np.load(HETERO))
+    rng = np.random.default_rng(6)
+    for etype in HETERO_TYPES:
+        data[f"{':'.join(etype)}/edge_w"] = rng.integers(0, 4, data[f"{':'.join(etype)}/src"].size).astype(np.float32)
+    np.savez(root / "typed.npz", **data)
+    for n in (1, 2):
+        partition_graph(root / "typed.npz", root / f"p{n}", n, "random")
+    return root, data
+
+
+def _typed_batches(parts, fanouts, seed: int = 0) -> list:
+    part = gr.load_partition(parts, device="cpu")
+    loader = gr.DistNeighborLoader(part, {"paper": torch.arange(0, 2708, 5)}, fanouts=fanouts, batch_size=100,
+                                   node_data=None, labels=None, weight="edge_w", seed=seed, shuffle=False, timeout_s=60)
+    return list(loader)
+
+
+def _typed_edges(batches, data) -> dict:
+    """Per edge type: (typed edge ids drawn, their weights in the input)."""
+    out = {}
+    for b in batches:
+        for etype, e in b.e_id.items():
+            w = torch.from_numpy(data[f"{':'.join(etype)}/edge_w"])[e]
+            got = out.setdefault(etype, ([], []))
+            got[0].append(e), got[1].append(w)
+    return {k: (torch.cat(v[0]), torch.cat(v[1])) for k, v in out.items()}
+
+
+def test_typed_weighted_draws_never_take_zero_weight_edges(typed_weighted):
+    """Unequal fanouts in one hop (one draw per fanout, weighted): no zero-weight edge of any type over an epoch."""
+    root, data = typed_weighted
+    edges = _typed_edges(_typed_batches(root / "p1", {HETERO_TYPES[0]: [3, 2], HETERO_TYPES[3]: [2, 1]}), data)
+    assert sum(e.numel() for e, _ in edges.values()) > 500
+    for etype, (_, w) in edges.items():
+        assert bool((w > 0).all()), etype
+
+
+def _typed_all(rank: int, world: int, parts: str) -> list:
+    batches = _typed_batches(parts, {HETERO_TYPES[0]: [-1], HETERO_TYPES[3]: [-1]})
+    return [{":".join(t): e.numpy() for t, e in b.e_id.items()} for b in batches]
+
+
+def test_typed_weighted_fanout_all_takes_every_positive_edge_on_two_ranks(typed_weighted):
+    """fanout -1 takes exactly the positive-weight in-edges of each seed, per type: on one partition and on 2 gloo
+    ranks (the owners draw from their own arrays)."""
+    root, data = typed_weighted
+    one = _typed_batches(root / "p1", {HETERO_TYPES[0]: [-1], HETERO_TYPES[3]: [-1]})
+    seeds = torch.arange(0, 2708, 5)
+    for etype in (HETERO_TYPES[0], HETERO_TYPES[3]):
+        key = ":".join(etype)
+        dst, w = torch.from_numpy(data[f"{key}/dst"]), torch.from_numpy(data[f"{key}/edge_w"])
+        want = set(torch.nonzero(torch.isin(dst, seeds) & (w > 0)).reshape(-1).tolist())
+        assert set(torch.cat([b.e_id[etype] for b in one]).tolist()) == want
+    for rank_batches in run_distributed(_typed_all, 2, str(root / "p2"), timeout_s=240):
+        for key in (":".join(HETERO_TYPES[0]), ":".join(HETERO_TYPES[3])):
+            got = set(np.concatenate([b[key] for b in rank_batches]).tolist())
+            dst, w = data[f"{key}/dst"], data[f"{key}/edge_w"]
+            assert got == set(np.nonzero(np.isin(dst, seeds.numpy()) & (w > 0))[0].tolist())
+
+
+def test_typed_weight_missing_for_an_edge_type_is_one_line(typed_weighted, tmp_path):
+    from gpart.pipeline.partition import partition_graph
+
+    _, data = typed_weighted
+    partial = {k: v for k, v in data.items() if not k.startswith("word:in:paper/edge_w")}
+    np.savez(tmp_path / "partial.npz", **partial)
+    partition_graph(tmp_path / "partial.npz", tmp_path / "p", 1, "random")
+    part = gr.load_partition(tmp_path / "p", device="cpu")
+    with pytest.raises(GpartError, match="edge type word:in:paper has no such edge data"):
+        gr.DistNeighborLoader(part, {"paper": torch.arange(10)}, fanouts={HETERO_TYPES[0]: [2]}, node_data=None,
+                              labels=None, weight="edge_w")

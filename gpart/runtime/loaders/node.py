@@ -156,8 +156,9 @@ def DistNeighborLoader(
     data array of the partition (PyG's weight_attr, DGL's prob) whose values
     are the sampling weights: in-edges are drawn with probability
     proportional to them, with or without replacement, by the owner (weights
-    never travel); zero-weight edges are never drawn; homogeneous graphs only
-    (gpart.runtime.sampling.weighted). None: uniform draws.
+    never travel); zero-weight edges are never drawn; a typed partition needs
+    the array for every edge type (gpart.runtime.sampling.weighted). None:
+    uniform draws.
     time: the name of a node data array (node times: an in-edge's time is its
     source's) or an edge data array (edge times) of the partition (PyG's
     time_attr): a seed with time t draws only in-edges with time <= t, in every

@@ -93,21 +93,20 @@ class LocalSampler:
             if len(values) != 1:
                 raise InputError(None, "temporal sampling takes one fanout per hop: the typed fanouts of this hop differ")
             seg_time = col_time if pair_of is None else torch.index_select(col_time, 0, pair_of)
-            if self.weights is not None:  # weighted among the allowed ("uniform" only: weight_problem checks)
+            if self.weights is not None:  # weighted among the allowed ("uniform" only: the loaders check it)
                 picks = sample_temporal_weighted(start, deg, seg_time, self.temporal[0], self._sorted_weights(), values[0],
                                                  gen, self.replace)
             else:
                 picks = sample_temporal_segments(start, deg, seg_time, self.temporal[0], values[0], self.temporal[1],
                                                  gen, self.replace)
             pair_counts, positions = picks.counts, picks.positions
-        elif self.weights is not None:  # homogeneous only (weight_problem): one fanout per hop
-            picks = self.weights.sample_segments(start, deg, values[0], self.replace, gen)
-            pair_counts, positions = picks.counts, picks.positions
-        elif len(values) == 1:
-            picks = sample_segments(start, deg, values[0], self.replace, gen)
-            pair_counts, positions = picks.counts, picks.positions
-        else:
-            pair_counts, positions = self._mixed(start, deg, fanout, values, gen)
+        else:  # weighted draws (typed too: the weights are per CSC position) or uniform ones
+            draw = self.weights.sample_segments if self.weights is not None else sample_segments
+            if len(values) == 1:
+                picks = draw(start, deg, values[0], self.replace, gen)
+                pair_counts, positions = picks.counts, picks.positions
+            else:
+                pair_counts, positions = self._mixed(start, deg, fanout, values, gen, draw)
         counts = pair_counts if pair_of is None else \
             torch.zeros(cols.numel(), dtype=torch.int64, device=cols.device).index_add_(0, pair_of, pair_counts)
         src = torch.index_select(part.indices, 0, positions)
@@ -158,13 +157,13 @@ class LocalSampler:
         fanout = torch.index_select(self.fanout_of[:, hop], 0, etype) if len(self.hop_values[hop]) > 1 else None
         return start, deg, pair_of, fanout
 
-    def _mixed(self, start, deg, fan, values, gen) -> tuple[torch.Tensor, torch.Tensor]:
-        """Segments with different fanouts: one call per fanout, positions put back in segment order."""
+    def _mixed(self, start, deg, fan, values, gen, draw: Callable = sample_segments) -> tuple[torch.Tensor, torch.Tensor]:
+        """Segments with different fanouts: one `draw` per fanout, positions put back in segment order."""
         results = []
         pair_counts = torch.zeros_like(deg)
         for f in values:
             sub = torch.nonzero(fan == f).reshape(-1)
-            picks = sample_segments(torch.index_select(start, 0, sub), torch.index_select(deg, 0, sub), int(f), self.replace, gen)
+            picks = draw(torch.index_select(start, 0, sub), torch.index_select(deg, 0, sub), int(f), self.replace, gen)
             pair_counts.index_copy_(0, sub, picks.counts)
             results.append((sub, picks))
         offsets = torch.cumsum(pair_counts, 0) - pair_counts

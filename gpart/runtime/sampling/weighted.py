@@ -49,18 +49,44 @@ from gpart.runtime.sampling.kernels import Picks, sample_segments
 
 
 def weight_problem(part: Any, name: Any) -> Optional[str]:
-    """The one-line problem with `part`'s edge data `name` as sampling weights (None: none)."""
-    where = f"{part.directory}: sampling weight {name!r}"
+    """The one-line problem with `part`'s edge data `name` as sampling weights (None: none; the caller names the
+    partition's folder: the loaders' settings agreement does). A typed partition
+    needs the array for every edge type: ((s, r, d), name), rows in CSC order within the type."""
     if part.typed:
-        return f"{where}: weighted sampling takes a homogeneous partition (typed graphs are not supported yet)"
+        for r, etype in enumerate(part.edge_types):  # a loop over edge types
+            if (etype, name) not in part.edge_data:
+                return f"sampling weight {name!r}: edge type {':'.join(etype)} has no such edge data (every edge type needs one)"
+            stored = int((part.edge_type == r).sum())
+            problem = _array_problem(part.edge_data[(etype, name)], stored, f"sampling weight {':'.join(etype)}/{name}")
+            if problem:
+                return problem
+        return None
     if name not in part.edge_data:
         have = ", ".join(sorted(map(str, part.edge_data))) or "none"
-        return f"{where}: no such edge data (the partition has: {have})"
-    w = part.edge_data[name]
+        return f"sampling weight {name!r}: no such edge data (the partition has: {have})"
+    return _array_problem(part.edge_data[name], part.indices.numel(), f"sampling weight {name!r}")
+
+
+def position_weights(part: Any, name: Any) -> torch.Tensor:
+    """The weight of every stored in-edge (CSC position) of `part`: the edge data `name`, for a typed partition
+    gathered from each edge type's array (checked first with weight_problem)."""
+    if not part.typed:
+        return part.edge_data[name].reshape(-1).to(part.device)
+    first = part.edge_data[(part.edge_types[0], name)]
+    out = torch.empty(part.edge_type.numel(), dtype=first.dtype, device=part.device)
+    for r, etype in enumerate(part.edge_types):  # a loop over edge types
+        at = torch.nonzero(part.edge_type == r).reshape(-1)
+        table = part.edge_data[(etype, name)].reshape(-1).to(part.device, first.dtype)
+        out[at] = torch.index_select(table, 0, torch.index_select(part.edge_rows, 0, at))
+    return out
+
+
+def _array_problem(w: torch.Tensor, stored: int, where: str) -> Optional[str]:
+    """What is wrong with `w` as one weight per stored in-edge (None: nothing)."""
     if w.dim() != 1 and not (w.dim() == 2 and w.shape[1] == 1):
         return f"{where}: must be one value per edge, got shape {tuple(w.shape)}"
-    if w.shape[0] != part.indices.numel():
-        return f"{where}: has {w.shape[0]} rows, the partition stores {part.indices.numel()} in-edges"
+    if w.shape[0] != stored:
+        return f"{where}: has {w.shape[0]} rows, the partition stores {stored} in-edges"
     if w.dtype == torch.bool or w.is_complex():
         return f"{where}: must be a real number per edge, got dtype {w.dtype}"
     w = w.reshape(-1).to(torch.float64)
@@ -89,8 +115,8 @@ class SegmentWeights:
 
     @classmethod
     def of(cls, part: Any, name: Any) -> "SegmentWeights":
-        """The weights of edge data `name` of `part` (checked first with weight_problem)."""
-        return cls(part.edge_data[name].to(part.device))
+        """The weights of edge data `name` of `part`, typed or not (checked first with weight_problem)."""
+        return cls(position_weights(part, name))
 
     def sample_segments(self, start: torch.Tensor, deg: torch.Tensor, fanout: int, replace: bool,
                         generator: Optional[torch.Generator]) -> Picks:
