@@ -26,7 +26,7 @@ import torch
 from gpart.base.errors import GpartError
 from gpart.runtime.loaders.typed_times import typed_position_times, typed_seed_times, typed_time_kind, typed_time_problem
 from gpart.runtime.partition.interface import Partition
-from gpart.runtime.sampling.temporal import STRATEGIES, TemporalIndex, check_times, csc_runs
+from gpart.runtime.sampling.temporal import STRATEGIES, TemporalIndex, check_times, csc_runs, time_values
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def attach_temporal(part: Partition, sampler: Any, options: TimeOptions, timeout
     if part.typed:
         cand = typed_position_times(part, options.name, time_kind(part, options.name) or "", timeout_s)
     elif time_kind(part, options.name) == "edge":  # edge data is stored in CSC order: one time per position
-        cand = _flat(part.edge_data[options.name])
+        cand = time_values(part.edge_data[options.name])
     else:
         cand = torch.index_select(_local_node_times(part, options.name, timeout_s), 0, part.indices.to(torch.int64))
     sampler.temporal = (TemporalIndex(cand.to(part.device), csc_runs(part)), options.strategy)
@@ -118,9 +118,9 @@ def seed_times(part: Partition, options: TimeOptions, seeds: torch.Tensor, given
     if own and part.typed:
         found = typed_seed_times(part, options.name, ids, timeout_s)
     elif own and part.num_parts > 1:  # every rank gathers (its seeds' times, or none) whatever it was given
-        found = _flat(part.gather(options.name, ids, timeout_s=timeout_s)).to(part.device)
+        found = time_values(part.gather(options.name, ids, timeout_s=timeout_s)).to(part.device)
     elif own:
-        found = torch.index_select(_flat(part.node_data[options.name]).to(part.device), 0, ids)
+        found = torch.index_select(time_values(part.node_data[options.name]).to(part.device), 0, ids)
     if given is not None:
         return torch.as_tensor(given).to(device=part.device, dtype=torch.float64).reshape(-1)
     return found if own else None
@@ -129,14 +129,9 @@ def seed_times(part: Partition, options: TimeOptions, seeds: torch.Tensor, given
 def _local_node_times(part: Partition, name: str, timeout_s: float) -> torch.Tensor:
     """Node times by local id (owned, then halo): the halo's from the partition's halo data, or from their owners
     (part.gather: a collective whenever there are several partitions and no halo data)."""
-    table = _flat(part.node_data[name])
+    table = time_values(part.node_data[name])
     if part.num_parts == 1 or part.halo:
         return table
     halo_gids = part.node_ids[part.num_owned:].to(torch.int64)  # local ids num_owned.. in their stored order
-    halo = _flat(part.gather(name, halo_gids, timeout_s=timeout_s)).to(table.device)
+    halo = time_values(part.gather(name, halo_gids, timeout_s=timeout_s)).to(table.device)
     return torch.cat([table[: part.num_owned], halo])
-
-
-def _flat(table: torch.Tensor) -> torch.Tensor:
-    """A time array as float64 values, one per row ([N] or [N, 1])."""
-    return table.reshape(table.shape[0]).to(torch.float64)

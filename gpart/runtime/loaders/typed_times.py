@@ -19,7 +19,7 @@ from typing import Any, Optional
 import torch
 
 from gpart.base.errors import GpartError
-from gpart.runtime.sampling.temporal import check_times
+from gpart.runtime.sampling.temporal import check_times, time_values
 
 
 def typed_time_kind(part: Any, name: str) -> Optional[str]:
@@ -45,7 +45,7 @@ def typed_time_problem(part: Any, name: str, kind: str) -> Optional[str]:
         # would be read past their end
         rows = _owned_of(part, key[0]) if kind == "node" else int((part.edge_type == part.edge_types.index(key[0])).sum())
         try:
-            check_times(_flat(table)[:rows] if kind == "node" else _flat(table), rows, f"{kind} time {label!r}")
+            check_times(time_values(table)[:rows] if kind == "node" else time_values(table), rows, f"{kind} time {label!r}")
         except GpartError as err:
             return err.problem
     return None
@@ -65,7 +65,7 @@ def typed_position_times(part: Any, name: str, kind: str, timeout_s: float) -> t
         for r, etype in enumerate(part.edge_types):  # a loop over edge types
             at = torch.nonzero(part.edge_type == r).reshape(-1)
             rows = torch.index_select(part.edge_rows, 0, at)
-            cand[at] = torch.index_select(_flat(part.edge_data[(etype, name)]).to(dev), 0, rows)
+            cand[at] = torch.index_select(time_values(part.edge_data[(etype, name)]).to(dev), 0, rows)
         return cand
     src = part.indices.to(torch.int64)
     if part.num_parts > 1:
@@ -89,9 +89,5 @@ def _erased_times(part: Any, name: str, erased: torch.Tensor, timeout_s: float) 
             continue
         at = torch.nonzero(kind == t).reshape(-1)
         typed = torch.index_select(erased, 0, at) - part.node_offsets[t]
-        out[at] = _flat(part.gather((ntype, name), typed, timeout_s=timeout_s)).to(dev)
+        out[at] = time_values(part.gather((ntype, name), typed, timeout_s=timeout_s)).to(dev)
     return out
-
-
-def _flat(table: torch.Tensor) -> torch.Tensor:
-    return table.reshape(table.shape[0]).to(torch.float64)

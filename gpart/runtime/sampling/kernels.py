@@ -93,6 +93,19 @@ def sample_segments(
     return Picks(counts, positions)
 
 
+def merge_grouped(counts: torch.Tensor, parts: list[tuple[torch.Tensor, Picks]]) -> torch.Tensor:
+    """Positions grouped by segment in segment order (`counts` per segment), from (segment indices, their Picks)
+    parts that together cover every segment once."""
+    offsets = torch.cumsum(counts, 0) - counts
+    out = torch.empty(int(counts.sum()), dtype=torch.int64, device=counts.device)
+    for at, picks in parts:  # a loop over parts (one per fanout or kind of segment), not over segments
+        total = picks.positions.numel()
+        first = torch.cumsum(picks.counts, 0) - picks.counts
+        dest = torch.repeat_interleave(torch.index_select(offsets, 0, at) - first, picks.counts, output_size=total)
+        out.index_copy_(0, dest + torch.arange(total, device=counts.device), picks.positions)
+    return out
+
+
 def sample_table(
     start: torch.Tensor,
     deg: torch.Tensor,

@@ -38,7 +38,7 @@ import torch
 from gpart.base.errors import InputError
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling import fused_floyd
-from gpart.runtime.sampling.kernels import sample_segments, sample_table
+from gpart.runtime.sampling.kernels import merge_grouped, sample_segments, sample_table
 from gpart.runtime.sampling.temporal import sample_temporal_segments, sample_temporal_weighted
 from gpart.runtime.sampling.weighted import SegmentWeights
 
@@ -166,11 +166,5 @@ class LocalSampler:
             picks = draw(torch.index_select(start, 0, sub), torch.index_select(deg, 0, sub), int(f), self.replace, gen)
             pair_counts.index_copy_(0, sub, picks.counts)
             results.append((sub, picks))
-        offsets = torch.cumsum(pair_counts, 0) - pair_counts
-        positions = torch.empty(int(pair_counts.sum()), dtype=torch.int64, device=deg.device)
-        for sub, picks in results:
-            total = picks.positions.numel()
-            first = torch.cumsum(picks.counts, 0) - picks.counts
-            dest = torch.repeat_interleave(torch.index_select(offsets, 0, sub) - first, picks.counts, output_size=total)
-            positions.index_copy_(0, dest + torch.arange(total, device=deg.device), picks.positions)
+        positions = merge_grouped(pair_counts, results)
         return pair_counts, positions

@@ -60,6 +60,11 @@ def check_times(times: object, num: int, what: str) -> torch.Tensor:
     return got
 
 
+def time_values(table: torch.Tensor) -> torch.Tensor:
+    """A time array as float64 values, one per row ([N] or [N, 1])."""
+    return table.reshape(table.shape[0]).to(torch.float64)
+
+
 def resolve_seed_time(seeds: torch.Tensor, seed_time: Optional[object], node_time: Optional[torch.Tensor]) -> torch.Tensor:
     """The time of each seed: `seed_time` given per seed, else the seed node's own time (needs node times)."""
     if seed_time is not None:

@@ -45,7 +45,7 @@ from typing import Any, Optional
 
 import torch
 
-from gpart.runtime.sampling.kernels import Picks, sample_segments
+from gpart.runtime.sampling.kernels import Picks, merge_grouped, sample_segments
 
 
 def weight_problem(part: Any, name: Any) -> Optional[str]:
@@ -150,7 +150,7 @@ class SegmentWeights:
         narrow_at, wide_at = torch.nonzero(~wide).reshape(-1), torch.nonzero(wide).reshape(-1)
         narrow = self._by_keys(torch.index_select(start, 0, narrow_at), torch.index_select(deg, 0, narrow_at), fanout, generator)
         streamed = self._by_stream(torch.index_select(start, 0, wide_at), torch.index_select(deg, 0, wide_at), fanout, generator)
-        return Picks(counts, _merge_groups(counts, [(narrow_at, narrow), (wide_at, streamed)]))
+        return Picks(counts, merge_grouped(counts, [(narrow_at, narrow), (wide_at, streamed)]))
 
     def _by_stream(self, start, deg, fanout, generator) -> Picks:
         """`fanout` distinct positions of each (wide) segment: the first distinct ones of a stream of i.i.d. weighted
@@ -235,15 +235,3 @@ def _rank_in_group(mask: torch.Tensor, group: torch.Tensor, sizes: torch.Tensor)
     group_first = torch.cumsum(sizes, 0) - sizes
     at_start = torch.index_select(before, 0, torch.clamp(group_first, max=max(mask.numel() - 1, 0))) if mask.numel() else before
     return before - torch.index_select(at_start, 0, group)
-
-
-def _merge_groups(counts: torch.Tensor, parts: list) -> torch.Tensor:
-    """Positions grouped by segment in segment order, from (segment indices, Picks over those segments) parts."""
-    offsets = torch.cumsum(counts, 0) - counts
-    out = torch.empty(int(counts.sum()), dtype=torch.int64, device=counts.device)
-    for at, picks in parts:  # a loop over the two kinds of segment
-        total = picks.positions.numel()
-        first = torch.cumsum(picks.counts, 0) - picks.counts
-        dest = torch.repeat_interleave(torch.index_select(offsets, 0, at) - first, picks.counts, output_size=total)
-        out.index_copy_(0, dest + torch.arange(total, device=counts.device), picks.positions)
-    return out
