@@ -14,6 +14,7 @@ from support.gloo_processes import run_distributed
 
 import gpart.runtime as gr
 from gpart.base.errors import GpartError
+from gpart.runtime.sampling.alias_table import OWN_BITS, AliasTable
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
 from gpart.runtime.sampling.weighted import SegmentWeights
 
@@ -29,8 +30,14 @@ def _chi_square_z(observed: np.ndarray, expected: np.ndarray, dof: int = 0) -> f
     return ((stat / k) ** (1 / 3) - (1 - 2 / (9 * k))) / math.sqrt(2 / (9 * k))
 
 
-def _star_draws(fanout: int, replace: bool, trials: int = 40000, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    weights = SegmentWeights(STAR)
+def _tables(weights: torch.Tensor, alias: bool) -> SegmentWeights:
+    """The weights of one segment (one CSC run) drawn through alias tables, or through the searched prefix."""
+    return SegmentWeights(weights, torch.tensor([0, weights.numel()]) if alias else None)
+
+
+def _star_draws(fanout: int, replace: bool, trials: int = 40000, seed: int = 0,
+                alias: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    weights = _tables(STAR, alias)
     start = torch.zeros(trials, dtype=torch.int64)
     deg = torch.full((trials,), STAR.numel(), dtype=torch.int64)
     picks = weights.sample_segments(start, deg, fanout, replace, torch.Generator().manual_seed(seed))
@@ -49,9 +56,10 @@ def _inclusion(weights: list[float], k: int) -> np.ndarray:
     return out
 
 
+@pytest.mark.parametrize("alias", [True, False], ids=["alias", "searched"])
 @pytest.mark.parametrize("replace", [True, False])
-def test_star_single_draws_follow_the_weights(replace):
-    counts, positions = _star_draws(1, replace)
+def test_star_single_draws_follow_the_weights(replace, alias):
+    counts, positions = _star_draws(1, replace, alias=alias)
     assert torch.equal(counts, torch.ones_like(counts))
     seen = np.bincount(positions.numpy(), minlength=STAR.numel())
     assert seen[0] == 0  # zero weight never drawn
@@ -59,8 +67,13 @@ def test_star_single_draws_follow_the_weights(replace):
     assert abs(_chi_square_z(seen[1:], expected)) < 4.5
 
 
+@pytest.mark.parametrize("keys", ["table", "sort"])
 @pytest.mark.parametrize("fanout", [2, 3])
-def test_star_without_replacement_matches_exact_inclusion(fanout):
+def test_star_without_replacement_matches_exact_inclusion(fanout, keys, monkeypatch):
+    import gpart.runtime.sampling.weighted as weighted
+
+    if keys == "sort":
+        monkeypatch.setattr(weighted, "SPARSE_TABLE", -(1 << 40))
     trials = 40000
     counts, positions = _star_draws(fanout, False, trials, seed=fanout)
     assert torch.equal(counts, torch.full_like(counts, fanout))
@@ -78,17 +91,24 @@ HUB = torch.tensor([0.0, 1, 2, 3, 0, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 0, 7, 8, 9, 1
 SKEWED = torch.tensor([1000.0] + [1.0] * 15 + [0.0] * 2 + [500.0, 3.0], dtype=torch.float64)
 
 
+@pytest.mark.parametrize("keys", ["table", "sort"])
+@pytest.mark.parametrize("alias", [True, False], ids=["alias", "searched"])
 @pytest.mark.parametrize("weights", [HUB, SKEWED], ids=["hub", "skewed"])
-def test_wide_segments_drawn_from_a_stream_match_exact_inclusion(weights):
+def test_wide_segments_drawn_from_a_stream_match_exact_inclusion(weights, alias, keys, monkeypatch):
     """A hub with more than WIDE x fanout positive edges draws from a stream of i.i.d. draws (the skewed one mostly
-    falls back to keys for the rest after STREAM_ROUNDS): each edge's inclusion frequency matches the exact
-    one-by-one probability; zero weights never; distinct per draw."""
+    falls back to keys for the rest after STREAM_ROUNDS, by a per-row topk or, where the table would be mostly
+    padding, by one sort): each edge's inclusion frequency matches the exact one-by-one probability; zero weights
+    never; distinct per draw."""
+    import gpart.runtime.sampling.weighted as weighted
     from gpart.runtime.sampling.weighted import WIDE
+
+    if keys == "sort":
+        monkeypatch.setattr(weighted, "SPARSE_TABLE", -(1 << 40))
 
     fanout, trials = 3, 30000
     assert int((weights > 0).sum()) > WIDE * fanout
     start = torch.tensor([0, 0, 0]).repeat(trials // 3)
-    picks = SegmentWeights(weights).sample_segments(start, torch.full_like(start, weights.numel()), fanout, False,
+    picks = _tables(weights, alias).sample_segments(start, torch.full_like(start, weights.numel()), fanout, False,
                                                     torch.Generator().manual_seed(3))
     assert torch.equal(picks.counts, torch.full_like(picks.counts, fanout))
     rows = picks.positions.reshape(trials, fanout)
@@ -112,17 +132,19 @@ def test_narrow_and_wide_segments_keep_segment_order():
         assert bool(((seg >= start[i]) & (seg < start[i] + deg[i])).all())
 
 
-def test_star_replacement_draws_are_independent_per_slot():
-    counts, positions = _star_draws(4, True, trials=20000, seed=7)
+@pytest.mark.parametrize("alias", [True, False], ids=["alias", "searched"])
+def test_star_replacement_draws_are_independent_per_slot(alias):
+    counts, positions = _star_draws(4, True, trials=20000, seed=7, alias=alias)
     assert torch.equal(counts, torch.full_like(counts, 4))
     seen = np.bincount(positions.numpy(), minlength=STAR.numel())
     assert seen[0] == 0
     assert abs(_chi_square_z(seen[1:], (STAR / STAR.sum()).numpy()[1:] * positions.numel())) < 4.5
 
 
-def test_few_positive_edges_take_them_all_and_all_zero_takes_none():
-    weights = SegmentWeights(torch.tensor([0.0, 5.0, 0.0, 1.0, 0.0, 0.0, 2.0]))
+@pytest.mark.parametrize("alias", [True, False], ids=["alias", "searched"])
+def test_few_positive_edges_take_them_all_and_all_zero_takes_none(alias):
     start, deg = torch.tensor([0, 4, 6]), torch.tensor([4, 2, 1])
+    weights = SegmentWeights(torch.tensor([0.0, 5.0, 0.0, 1.0, 0.0, 0.0, 2.0]), torch.tensor([0, 4, 6, 7]) if alias else None)
     for replace in (False, True):
         picks = weights.sample_segments(start, deg, 3, replace, torch.Generator().manual_seed(1))
         if replace:
@@ -133,6 +155,43 @@ def test_few_positive_edges_take_them_all_and_all_zero_takes_none():
             assert sorted(picks.positions[:2].tolist()) == [1, 3] and picks.positions[2:].tolist() == [6]
     every = weights.sample_segments(start, deg, -1, False, None)
     assert every.counts.tolist() == [2, 0, 1]
+
+
+def _alias_probabilities(table: AliasTable, runs: torch.Tensor) -> torch.Tensor:
+    """The probability of each position implied by alias tables: own threshold / C of its slot, plus the remainder of
+    every slot aliasing it, over the run's slots."""
+    n = table.packed.numel()
+    own = torch.bitwise_and(table.packed, (1 << OWN_BITS) - 1).to(torch.float64) / (1 << table.unit_bits)
+    run = torch.searchsorted(runs, torch.arange(n), right=True) - 1
+    first, size = runs[run], (runs[run + 1] - runs[run]).to(torch.float64)
+    alias = first + torch.bitwise_right_shift(table.packed, OWN_BITS)
+    assert bool(((alias >= first) & (alias < runs[run + 1])).all())  # every alias within its own run
+    return torch.zeros(n, dtype=torch.float64).index_add_(0, torch.arange(n), own / size).index_add_(0, alias, (1 - own) / size)
+
+
+@pytest.mark.parametrize("case", ["random", "skewed", "equal", "long run"])
+def test_alias_tables_give_each_position_its_weight_share(case, monkeypatch):
+    """Built in pieces of whole runs (a 1000-position piece cuts between runs), the tables give every position of a
+    run probability w / total to within 1e-9, zero weights exactly 0; runs of total 0 keep their slots."""
+    import gpart.runtime.sampling.alias_table as alias_table
+
+    monkeypatch.setattr(alias_table, "PIECE", 1000)
+    gen = torch.Generator().manual_seed(11)
+    sizes = torch.randint(0, 40, (400,), generator=gen)
+    if case == "long run":
+        sizes[7] = 5000
+    runs = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(sizes, 0)])
+    w = torch.rand(int(runs[-1]), generator=gen, dtype=torch.float64) ** (8 if case == "skewed" else 1)
+    w[torch.rand(w.shape, generator=gen) < 0.2] = 0.0
+    w[runs[10]:runs[11]] = 0.0  # a run of total 0
+    if case == "equal":
+        w[:] = 1.0
+    p = _alias_probabilities(AliasTable(w, runs), runs)
+    run = torch.searchsorted(runs, torch.arange(w.numel()), right=True) - 1
+    total = torch.zeros(sizes.numel(), dtype=torch.float64).index_add_(0, run, w)[run]
+    live = total > 0
+    assert float((p[live] - w[live] / total[live]).abs().max()) < 1e-9
+    assert bool((p[live & (w == 0)] == 0).all())
 
 
 @pytest.fixture(scope="module")

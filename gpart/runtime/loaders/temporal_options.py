@@ -26,7 +26,8 @@ import torch
 from gpart.base.errors import GpartError
 from gpart.runtime.loaders.typed_times import typed_position_times, typed_seed_times, typed_time_kind, typed_time_problem
 from gpart.runtime.partition.interface import Partition
-from gpart.runtime.sampling.temporal import STRATEGIES, TemporalIndex, check_times, csc_runs, time_values
+from gpart.runtime.sampling.csc_runs import csc_runs
+from gpart.runtime.sampling.temporal import STRATEGIES, TemporalIndex, check_times, time_values
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from typing import Optional
 import torch
 
 from gpart.base.errors import InputError
+from gpart.runtime.sampling.csc_runs import csc_runs
 from gpart.runtime.sampling.kernels import Picks, sample_segments
 from gpart.runtime.sampling.weighted import SegmentWeights
 
@@ -151,12 +152,3 @@ def temporal_index(part, node_time: Optional[torch.Tensor] = None, edge_time: Op
     """The TemporalIndex of partition `part` (LocalSampler.temporal = (index, strategy)): runs are its columns, and
     for a typed partition each column's edge-type slices (SPEC.md 8.2)."""
     return TemporalIndex(position_times(part, node_time, edge_time), csc_runs(part))
-
-
-def csc_runs(part) -> torch.Tensor:
-    """The boundaries of partition `part`'s CSC runs: its columns, and for a typed partition each column's edge-type
-    slices (SPEC.md 8.2)."""
-    bounds = part.indptr.to(torch.int64)
-    if part.typed:
-        bounds = torch.unique(torch.cat([bounds, part.type_start.reshape(-1).to(torch.int64)]))
-    return bounds

@@ -10,18 +10,23 @@ per-partition table is built from it:
 
 - with replacement, inverse CDF: `prefix` is the exclusive cumulative sum
   over all CSC positions; a draw for segment [s, s + d) is the first
-  position j with prefix[j + 1] > prefix[s] + u * (prefix[s + d] - prefix[s]),
-  found with one torch.searchsorted for all draws at once. A zero-weight
-  edge spans an empty interval (adding 0.0 is exact), so it is never found;
-  a target that rounding pushes to the segment's end is moved just below
-  it. Segments whose weights sum to 0 take nothing. Memory: 8 bytes per
-  stored edge for `prefix`, beside the weights as stored.
+  position j with prefix[j + 1] > t, t = prefix[s] + u * (prefix[s + d] - prefix[s]).
+  A zero-weight edge spans an empty interval (adding 0.0 is exact), so it
+  is never found; a target that rounding pushes to the segment's end is
+  moved just below it. Segments whose weights sum to 0 take nothing.
+  Where the segments drawn are the partition's CSC runs (`runs`), the
+  draws read alias tables instead (gpart.runtime.sampling.alias_table: one
+  table read per draw, no search); the searched prefix serves segments
+  that are part of a run (a temporal prefix). Memory: 8 bytes per stored
+  edge for `prefix`, 8 for the alias tables, beside the weights as stored.
 - without replacement, exact weighted sampling without replacement
   (Efraimidis-Spirakis): a segment with no more positive-weight edges than
   the fanout takes them all (no draw); in the others every positive-weight
   edge gets the key -log(U) / w and the segment keeps its `fanout`
-  smallest: a segmented top-k by one float64 sort on segment * 2 +
-  (1 - exp(-key)). Zero-weight edges are never kept. This reads every
+  smallest: the keys laid in one [segments, widest] table, +inf past a
+  segment's edges, and one topk per row (one float64 sort on segment * 2 +
+  (1 - exp(-key)) instead where the table would be mostly padding). Zero-weight
+  edges are never kept. This reads every
   in-edge of the segment (O(degree) per node, as PyG's weighted sampler),
   so it serves the segments with at most WIDE x fanout positive edges.
   A wider segment (a hub) draws from a stream instead: i.i.d. draws by
@@ -45,6 +50,8 @@ from typing import Any, Optional
 
 import torch
 
+from gpart.runtime.sampling.alias_table import AliasTable
+from gpart.runtime.sampling.csc_runs import csc_runs
 from gpart.runtime.sampling.kernels import Picks, merge_grouped, sample_segments
 
 
@@ -101,22 +108,27 @@ def _array_problem(w: torch.Tensor, stored: int, where: str) -> Optional[str]:
 
 WIDE = 4  # a segment with more than WIDE x fanout positive edges draws from a stream (see the module)
 STREAM_ROUNDS = 3  # rounds of stream draws before a short segment takes the rest by keys
+SPARSE_TABLE = 4  # keys take a per-row topk unless the [rows, widest] table would hold more than 4x the keys
 
 
 class SegmentWeights:
     """A partition's sampling weights in CSC order with the tables of both draws (see the module)."""
 
-    def __init__(self, weights: torch.Tensor):
+    def __init__(self, weights: torch.Tensor, runs: Optional[torch.Tensor] = None):
+        """`runs`: the boundaries of the segments every draw takes whole (csc_runs), for alias tables; None: the
+        segments drawn are any (a temporal prefix of a run) and draws search the prefix."""
         self.weights = weights.reshape(-1)  # as stored (float32: 4 B per edge); keys are computed in float64
         w64 = self.weights.to(torch.float64)
         zero = torch.zeros(1, dtype=torch.int64, device=w64.device)
         self.prefix = torch.cat([zero.to(torch.float64), torch.cumsum(w64, 0)])
         self.positive_prefix = torch.cat([zero, torch.cumsum((w64 > 0).to(torch.int64), 0)])
+        self.alias = AliasTable(w64, runs) if runs is not None else None
 
     @classmethod
     def of(cls, part: Any, name: Any) -> "SegmentWeights":
-        """The weights of edge data `name` of `part`, typed or not (checked first with weight_problem)."""
-        return cls(position_weights(part, name))
+        """The weights of edge data `name` of `part`, typed or not (checked first with weight_problem), with the
+        alias tables of its CSC runs."""
+        return cls(position_weights(part, name), csc_runs(part))
 
     def sample_segments(self, start: torch.Tensor, deg: torch.Tensor, fanout: int, replace: bool,
                         generator: Optional[torch.Generator]) -> Picks:
@@ -129,14 +141,15 @@ class SegmentWeights:
     def _with_replacement(self, start, deg, fanout, generator) -> Picks:
         """`fanout` i.i.d. draws per segment with a positive weight (`fanout` may be a tensor: per segment)."""
         base = torch.index_select(self.prefix, 0, start)
-        total = torch.index_select(self.prefix, 0, start + deg) - base
-        counts = torch.where(total > 0, fanout, 0)
+        end = torch.index_select(self.prefix, 0, start + deg)
+        counts = torch.where(end > base, fanout, 0)
         n = int(counts.sum()) if counts.numel() else 0
         u = torch.rand(n, dtype=torch.float64, device=start.device, generator=generator)
-        target = torch.repeat_interleave(base, counts, output_size=n) + u * torch.repeat_interleave(total, counts, output_size=n)
+        if self.alias is not None:  # the segments are whole runs
+            return Picks(counts, self.alias.draw(start, deg, counts, u))
+        base, end = torch.repeat_interleave(base, counts, output_size=n), torch.repeat_interleave(end, counts, output_size=n)
         # below the segment's end even when rounding pushed it there: the search then stays in the segment
-        end = torch.repeat_interleave(torch.index_select(self.prefix, 0, start + deg), counts, output_size=n)
-        target = torch.minimum(target, torch.nextafter(end, torch.zeros_like(end)))
+        target = torch.minimum(base + u * (end - base), torch.nextafter(end, torch.zeros_like(end)))
         return Picks(counts, torch.searchsorted(self.prefix[1:], target, right=True))
 
     def _without_replacement(self, start, deg, fanout, generator) -> Picks:
@@ -163,7 +176,9 @@ class SegmentWeights:
             draws = self._with_replacement(start, deg, 2 * need, generator)
             seg = torch.repeat_interleave(torch.arange(s, device=dev), draws.counts, output_size=draws.positions.numel())
             keys = seg * span + draws.positions
-            fresh = _first_appearances(keys) & ~torch.isin(keys, taken_keys)
+            fresh = _first_appearances(keys)
+            if taken_keys.numel():
+                fresh &= ~torch.isin(keys, taken_keys)
             rank = _rank_in_group(fresh, seg, draws.counts)
             keep = fresh & (rank < torch.index_select(need, 0, seg))
             taken_keys = torch.cat([taken_keys, torch.masked_select(keys, keep)])
@@ -205,28 +220,50 @@ class SegmentWeights:
 
     @staticmethod
     def _draw_crowded(chosen, w, segment, crowded, counts, generator) -> None:
-        """Keep in `chosen` the `counts` smallest exponential keys of each crowded segment's positive edges: one sort
-        by segment * 2 + (1 - exp(-key)) (in [0, 1], so segments never interleave; float64)."""
+        """Keep in `chosen` the `counts` smallest exponential keys -log(U) / w of each crowded segment's positive
+        edges: the keys laid in one [crowded segments, widest] table (+inf past a segment's edges), one topk per row."""
         edges = torch.nonzero(torch.index_select(crowded, 0, segment) & chosen).reshape(-1)
-        seg = torch.index_select(segment, 0, edges)
-        rank_of = torch.cumsum(crowded.to(torch.int64), 0) - 1  # a crowded segment's index among the crowded
+        row = torch.index_select(torch.cumsum(crowded.to(torch.int64), 0) - 1, 0, torch.index_select(segment, 0, edges))
+        rows = int(crowded.sum())
+        sizes = torch.zeros(rows, dtype=torch.int64, device=w.device).index_add_(0, row, torch.ones_like(row))
+        first = torch.cumsum(sizes, 0) - sizes
+        width, take = int(sizes.max()), torch.masked_select(counts, crowded)
         u = torch.rand(edges.numel(), dtype=torch.float64, device=w.device, generator=generator)
         keys = -torch.log1p(-u) / torch.index_select(w, 0, edges).to(torch.float64)  # u in [0, 1): finite, w > 0
-        order = torch.argsort(torch.index_select(rank_of, 0, seg).to(torch.float64) * 2 - torch.expm1(-keys))
-        sizes = torch.zeros_like(crowded, dtype=torch.int64).index_add_(0, seg, torch.ones_like(seg))[crowded]
-        first = torch.repeat_interleave(torch.cumsum(sizes, 0) - sizes, sizes, output_size=edges.numel())
-        rank = torch.arange(edges.numel(), device=w.device) - first
-        limit = torch.repeat_interleave(counts[crowded], sizes, output_size=edges.numel())
+        if rows * width > SPARSE_TABLE * edges.numel() + 4096:  # segments of very unequal sizes (a hub's rest)
+            kept = _smallest_by_sort(keys, row, sizes, first, take)
+        else:
+            kept = _smallest_by_table(keys, row, rows, width, first, take)
         chosen.index_fill_(0, edges, False)
-        chosen.index_fill_(0, torch.index_select(edges, 0, torch.masked_select(order, rank < limit)), True)
+        chosen.index_fill_(0, torch.index_select(edges, 0, kept), True)
+
+
+def _smallest_by_table(keys, row, rows, width, first, take) -> torch.Tensor:
+    """Indices into `keys` of the take[r] smallest of each row r (keys grouped by row, sizes from `first`): the keys in a
+    [rows, width] table, +inf past a row's keys, one topk per row."""
+    table = torch.full((rows * width,), float("inf"), dtype=torch.float64, device=keys.device)
+    col = torch.arange(keys.numel(), device=keys.device) - torch.index_select(first, 0, row)
+    table.index_copy_(0, row * width + col, keys)
+    most = int(take.max())
+    best = torch.topk(table.view(rows, width), most, dim=1, largest=False, sorted=False).indices
+    return torch.masked_select(best + first.unsqueeze(1), torch.arange(most, device=keys.device) < take.unsqueeze(1))
+
+
+def _smallest_by_sort(keys, row, sizes, first, take) -> torch.Tensor:
+    """What _smallest_by_table gives, by one sort of row * 2 + (1 - exp(-key)) (in [0, 1], so rows never interleave;
+    float64), for rows of very unequal sizes."""
+    order = torch.argsort(row.to(torch.float64) * 2 - torch.expm1(-keys))
+    rank = torch.arange(keys.numel(), device=keys.device) - torch.repeat_interleave(first, sizes, output_size=keys.numel())
+    return torch.masked_select(order, rank < torch.repeat_interleave(take, sizes, output_size=keys.numel()))
 
 
 def _first_appearances(keys: torch.Tensor) -> torch.Tensor:
-    """Whether each key is the first of its value in `keys` (stream order)."""
-    _, inverse = torch.unique(keys, return_inverse=True)
-    first = torch.full((int(inverse.max()) + 1 if inverse.numel() else 0,), keys.numel(), dtype=torch.int64, device=keys.device)
-    first.scatter_reduce_(0, inverse, torch.arange(keys.numel(), device=keys.device), reduce="amin")
-    return torch.index_select(first, 0, inverse) == torch.arange(keys.numel(), device=keys.device)
+    """Whether each key is the first of its value in `keys` (stream order): a stable sort puts equal keys in stream
+    order, so the first of each run of equal sorted keys is the first appearance."""
+    ordered, order = torch.sort(keys, stable=True)
+    first = torch.ones_like(ordered, dtype=torch.bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    return torch.empty_like(first).index_copy_(0, order, first)
 
 
 def _rank_in_group(mask: torch.Tensor, group: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
