@@ -111,15 +111,19 @@ def sample_temporal_weighted(start: torch.Tensor, deg: torch.Tensor, seg_time: t
 class TemporalIndex:
     """Candidate times sorted within each run of the CSC (a column, or a typed column's edge-type slice), made once:
     a segment's allowed candidates (time <= t) are then a prefix of its run in sorted order, found by one
-    searchsorted over int64 keys run * (distinct times + 1) + time rank, as PyG's time-sorted CSC does."""
+    searchsorted over int64 keys run start * (distinct times + 1) + time rank (PyG samples a time-sorted CSC too):
+    a segment's query is its own start, with no search for its run."""
 
     def __init__(self, cand_time: torch.Tensor, boundaries: torch.Tensor):
         dev = cand_time.device
         self.times = torch.unique(cand_time)  # sorted distinct times
         self.width = self.times.numel() + 1
-        self.boundaries = boundaries.to(torch.int64).to(dev)
-        run = torch.searchsorted(self.boundaries, torch.arange(cand_time.numel(), device=dev), right=True)
-        keys = run * self.width + torch.searchsorted(self.times, cand_time)
+        if cand_time.numel() * self.width >= 1 << 62:
+            raise InputError(None, f"temporal sampling: {cand_time.numel()} stored edges with {self.width - 1} distinct "
+                                   "times do not fit its int64 keys (round the times to fewer distinct values)")
+        bounds = boundaries.to(torch.int64).to(dev)
+        run = torch.searchsorted(bounds, torch.arange(cand_time.numel(), device=dev), right=True) - 1
+        keys = torch.index_select(bounds, 0, run) * self.width + torch.searchsorted(self.times, cand_time)
         self.keys, self.perm = torch.sort(keys, stable=True)  # equal keys keep CSC order: later position last
 
     def weights_in_order(self, weights: torch.Tensor) -> SegmentWeights:
@@ -128,9 +132,8 @@ class TemporalIndex:
 
     def allowed(self, start: torch.Tensor, deg: torch.Tensor, seg_time: torch.Tensor) -> torch.Tensor:
         """How many candidates of each segment [start, start + deg) (whole runs) have time <= seg_time."""
-        run = torch.searchsorted(self.boundaries, start, right=True)
         rank = torch.searchsorted(self.times, seg_time.to(self.times.dtype), right=True) - 1  # -1: earlier than all
-        got = torch.searchsorted(self.keys, run * self.width + rank, right=True) - start
+        got = torch.searchsorted(self.keys, start * self.width + rank, right=True) - start
         return torch.minimum(torch.clamp(got, min=0), deg)
 
 
