@@ -19,12 +19,9 @@ KaMinPar's accesses to its neighbours' entries then hit the cache.
 The compressed path (`on_disk`: a gpart.engines.parhip_file.ParhipFile built on
 disk in bounded memory) skips the arrays: each run rewrites the file's
 weights and KaMinPar reads it with compress=True (TeraPart's graph
-compression), one run at a time, with the preset asked for. KaMinPar's
-`terapart` preset (memory-lean coarsening) peaked at 400 MiB against 568
-MiB for `fast` on R-MAT 1M/10M compressed, but its partition changed with
-the process it ran in (with torch imported or not, as a distributed rank
-has it), which would break the distributed run's same bytes; it stays a
---preset choice.
+compression), one run at a time, with the preset asked for, in a fresh
+interpreter (gpart.engines.kaminpar_process) started from the forked child
+that then measures and repairs its result.
 """
 
 from __future__ import annotations
@@ -38,6 +35,7 @@ import numpy as np
 
 from gpart.bytes.copy import KernelCopyUnsupported, kernel_copy
 from gpart.engines.isolate import call_isolated_many
+from gpart.engines.kaminpar_process import PRESETS, kaminpar_context, run_fresh
 from gpart.engines.parhip_file import (
     FLAG_32BIT_EDGE_WEIGHTS,
     FLAG_32BIT_VERTEX_IDS,
@@ -50,7 +48,7 @@ from gpart.engines.parhip_file import (
 )
 from gpart.formats.files.scratch import ScratchDir
 
-PRESETS = ("default", "fast", "strong", "terapart")
+__all__ = ["PRESETS", "KaminparRun", "KaminparUnavailable", "kaminpar_partition", "kaminpar_partitions", "kaminpar_version"]
 
 
 class KaminparUnavailable(RuntimeError):
@@ -136,10 +134,10 @@ def kaminpar_partitions(
     tolerances = [float(imbalance)] * len(weightings) if np.isscalar(imbalance) else [float(t) for t in imbalance]
     if len(tolerances) != len(weightings):
         raise ValueError(f"{len(tolerances)} tolerances for {len(weightings)} weightings")
-    context = _context(kaminpar, run.preset)
     if on_disk is not None:
-        return [_file_run(kaminpar, context, on_disk, weights, num_parts, run, tolerance, index, then)
+        return [_file_run(on_disk, weights, num_parts, run, tolerance, index, then)
                 for index, (weights, tolerance) in enumerate(zip(weightings, tolerances))]
+    context = kaminpar_context(kaminpar, run.preset)
     with ScratchDir() as scratch:
         paths = _write_parhips(scratch, xadj, adjncy, weightings, order)
 
@@ -166,21 +164,16 @@ def kaminpar_partitions(
     return [(owner, float(status["seconds"]), status["then"]) for status, owner in results]
 
 
-def _file_run(kaminpar: Any, context: Any, on_disk: ParhipFile, weights: Optional[np.ndarray], num_parts: int,
-              run: KaminparRun, tolerance: float, index: int, then) -> tuple[np.ndarray, float, Any]:
-    """One KaMinPar run on `on_disk` with `weights` (written into the file first), in a forked child that
-    loads the file compressed."""
+def _file_run(on_disk: ParhipFile, weights: Optional[np.ndarray], num_parts: int, run: KaminparRun, tolerance: float,
+              index: int, then) -> tuple[np.ndarray, float, Any]:
+    """One KaMinPar run on `on_disk` with `weights` (written into the file first), in a fresh interpreter started
+    from a forked child, which then runs `then` on the result."""
     on_disk.write_weights(weights, run.order)
 
     def partition(out: np.ndarray) -> dict[str, Any]:
         start = time.perf_counter()
-        # The solver first: it limits KaMinPar to run.threads, and the compressed reader then runs within that
-        # (loaded first, it used every core, and the partition changed with the cores the machine had).
-        solver = kaminpar.KaMinPar(int(run.threads), context)
-        graph = kaminpar.load_graph(str(on_disk.path), kaminpar.GraphFileFormat.PARHIP, compress=True)
-        kaminpar.reseed(int(run.seed))
-        owner = np.fromiter(solver.compute_partition(graph, int(num_parts), tolerance), dtype=np.int32, count=on_disk.num_nodes)
-        del graph, solver
+        owner = run_fresh(on_disk.path, run.preset, threads=run.threads, seed=run.seed, num_parts=num_parts,
+                          tolerance=tolerance, num_nodes=on_disk.num_nodes)
         owner = _in_input_ids(owner, run.order)
         seconds = time.perf_counter() - start
         owner, facts = _then(then, index, owner)
@@ -208,12 +201,6 @@ def _single_part(owners: list[np.ndarray], then) -> list[tuple[np.ndarray, float
 def _then(then, index: int, owner: np.ndarray) -> tuple[np.ndarray, Any]:
     """`then(index, owner)`, or the owner unchanged and no facts without one."""
     return then(index, owner) if then is not None else (owner, None)
-
-
-def _context(kaminpar: Any, preset: str) -> Any:
-    if preset not in PRESETS:
-        raise ValueError(f"unknown KaMinPar preset {preset!r} (expected one of {', '.join(PRESETS)})")
-    return getattr(kaminpar, f"{preset}_context")()
 
 
 def _write_parhips(scratch: ScratchDir, xadj: np.ndarray, adjncy: np.ndarray,

@@ -203,7 +203,7 @@ def _kaminpar_tries(graph: Graph, adj: Adjacency,
 
     with progress.stage("kaminpar"):
         kaminpar_run = KaminparRun(seed=options.seed, imbalance=[w.imbalance for w in weightings], threads=options.threads,
-                                   preset=options.preset, order=order)
+                                   preset=options.preset_for(adj.on_disk is not None), order=order)
         runs = kaminpar_partitions(xadj, adjncy, weights, num_parts, kaminpar_run,
                                    workers=_side_by_side(options.threads, max_memory, graph.num_edges),
                                    then=measured_and_repaired, on_disk=adj.on_disk)
@@ -214,7 +214,8 @@ def _kaminpar_tries(graph: Graph, adj: Adjacency,
         entry = {"backend": "kaminpar", "weight": ["nodes", "in_edges", *w.masks], "weighting": w.name,
                  "imbalance": w.imbalance, **facts["measured"], "seconds": seconds}
         tried.append(entry)
-        run = dict(kaminpar_params(options, w.imbalance, adjncy, order, version), weighting=w.name, node_share=w.node_share)
+        run = dict(kaminpar_params(options, kaminpar_run.preset, w.imbalance, adjncy, order, version), weighting=w.name,
+                   node_share=w.node_share)
         measured = facts["measured"]
         if "repaired" in facts:
             measured = facts["repaired"]
@@ -284,7 +285,7 @@ def _typed_balanced(g: Graph, num_parts: int, masks: list[str], options: Balance
         with _Timer() as timer:
             a = KAMINPAR.assign(g, num_parts, KaminparOptions(seed=options.seed, imbalance=DEFAULT_IMBALANCE, balance=weighted,
                                                               balance_edges=True, threads=options.threads,
-                                                              preset=options.preset), context)
+                                                              preset=options.preset_for(False)), context)
         owner, backend = a.book.owner_array, a.params
         measured = typed_balances(owner, num_parts, type_masks, degree, train)
         tried.append({"backend": "kaminpar", **measured, "seconds": timer.seconds})

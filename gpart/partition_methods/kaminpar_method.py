@@ -70,22 +70,23 @@ def kaminpar_book(graph: Graph, num_parts: int, options: KaminparOptions, progre
     scratch_dir, budget = on_disk or (None, None)
     with symmetric_adjacency(graph, on_disk is not None, scratch_dir, budget, progress) as adj, progress.stage("kaminpar"):
         try:
-            run = KaminparRun(seed=options.seed, imbalance=options.imbalance, threads=options.threads, preset=options.preset,
+            run = KaminparRun(seed=options.seed, imbalance=options.imbalance, threads=options.threads,
+                              preset=options.preset_for(adj.on_disk is not None),
                               order=adj.order)
             [(owner, _, _)] = kaminpar_partitions(adj.xadj, adj.adjncy, [weights], num_parts, run, on_disk=adj.on_disk)
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise GpartError(graph.source, f"KaMinPar failed: {exc}") from None
-        params = kaminpar_params(options, options.imbalance, adj.adjncy, adj.order, version)
+        params = kaminpar_params(options, run.preset, options.imbalance, adj.adjncy, adj.order, version)
     params.update(balance=balance, balance_edges=bool(balance_edges), vertex_weights="combined" if weights is not None else "unit")
     if on_disk is not None:
         params["adjacency"] = "compressed"
     return ArrayBook(owner, num_parts), params
 
 
-def kaminpar_params(options: KaminparRunOptions, imbalance: float, adjncy: np.ndarray, order: Optional[np.ndarray],
-                    version: str) -> dict[str, Any]:
-    """What the manifest records of a KaMinPar run with `options` (its seed, threads, preset) and `imbalance` on
+def kaminpar_params(options: KaminparRunOptions, preset: str, imbalance: float, adjncy: np.ndarray,
+                    order: Optional[np.ndarray], version: str) -> dict[str, Any]:
+    """What the manifest records of a KaMinPar run with `options` (its seed, threads), `preset` and `imbalance` on
     the symmetric graph (adjncy) in `order`."""
-    return {"seed": int(options.seed), "imbalance": float(imbalance), "threads": int(options.threads), "preset": options.preset,
+    return {"seed": int(options.seed), "imbalance": float(imbalance), "threads": int(options.threads), "preset": preset,
             "symmetric_edges": int(adjncy.shape[0] // 2), "vertex_order": "input" if order is None else "breadth-first",
             "kaminpar": f"kaminpar {version}"}

@@ -1,0 +1,97 @@
+"""KaMinPar on a ParHiP file in a fresh interpreter: the compressed path's runs.
+
+    owner = run_fresh(path, "terapart", threads=1, seed=0, num_parts=8, tolerance=0.03, num_nodes=n)
+
+The compressed path reads the graph from its file, so KaMinPar needs nothing
+of the asking process: it runs in `python -m gpart.engines.kaminpar_process`,
+which imports numpy and kaminpar only. Two things follow. Its partition
+depends on the file, the preset, the seed and the threads alone: KaMinPar's
+`terapart` preset (memory-lean coarsening) gave another partition in a
+child forked from a process that had imported torch (as every distributed
+rank has) than in one forked from a process that had not, and the same in a
+fresh interpreter whatever had started it (R-MAT 1M/10M, 8 parts: one
+partition, with or without torch imported). And the run's memory is its own:
+no page of the asking process is charged to it.
+
+The owners come back through a scratch file next to the graph (int32, one per
+node), written whole and then renamed, so a partial file is never read. The
+child dies with its parent (PR_SET_PDEATHSIG), so a killed run leaves no
+KaMinPar behind. A failure is one RuntimeError: the child's last stderr line,
+or the signal that ended it (a memory cap's kill is SIGKILL).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PRESETS = ("default", "fast", "strong", "terapart")
+_PR_SET_PDEATHSIG = 1
+
+
+def kaminpar_context(kaminpar: Any, preset: str) -> Any:
+    """KaMinPar's context object of `preset` (one of PRESETS)."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown KaMinPar preset {preset!r} (expected one of {', '.join(PRESETS)})")
+    return getattr(kaminpar, f"{preset}_context")()
+
+
+def run_fresh(path: Path, preset: str, *, threads: int, seed: int, num_parts: int, tolerance: float,
+              num_nodes: int) -> np.ndarray:
+    """The owner (int32 [num_nodes]) of each node of the ParHiP graph at `path`, from KaMinPar reading it compressed
+    in a fresh interpreter (see the module)."""
+    owners = path.with_name(path.name + ".owners")
+    command = [sys.executable, "-m", "gpart.engines.kaminpar_process", str(path), preset, str(int(threads)),
+               str(int(seed)), str(int(num_parts)), repr(float(tolerance)), str(owners)]
+    try:
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, preexec_fn=_die_with_parent, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(_failure(done.returncode, done.stderr))
+        return np.fromfile(owners, dtype=np.int32, count=num_nodes)
+    finally:
+        owners.unlink(missing_ok=True)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the process that started it ends (Linux; elsewhere nothing)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def _failure(code: int, stderr: str) -> str:
+    """One line for a child that exited with `code`."""
+    if code < 0:
+        name = signal.Signals(-code).name
+        return f"KaMinPar's process was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else f"KaMinPar's process exited with status {code}"
+
+
+def main(argv: list[str]) -> int:
+    path, preset, threads, seed, num_parts, tolerance, owners = argv
+    import kaminpar  # optional: wheels exist for Linux x86_64 only (pyproject)
+
+    # The solver first: it limits KaMinPar to `threads`, and the compressed reader then runs within that
+    # (loaded first, it used every core, and the partition changed with the cores the machine had).
+    solver = kaminpar.KaMinPar(int(threads), kaminpar_context(kaminpar, preset))
+    graph = kaminpar.load_graph(path, kaminpar.GraphFileFormat.PARHIP, compress=True)
+    kaminpar.reseed(int(seed))
+    owner = np.fromiter(solver.compute_partition(graph, int(num_parts), float(tolerance)), dtype=np.int32)
+    staging = owners + ".part"
+    owner.tofile(staging)
+    os.replace(staging, owners)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
