@@ -125,6 +125,19 @@ def test_bad_time_options_are_one_line_before_the_first_batch(graph, settings, w
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
+def test_times_too_many_for_the_index_keys_are_one_line_before_the_first_batch(graph, monkeypatch):
+    """The index's int64 keys (run start * (distinct times + 1) + rank) must fit: past KEY_LIMIT, one line that says
+    what to do, when the loader is built (the limit lowered here; in earnest ~2^31 edges x 2^31 distinct times)."""
+    import gpart.runtime.sampling.temporal as temporal
+
+    monkeypatch.setattr(temporal, "KEY_LIMIT", 1000)
+    part = gr.load_partition(graph[1], device="cpu")
+    with pytest.raises(GpartError) as err:
+        gr.DistNeighborLoader(part, torch.arange(10), fanouts=FANOUTS, node_data=None, labels=None, time="t", disjoint=True)
+    assert "do not fit its int64 keys" in str(err.value) and "fewer distinct values" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
 def test_nan_in_the_time_array_is_refused(graph, tmp_path):
     from gpart.pipeline.partition import partition_graph
 

@@ -55,7 +55,10 @@ def run_fresh(path: Path, preset: str, *, threads: int, seed: int, num_parts: in
                               text=True, preexec_fn=_die_with_parent, check=False)
         if done.returncode != 0:
             raise RuntimeError(_failure(done.returncode, done.stderr))
-        return np.fromfile(owners, dtype=np.int32, count=num_nodes)
+        owner = np.fromfile(owners, dtype=np.int32)
+        if owner.size != num_nodes:
+            raise RuntimeError(f"KaMinPar's process gave {owner.size} owners for the {num_nodes} nodes of {path.name}")
+        return owner
     finally:
         owners.unlink(missing_ok=True)
 

@@ -108,6 +108,9 @@ def sample_temporal_weighted(start: torch.Tensor, deg: torch.Tensor, seg_time: t
     return Picks(picks.counts, torch.index_select(index.perm, 0, picks.positions))
 
 
+KEY_LIMIT = 1 << 62  # keys run start * (distinct times + 1) + rank stay below it (int64)
+
+
 class TemporalIndex:
     """Candidate times sorted within each run of the CSC (a column, or a typed column's edge-type slice), made once:
     a segment's allowed candidates (time <= t) are then a prefix of its run in sorted order, found by one
@@ -118,7 +121,7 @@ class TemporalIndex:
         dev = cand_time.device
         self.times = torch.unique(cand_time)  # sorted distinct times
         self.width = self.times.numel() + 1
-        if cand_time.numel() * self.width >= 1 << 62:
+        if cand_time.numel() * self.width >= KEY_LIMIT:
             raise InputError(None, f"temporal sampling: {cand_time.numel()} stored edges with {self.width - 1} distinct "
                                    "times do not fit its int64 keys (round the times to fewer distinct values)")
         bounds = boundaries.to(torch.int64).to(dev)
