@@ -33,6 +33,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
+from gpart.base.memory import release_freed_memory
 from gpart.bytes.copy import KernelCopyUnsupported, kernel_copy
 from gpart.engines.isolate import call_isolated_many
 from gpart.engines.kaminpar_process import PRESETS, kaminpar_context, run_fresh
@@ -169,6 +170,7 @@ def _file_run(on_disk: ParhipFile, weights: Optional[np.ndarray], num_parts: int
     """One KaMinPar run on `on_disk` with `weights` (written into the file first), in a fresh interpreter started
     from a forked child, which then runs `then` on the result."""
     on_disk.write_weights(weights, run.order)
+    release_freed_memory()  # this process waits on KaMinPar's: what its allocator holds would count beside it
 
     def partition(out: np.ndarray) -> dict[str, Any]:
         start = time.perf_counter()
