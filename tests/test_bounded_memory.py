@@ -206,9 +206,6 @@ def test_remainder_under_a_cgroup_cap(tmp_path):
 def test_release_freed_memory_hands_retained_heap_pages_back():
     """Freed numpy buffers of a few MiB stay in malloc's heap (glibc raises its mmap threshold after the first large
     free); release_freed_memory gives them back, so a process waiting on KaMinPar is not charged for them."""
-    import subprocess
-    import sys
-
     code = """
 import numpy as np
 from gpart.base.memory import release_freed_memory
