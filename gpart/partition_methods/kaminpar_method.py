@@ -23,11 +23,12 @@ from gpart.partition_methods.typed_runs import constrained_book
 
 # The compressed path's peak (gpart.partition_methods.adjacency; the default's too, whose runs go one at a time
 # there): per node, the in-degree, xadj, weights, order and owners here and KaMinPar's per-node arrays in its
-# child; per input edge, KaMinPar's compressed graph and coarse levels (the adjacency itself is a file).
-# The whole job's anonymous peak (benchmarks/bench_scale.py, 8 parts): R-MAT 1M/10M 841 MiB, R-MAT 8M/120M
-# 8.2 GB (KaMinPar's child with its fast preset is most of it), geometric 1M/10M 464 MiB, 12M/120M 3.7 GB: the
-# estimate covers R-MAT (8.7 GB at 8M/120M), and is twice the need of the geometric graphs.
-COMPRESSED_NODE_BYTES, COMPRESSED_EDGE_BYTES = 160, 60
+# process; per input edge, KaMinPar's compressed graph and coarse levels (the adjacency itself is a file).
+# The whole job's anonymous peak with KaMinPar's terapart preset (benchmarks/bench_scale.py, 8 parts): R-MAT
+# 1M/10M 561 MiB, 8M/120M 5.1 GB; geometric 1M/10M 423 MiB, 12M/120M 3.6 GB. The estimate covers R-MAT (5.9
+# GB at 8M/120M) and is 1.7x the geometric graph's need (its edges compress better); `--preset fast` on this
+# path took about 1.5x KaMinPar's share (8.2 GB at R-MAT 8M/120M), which the estimate does not cover.
+COMPRESSED_NODE_BYTES, COMPRESSED_EDGE_BYTES = 100, 40
 
 
 @dataclass
