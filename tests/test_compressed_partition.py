@@ -22,7 +22,7 @@ from gpart.formats.files.scratch import ScratchDir
 from gpart.formats.input.chunked import write_chunked
 from gpart.formats.input.readers import read_graph
 from gpart.partition_methods.balanced_method import BalancedMethod
-from gpart.partition_methods.memory import assign_bytes, check_assign_memory, compressed_bytes, runs_compressed
+from gpart.partition_methods.memory import assign_bytes, check_assign_memory, compressed_bytes, needs_lean_preset, runs_compressed
 from gpart.pipeline.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,11 +31,16 @@ kaminpar = pytest.importorskip("kaminpar", reason="KaMinPar has wheels for Linux
 METHOD = BalancedMethod()
 
 
-def compressed_limit(num_nodes: int, num_edges: int) -> int:
-    """A --max-memory between the compressed path's need and the in-memory path's: the default goes compressed."""
-    low, high = compressed_bytes(METHOD, num_nodes, num_edges), assign_bytes(METHOD, num_edges)
+def compressed_limit(num_nodes: int, num_edges: int, lean: bool = False) -> int:
+    """A --max-memory where the default goes compressed: between the compressed path's need with the default's own
+    preset and the in-memory path's; `lean`: between the memory-lean preset's need and the own preset's (only
+    terapart fits)."""
+    own = FIXED_BYTES + METHOD.own_preset_bytes_per_node * num_nodes + METHOD.own_preset_bytes_per_edge * num_edges
+    low, high = (compressed_bytes(METHOD, num_nodes, num_edges), own) if lean else (own, assign_bytes(METHOD, num_edges))
     assert low < high
-    return (low + high) // 2
+    limit = (low + high) // 2
+    assert runs_compressed(METHOD, num_nodes, num_edges, limit) and needs_lean_preset(METHOD, num_nodes, num_edges, limit) == lean
+    return limit
 
 
 def rmat_graph(num_nodes: int, num_edges: int, seed: int = 0) -> Graph:
@@ -72,14 +77,16 @@ def test_on_disk_adjacency_is_the_in_memory_one(buckets, monkeypatch):
         assert len(list(on_disk.path.parent.iterdir())) == 1  # the buckets are gone
 
 
-@pytest.mark.parametrize("parts", [4, 8])
-def test_compressed_default_against_the_in_memory_default(tmp_path, capsys, parts):
+@pytest.mark.parametrize("parts, lean", [(4, False), (8, False), (8, True)])
+def test_compressed_default_against_the_in_memory_default(tmp_path, capsys, parts, lean):
+    """The compressed default keeps its own preset (fast) where that fits --max-memory, and takes the memory-lean
+    terapart where only it fits; either way the balances, the cut within 5% and verify --graph hold."""
     graph = rmat_graph(20000, 200000)
-    limit = compressed_limit(graph.num_nodes, graph.num_edges)
+    limit = compressed_limit(graph.num_nodes, graph.num_edges, lean)
     memory = partition_graph(graph, tmp_path / "memory", parts)
     compressed = partition_graph(graph, tmp_path / "compressed", parts, max_memory=limit)
     assert "adjacency" not in memory["params"] and compressed["params"]["adjacency"] == "compressed"
-    assert compressed["params"]["backend_params"]["preset"] == "terapart"  # memory-lean where memory is short
+    assert compressed["params"]["backend_params"]["preset"] == ("terapart" if lean else "fast")
     assert memory["params"]["backend_params"]["preset"] == "fast"
     assert [t["weighting"] for t in compressed["params"]["tried"] if "repaired" not in t] == ["even", "in_edges"]
     for key in ("node_balance", "edge_balance", "train_balance"):

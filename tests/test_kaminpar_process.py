@@ -31,7 +31,7 @@ def _fresh_owner_elsewhere(path, env: dict) -> np.ndarray:
     """run_fresh called from another interpreter, with torch imported first and `env` set (as a torchrun rank)."""
     code = ("import sys, torch, numpy as np; from pathlib import Path; "
             "from gpart.engines.kaminpar_process import run_fresh; "
-            "run_fresh(Path(sys.argv[1]), 'terapart', threads=1, seed=3, num_parts=4, tolerance=0.03, "
+            "run_fresh(Path(sys.argv[1]), 'fast', threads=1, seed=3, num_parts=4, tolerance=0.03, "
             "num_nodes=2000).tofile(sys.argv[2])")
     out = path.with_name("elsewhere.bin")
     subprocess.run([sys.executable, "-c", code, str(path), str(out)], check=True, env={**os.environ, **env})
@@ -41,13 +41,13 @@ def _fresh_owner_elsewhere(path, env: dict) -> np.ndarray:
 
 
 def test_fresh_run_is_the_same_whatever_process_asks(tmp_path):
-    """terapart's partition changes with the process KaMinPar runs in (in this test process it differs from a fresh
-    interpreter's); run_fresh gives one partition whoever calls it, with whatever imported and set."""
+    """run_fresh gives one partition whoever calls it, with whatever imported and set (the compressed default's own
+    preset, fast)."""
     graph = _cycle_with_chords(2000)
     with ScratchDir(tmp_path) as scratch:
         on_disk, _ = symmetric_parhip(graph, scratch, 1 << 24)
         on_disk.write_weights(None)
-        fresh = run_fresh(on_disk.path, "terapart", threads=1, seed=3, num_parts=4, tolerance=0.03,
+        fresh = run_fresh(on_disk.path, "fast", threads=1, seed=3, num_parts=4, tolerance=0.03,
                           num_nodes=graph.num_nodes)
         assert np.array_equal(fresh, _fresh_owner_elsewhere(on_disk.path, {"OMP_NUM_THREADS": "1"}))
         assert np.bincount(fresh, minlength=4).max() <= 1.03 * graph.num_nodes / 4 + 1

@@ -19,7 +19,7 @@ from gpart.engines.kaminpar import PRESETS as KAMINPAR_PRESETS  # names only: ka
 preset_option = click.option(
     "--preset", type=click.Choice(KAMINPAR_PRESETS), default=None,
     help="KaMinPar's context (balanced, kaminpar) [default: fast for balanced, default for kaminpar; terapart, "
-         "memory-lean, on the compressed path past --max-memory]. default: about "
+         "memory-lean, on the compressed path where only it fits --max-memory]. default: about "
          "1.5x fast's time on large power-law graphs for a cut within 1% there, up to 20% lower on road and grid "
          "graphs; strong: 8-9x the CPU. Each gives the same result for a seed every run on one thread.")
 

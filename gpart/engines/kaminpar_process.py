@@ -4,14 +4,18 @@
 
 The compressed path reads the graph from its file, so KaMinPar needs nothing
 of the asking process: it runs in `python -m gpart.engines.kaminpar_process`,
-which imports numpy and kaminpar only. Two things follow. Its partition
-depends on the file, the preset, the seed and the threads alone: KaMinPar's
-`terapart` preset (memory-lean coarsening) gave another partition in a
-child forked from a process that had imported torch (as every distributed
-rank has) than in one forked from a process that had not, and the same in a
-fresh interpreter whatever had started it (R-MAT 1M/10M, 8 parts: one
-partition, with or without torch imported). And the run's memory is its own:
-no page of the asking process is charged to it.
+which imports numpy and kaminpar only. Its memory is then its own (no page
+of the asking process is charged to it, and nothing of KaMinPar's stays in
+that process after the run), and its partition does not depend on what the
+asking process has imported or started. That matters for KaMinPar's
+`terapart` preset: run in a process that had imported torch, it gave
+another partition than in a fresh interpreter for the same file, preset
+and seed. In fresh interpreters it gave one partition in some 200 runs
+(environments of different sizes, OMP_NUM_THREADS set or not, other
+processes loading the cores), but once, in a full test run, another (cause
+not found); `fast` has never moved. So the partition methods keep their own
+presets on the compressed path and take terapart only where nothing else
+fits (gpart.partition_methods.options.KaminparRunOptions.preset_for).
 
 The owners come back through a scratch file next to the graph (int32, one per
 node), written whole and then renamed, so a partial file is never read. The

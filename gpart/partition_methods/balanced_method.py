@@ -24,8 +24,16 @@ from gpart.engines.refine import balance_shares, edge_cut, repair_balance
 from gpart.engines.symmetric import symmetric_csr
 from gpart.formats.partition.book import ArrayBook, PartitionBook
 from gpart.partition_methods.adjacency import Adjacency, symmetric_adjacency
-from gpart.partition_methods.kaminpar_method import COMPRESSED_EDGE_BYTES, COMPRESSED_NODE_BYTES, KaminparMethod, KaminparOptions, kaminpar_params
-from gpart.partition_methods.memory import assign_bytes, runs_compressed
+from gpart.partition_methods.kaminpar_method import (
+    COMPRESSED_EDGE_BYTES,
+    COMPRESSED_NODE_BYTES,
+    OWN_PRESET_EDGE_BYTES,
+    OWN_PRESET_NODE_BYTES,
+    KaminparMethod,
+    KaminparOptions,
+    kaminpar_params,
+)
+from gpart.partition_methods.memory import assign_bytes, needs_lean_preset, runs_compressed
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.metis_method import MetisMethod, MetisOptions
 from gpart.partition_methods.options import KaminparRunOptions
@@ -52,6 +60,7 @@ class BalancedMethod(PartitionMethod):
     needs_adjacency = True
     bytes_per_edge = 100  # checked against KaMinPar's figure; the METIS fallback is skipped where it would not fit
     compressed_bytes_per_node, compressed_bytes_per_edge = COMPRESSED_NODE_BYTES, COMPRESSED_EDGE_BYTES
+    own_preset_bytes_per_node, own_preset_bytes_per_edge = OWN_PRESET_NODE_BYTES, OWN_PRESET_EDGE_BYTES
 
     def run(self, graph: Graph, num_parts: int, options: BalancedOptions,
             context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
@@ -203,7 +212,8 @@ def _kaminpar_tries(graph: Graph, adj: Adjacency,
 
     with progress.stage("kaminpar"):
         kaminpar_run = KaminparRun(seed=options.seed, imbalance=[w.imbalance for w in weightings], threads=options.threads,
-                                   preset=options.preset_for(adj.on_disk is not None), order=order)
+                                   preset=options.preset_for(adj.on_disk is not None and needs_lean_preset(
+                                       BalancedMethod, graph.num_nodes, graph.num_edges, max_memory)), order=order)
         runs = kaminpar_partitions(xadj, adjncy, weights, num_parts, kaminpar_run,
                                    workers=_side_by_side(options.threads, max_memory, graph.num_edges),
                                    then=measured_and_repaired, on_disk=adj.on_disk)

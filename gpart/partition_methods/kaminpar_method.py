@@ -15,7 +15,7 @@ from gpart.engines.kaminpar import KaminparRun, KaminparUnavailable, kaminpar_pa
 from gpart.engines.metis import balance_column
 from gpart.formats.partition.book import ArrayBook, PartitionBook
 from gpart.partition_methods.adjacency import symmetric_adjacency
-from gpart.partition_methods.memory import runs_compressed
+from gpart.partition_methods.memory import needs_lean_preset, runs_compressed
 from gpart.partition_methods.method import MethodContext, PartitionMethod, PathLike
 from gpart.partition_methods.options import BalanceOptions, KaminparRunOptions
 from gpart.partition_methods.typed_input import TypedInput
@@ -29,6 +29,8 @@ from gpart.partition_methods.typed_runs import constrained_book
 # GB at 8M/120M) and is 1.7x the geometric graph's need (its edges compress better); `--preset fast` on this
 # path took about 1.5x KaMinPar's share (8.2 GB at R-MAT 8M/120M), which the estimate does not cover.
 COMPRESSED_NODE_BYTES, COMPRESSED_EDGE_BYTES = 100, 40
+# With the methods' own presets (fast, default) on the compressed path: R-MAT 8M/120M 8.2 GB (fast), estimated 8.7.
+OWN_PRESET_NODE_BYTES, OWN_PRESET_EDGE_BYTES = 160, 60
 
 
 @dataclass
@@ -43,12 +45,14 @@ class KaminparMethod(PartitionMethod):
     needs_adjacency = True
     bytes_per_edge = 100  # 0.90 GB on the 1M/10M power-law graph, the symmetric CSR included (gpart.pipeline.memory_plan)
     compressed_bytes_per_node, compressed_bytes_per_edge = COMPRESSED_NODE_BYTES, COMPRESSED_EDGE_BYTES
+    own_preset_bytes_per_node, own_preset_bytes_per_edge = OWN_PRESET_NODE_BYTES, OWN_PRESET_EDGE_BYTES
 
     def run(self, graph: Graph, num_parts: int, options: KaminparOptions,
             context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
         compressed = runs_compressed(self, graph.num_nodes, graph.num_edges, context.max_memory)
+        lean = compressed and needs_lean_preset(self, graph.num_nodes, graph.num_edges, context.max_memory)
         return kaminpar_book(graph, num_parts, options, progress=context.progress,
-                             on_disk=(context.scratch_dir, context.max_memory) if compressed else None)
+                             on_disk=(context.scratch_dir, context.max_memory) if compressed else None, lean=lean)
 
     def run_typed(self, typed: TypedInput, num_parts: int, options: KaminparOptions,
                   context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
@@ -56,9 +60,11 @@ class KaminparMethod(PartitionMethod):
 
 
 def kaminpar_book(graph: Graph, num_parts: int, options: KaminparOptions, progress: Progress,
-                  on_disk: Optional[tuple[Optional[PathLike], Optional[int]]] = None) -> tuple[ArrayBook, dict[str, Any]]:
+                  on_disk: Optional[tuple[Optional[PathLike], Optional[int]]] = None,
+                  lean: bool = False) -> tuple[ArrayBook, dict[str, Any]]:
     """KaMinPar on the symmetric graph, one combined vertex weight for every requested balance; `on_disk`
-    (scratch directory, memory budget): on the compressed path (gpart.partition_methods.adjacency)."""
+    (scratch directory, memory budget): on the compressed path (gpart.partition_methods.adjacency); `lean`: the
+    memory-lean preset unless one is asked for (KaminparRunOptions.preset_for)."""
     balance, balance_edges = options.names(), options.balance_edges
     try:
         version = kaminpar_version()
@@ -72,7 +78,7 @@ def kaminpar_book(graph: Graph, num_parts: int, options: KaminparOptions, progre
     with symmetric_adjacency(graph, on_disk is not None, scratch_dir, budget, progress) as adj, progress.stage("kaminpar"):
         try:
             run = KaminparRun(seed=options.seed, imbalance=options.imbalance, threads=options.threads,
-                              preset=options.preset_for(adj.on_disk is not None),
+                              preset=options.preset_for(lean),
                               order=adj.order)
             [(owner, _, _)] = kaminpar_partitions(adj.xadj, adj.adjncy, [weights], num_parts, run, on_disk=adj.on_disk)
         except (RuntimeError, ValueError, MemoryError) as exc:

@@ -23,6 +23,15 @@ def compressed_bytes(method: PartitionMethod, num_nodes: int, num_edges: int) ->
     return FIXED_BYTES + method.compressed_bytes_per_node * num_nodes + method.compressed_bytes_per_edge * num_edges
 
 
+def needs_lean_preset(method: PartitionMethod, num_nodes: int, num_edges: int, max_memory: Optional[int]) -> bool:
+    """Whether the compressed path fits `max_memory` only with KaMinPar's memory-lean preset (terapart), not with
+    the method's own (fast or default): gpart.partition_methods.options.KaminparRunOptions.preset_for."""
+    if max_memory is None or not method.own_preset_bytes_per_edge:
+        return False
+    own = FIXED_BYTES + method.own_preset_bytes_per_node * num_nodes + method.own_preset_bytes_per_edge * num_edges
+    return own > max_memory
+
+
 def runs_compressed(method: PartitionMethod, num_nodes: int, num_edges: int, max_memory: Optional[int]) -> bool:
     """Whether the method takes its compressed path: it has one and the in-memory path would not fit `max_memory`."""
     return (max_memory is not None and compressed_bytes(method, num_nodes, num_edges) is not None

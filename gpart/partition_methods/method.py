@@ -75,9 +75,13 @@ class PartitionMethod(ABC):
     book_bytes_per_node: int = 12
     # The compressed path of a method that has one (0: none): the adjacency built on disk and read by
     # KaMinPar compressed, taken by itself when the in-memory path would not fit (partition_methods.memory);
-    # its peak is about FIXED_BYTES + compressed_bytes_per_node * N + compressed_bytes_per_edge * E.
+    # its peak is about FIXED_BYTES + compressed_bytes_per_node * N + compressed_bytes_per_edge * E with
+    # KaMinPar's memory-lean preset, and with the presets the method runs by itself (deterministic) about
+    # FIXED_BYTES + own_preset_bytes_per_node * N + own_preset_bytes_per_edge * E.
     compressed_bytes_per_node: int = 0
     compressed_bytes_per_edge: int = 0
+    own_preset_bytes_per_node: int = 0
+    own_preset_bytes_per_edge: int = 0
     # False: the book follows from the node count and the options alone (every rank of a distributed run
     # computes it); True: the method reads the edges (a distributed run gathers the graph on rank 0).
     needs_edges: bool = True
