@@ -1,12 +1,11 @@
-"""KaMinPar in a fresh interpreter (gpart.engines.kaminpar_process): the compressed path's runs give the result of
-KaMinPar on the file whatever process asks, fail in one line, and never outlive the process that started them."""
+"""KaMinPar in a fresh interpreter (gpart.engines.kaminpar_process): the compressed path's terapart runs partition
+the file, fail in one line, and never outlive the process that started them."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -27,31 +26,18 @@ def _cycle_with_chords(n: int) -> Graph:
     return Graph.from_arrays(src, dst, n)
 
 
-def _fresh_owner_elsewhere(path, env: dict) -> np.ndarray:
-    """run_fresh called from another interpreter, with torch imported first and `env` set (as a torchrun rank)."""
-    code = ("import sys, torch, numpy as np; from pathlib import Path; "
-            "from gpart.engines.kaminpar_process import run_fresh; "
-            "run_fresh(Path(sys.argv[1]), 'fast', threads=1, seed=3, num_parts=4, tolerance=0.03, "
-            "num_nodes=2000).tofile(sys.argv[2])")
-    out = path.with_name("elsewhere.bin")
-    subprocess.run([sys.executable, "-c", code, str(path), str(out)], check=True, env={**os.environ, **env})
-    owner = np.fromfile(out, dtype=np.int32)
-    out.unlink()
-    return owner
-
-
-def test_fresh_run_is_the_same_whatever_process_asks(tmp_path):
-    """run_fresh gives one partition whoever calls it, with whatever imported and set (the compressed default's own
-    preset, fast)."""
+def test_fresh_run_partitions_the_file_and_leaves_nothing(tmp_path):
+    """KaMinPar's terapart in a fresh interpreter: an owner for every node, parts within the tolerance, the owners
+    file gone. (Whether its partition equals a run in another process is not asserted: see the module.)"""
     graph = _cycle_with_chords(2000)
     with ScratchDir(tmp_path) as scratch:
         on_disk, _ = symmetric_parhip(graph, scratch, 1 << 24)
         on_disk.write_weights(None)
-        fresh = run_fresh(on_disk.path, "fast", threads=1, seed=3, num_parts=4, tolerance=0.03,
+        owner = run_fresh(on_disk.path, "terapart", threads=1, seed=3, num_parts=4, tolerance=0.03,
                           num_nodes=graph.num_nodes)
-        assert np.array_equal(fresh, _fresh_owner_elsewhere(on_disk.path, {"OMP_NUM_THREADS": "1"}))
-        assert np.bincount(fresh, minlength=4).max() <= 1.03 * graph.num_nodes / 4 + 1
-        assert sorted(p.name for p in on_disk.path.parent.iterdir()) == [on_disk.path.name]  # no owners file left
+        assert owner.shape == (graph.num_nodes,) and owner.min() >= 0 and owner.max() <= 3
+        assert np.bincount(owner, minlength=4).max() <= 1.03 * graph.num_nodes / 4 + 1
+        assert sorted(p.name for p in on_disk.path.parent.iterdir()) == [on_disk.path.name]
 
 
 @pytest.mark.parametrize("case", ["missing", "other graph"])

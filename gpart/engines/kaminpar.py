@@ -19,9 +19,11 @@ KaMinPar's accesses to its neighbours' entries then hit the cache.
 The compressed path (`on_disk`: a gpart.engines.parhip_file.ParhipFile built on
 disk in bounded memory) skips the arrays: each run rewrites the file's
 weights and KaMinPar reads it with compress=True (TeraPart's graph
-compression), one run at a time, with the preset asked for, in a fresh
-interpreter (gpart.engines.kaminpar_process) started from the forked child
-that then measures and repairs its result.
+compression), one run at a time, with the preset asked for, in a forked
+child that then measures and repairs its result. The `terapart` preset
+(memory-lean coarsening, taken where nothing else fits) runs from that
+child in a fresh interpreter (gpart.engines.kaminpar_process): in a forked
+child its partition moved with the state of the process that forked it.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ from gpart.engines.parhip_file import (
     write_renumbered,
 )
 from gpart.formats.files.scratch import ScratchDir
+
+FRESH_PRESETS = ("terapart",)  # run in a fresh interpreter (see the module)
 
 __all__ = ["PRESETS", "KaminparRun", "KaminparUnavailable", "kaminpar_partition", "kaminpar_partitions", "kaminpar_version"]
 
@@ -167,15 +171,18 @@ def kaminpar_partitions(
 
 def _file_run(on_disk: ParhipFile, weights: Optional[np.ndarray], num_parts: int, run: KaminparRun, tolerance: float,
               index: int, then) -> tuple[np.ndarray, float, Any]:
-    """One KaMinPar run on `on_disk` with `weights` (written into the file first), in a fresh interpreter started
-    from a forked child, which then runs `then` on the result."""
+    """One KaMinPar run on `on_disk` with `weights` (written into the file first) in a forked child, which then runs
+    `then` on the result; a FRESH_PRESETS run goes on from there to a fresh interpreter (see the module)."""
     on_disk.write_weights(weights, run.order)
     release_freed_memory()  # this process waits on KaMinPar's: what its allocator holds would count beside it
 
     def partition(out: np.ndarray) -> dict[str, Any]:
         start = time.perf_counter()
-        owner = run_fresh(on_disk.path, run.preset, threads=run.threads, seed=run.seed, num_parts=num_parts,
-                          tolerance=tolerance, num_nodes=on_disk.num_nodes)
+        if run.preset in FRESH_PRESETS:
+            owner = run_fresh(on_disk.path, run.preset, threads=run.threads, seed=run.seed, num_parts=num_parts,
+                              tolerance=tolerance, num_nodes=on_disk.num_nodes)
+        else:
+            owner = _compressed_here(on_disk, run, num_parts, tolerance)
         owner = _in_input_ids(owner, run.order)
         seconds = time.perf_counter() - start
         owner, facts = _then(then, index, owner)
@@ -184,6 +191,18 @@ def _file_run(on_disk: ParhipFile, weights: Optional[np.ndarray], num_parts: int
 
     [(status, owner)] = call_isolated_many([partition], on_disk.num_nodes, np.int32, workers=1)
     return owner, float(status["seconds"]), status["then"]
+
+
+def _compressed_here(on_disk: ParhipFile, run: KaminparRun, num_parts: int, tolerance: float) -> np.ndarray:
+    """KaMinPar on `on_disk` read compressed, in this (forked) process."""
+    import kaminpar  # optional: wheels exist for Linux x86_64 only (pyproject)
+
+    # The solver first: it limits KaMinPar to run.threads, and the compressed reader then runs within that
+    # (loaded first, it used every core, and the partition changed with the cores the machine had).
+    solver = kaminpar.KaMinPar(int(run.threads), kaminpar_context(kaminpar, run.preset))
+    graph = kaminpar.load_graph(str(on_disk.path), kaminpar.GraphFileFormat.PARHIP, compress=True)
+    kaminpar.reseed(int(run.seed))
+    return np.fromiter(solver.compute_partition(graph, int(num_parts), tolerance), dtype=np.int32, count=on_disk.num_nodes)
 
 
 def _in_input_ids(owner: np.ndarray, order: Optional[np.ndarray]) -> np.ndarray:

@@ -3,19 +3,17 @@
     owner = run_fresh(path, "terapart", threads=1, seed=0, num_parts=8, tolerance=0.03, num_nodes=n)
 
 The compressed path reads the graph from its file, so KaMinPar needs nothing
-of the asking process: it runs in `python -m gpart.engines.kaminpar_process`,
+of the asking process: it can run in `python -m gpart.engines.kaminpar_process`,
 which imports numpy and kaminpar only. Its memory is then its own (no page
-of the asking process is charged to it, and nothing of KaMinPar's stays in
-that process after the run), and its partition does not depend on what the
-asking process has imported or started. That matters for KaMinPar's
-`terapart` preset: run in a process that had imported torch, it gave
-another partition than in a fresh interpreter for the same file, preset
-and seed. In fresh interpreters it gave one partition in some 200 runs
-(environments of different sizes, OMP_NUM_THREADS set or not, other
-processes loading the cores), but once, in a full test run, another (cause
-not found); `fast` has never moved. So the partition methods keep their own
-presets on the compressed path and take terapart only where nothing else
-fits (gpart.partition_methods.options.KaminparRunOptions.preset_for).
+of the asking process is charged to it, nothing of KaMinPar's stays behind),
+and it starts from the same state whoever asks. gpart runs KaMinPar's
+`terapart` preset this way (gpart.engines.kaminpar.FRESH_PRESETS): in a
+forked child its partition moved with the state of the process that forked
+it (torch imported or not). Fresh interpreters are not a full cure: they
+gave one partition in some 200 runs of the same file and seed (environments
+of different sizes, OMP_NUM_THREADS set or not, other processes loading the
+cores), but twice, started from a test worker deep in a full test run,
+another one (once `terapart`, once `fast`; cause not found).
 
 The owners come back through a scratch file next to the graph (int32, one per
 node), written whole and then renamed, so a partial file is never read. The

@@ -71,9 +71,8 @@ class KaminparRunOptions(MethodOptions):
     every preset. `preset` None is the method's own: DEFAULT_PRESET, and on the compressed path where that
     would not fit --max-memory, LEAN_PRESET (`terapart`, memory-lean coarsening: R-MAT 1M/10M, 8 parts,
     KaMinPar's process peaked at 399 MiB against 581 for `fast`, cut 72.46% against 72.40%); see
-    preset_for. terapart is kept for where it is needed because once, in a full test run, it gave another
-    partition than in every other of some 200 runs of the same file and seed (cause not found); fast
-    never has.
+    preset_for. terapart is kept for where it is needed because its partition moves with the process it runs
+    in (gpart.engines.kaminpar_process); fast's in the forked child has not.
     """
 
     DEFAULT_PRESET: ClassVar[str] = "default"
