@@ -27,7 +27,7 @@ import numpy as np
 
 from gpart.base.errors import GpartError, InputError
 from gpart.base.graph import Graph
-from gpart.base.memory import parse_memory_size
+from gpart.base.memory import parse_memory_size, return_large_frees
 from gpart.base.version import __version__
 from gpart.collectives.comm import Comm
 from gpart.distributed.gather import gathered_book
@@ -110,6 +110,7 @@ def partition_chunks(chunks: PathLike, out_dir: PathLike, num_parts: int, method
 
 def partition_chunks_request(comm: Comm, chunks: PathLike, out_dir: PathLike, request: ChunksRequest) -> RunInfo:
     """partition_chunks with its keywords packed, on the ranks of `comm`."""
+    return_large_frees()
     job, run = _open_input(comm, chunks, request)
     method_params = request.method_params
     with ExitStack() as stack:

@@ -25,7 +25,7 @@ from typing import Any, Optional, Union
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
-from gpart.base.memory import default_max_memory, parse_memory_size
+from gpart.base.memory import default_max_memory, parse_memory_size, return_large_frees
 from gpart.base.progress import Progress, StageTimer, or_null
 from gpart.formats.files.commit import staged_output
 from gpart.formats.input.readers import read_graph
@@ -85,6 +85,7 @@ def partition_graph(
 def partition_request(input: Union[PathLike, Graph], out_dir: PathLike, request: PartitionRequest) -> dict[str, Any]:
     """partition_graph with its keywords packed: typed inputs to gpart.pipeline.typed, the rest here."""
     check_options(request.storage, request.halo)
+    return_large_frees()
     if not isinstance(input, Graph) and is_typed_npz(input):  # typed graphs: SPEC.md section 8, gpart.pipeline.typed
         return partition_typed(input, out_dir, request)
     limit = parse_memory_size(request.max_memory) or default_max_memory()
