@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import re
 from pathlib import Path
@@ -130,21 +132,13 @@ def return_large_frees() -> None:
     made by worker threads in arenas of their own) then stay in malloc's heaps after use: on geometric 1M/10M the
     process held 169 MiB of anonymous memory where KaMinPar starts, 59 MiB with this set. Called by the partition
     entry points (for the rest of the process: it only changes where malloc takes large blocks from)."""
-    try:
-        import ctypes
-
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to set
         ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, LARGE_ALLOCATION)
-    except (OSError, AttributeError):
-        pass
 
 
 def release_freed_memory() -> None:
     """Hand the allocator's freed but retained memory back to the system (glibc's malloc_trim; elsewhere nothing):
     numpy's temporaries of a few MiB come from malloc's heaps, which keep what is freed, and a process about to wait
     on a memory-hungry child (KaMinPar) should not be charged for them (R-MAT 1M/10M: 177 -> 144 MiB anonymous)."""
-    try:
-        import ctypes
-
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass

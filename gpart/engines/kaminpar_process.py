@@ -24,6 +24,7 @@ or the signal that ended it (a memory cap's kill is SIGKILL).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -67,10 +68,8 @@ def run_fresh(path: Path, preset: str, *, threads: int, seed: int, num_parts: in
 
 def _die_with_parent() -> None:
     """In the child before exec: SIGKILL when the process that started it ends (Linux; elsewhere nothing)."""
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # no prctl: the child is then not tied to its parent
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
 
 
 def _failure(code: int, stderr: str) -> str:
