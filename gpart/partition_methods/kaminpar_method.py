@@ -26,8 +26,8 @@ from gpart.partition_methods.typed_runs import constrained_book
 # process; per input edge, KaMinPar's compressed graph and coarse levels (the adjacency itself is a file).
 # The whole job's anonymous peak with KaMinPar's terapart preset (benchmarks/bench_scale.py, 8 parts): R-MAT
 # 1M/10M 561 MiB, 8M/120M 5.1 GB; geometric 1M/10M 423 MiB, 12M/120M 3.6 GB. The estimate covers R-MAT (5.9
-# GB at 8M/120M) and is 1.7x the geometric graph's need (its edges compress better); `--preset fast` on this
-# path took about 1.5x KaMinPar's share (8.2 GB at R-MAT 8M/120M), which the estimate does not cover.
+# GB at 8M/120M) and is 1.7x the geometric graph's need (its edges compress better). It is the path's floor:
+# terapart runs only where the own presets' estimate below does not fit (memory.needs_lean_preset).
 COMPRESSED_NODE_BYTES, COMPRESSED_EDGE_BYTES = 100, 40
 # With the methods' own presets (fast, default) on the compressed path: R-MAT 8M/120M 8.2 GB (fast), estimated 8.7.
 OWN_PRESET_NODE_BYTES, OWN_PRESET_EDGE_BYTES = 160, 60
