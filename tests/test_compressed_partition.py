@@ -22,7 +22,7 @@ from gpart.formats.files.scratch import ScratchDir
 from gpart.formats.input.chunked import write_chunked
 from gpart.formats.input.readers import read_graph
 from gpart.partition_methods.balanced_method import BalancedMethod
-from gpart.partition_methods.memory import assign_bytes, check_assign_memory, compressed_bytes, needs_lean_preset, runs_compressed
+from gpart.partition_methods.memory import assign_bytes, check_assign_memory, compressed_bytes, needs_lean_preset, own_preset_bytes, runs_compressed
 from gpart.pipeline.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +35,7 @@ def compressed_limit(num_nodes: int, num_edges: int, lean: bool = False) -> int:
     """A --max-memory where the default goes compressed: between the compressed path's need with the default's own
     preset and the in-memory path's; `lean`: between the memory-lean preset's need and the own preset's (only
     terapart fits)."""
-    own = FIXED_BYTES + METHOD.own_preset_bytes_per_node * num_nodes + METHOD.own_preset_bytes_per_edge * num_edges
+    own = own_preset_bytes(METHOD, num_nodes, num_edges)
     low, high = (compressed_bytes(METHOD, num_nodes, num_edges), own) if lean else (own, assign_bytes(METHOD, num_edges))
     assert low < high
     limit = (low + high) // 2

@@ -38,7 +38,7 @@ import numpy as np
 from gpart.base.memory import release_freed_memory
 from gpart.bytes.copy import KernelCopyUnsupported, kernel_copy
 from gpart.engines.isolate import call_isolated_many
-from gpart.engines.kaminpar_process import PRESETS, kaminpar_context, run_fresh
+from gpart.engines.kaminpar_process import PRESETS, compressed_owner, kaminpar_context, run_fresh
 from gpart.engines.parhip_file import (
     FLAG_32BIT_EDGE_WEIGHTS,
     FLAG_32BIT_VERTEX_IDS,
@@ -182,7 +182,8 @@ def _file_run(on_disk: ParhipFile, weights: Optional[np.ndarray], num_parts: int
             owner = run_fresh(on_disk.path, run.preset, threads=run.threads, seed=run.seed, num_parts=num_parts,
                               tolerance=tolerance, num_nodes=on_disk.num_nodes)
         else:
-            owner = _compressed_here(on_disk, run, num_parts, tolerance)
+            owner = compressed_owner(str(on_disk.path), run.preset, run.threads, run.seed, num_parts, tolerance,
+                                     on_disk.num_nodes)
         owner = _in_input_ids(owner, run.order)
         seconds = time.perf_counter() - start
         owner, facts = _then(then, index, owner)
@@ -191,18 +192,6 @@ def _file_run(on_disk: ParhipFile, weights: Optional[np.ndarray], num_parts: int
 
     [(status, owner)] = call_isolated_many([partition], on_disk.num_nodes, np.int32, workers=1)
     return owner, float(status["seconds"]), status["then"]
-
-
-def _compressed_here(on_disk: ParhipFile, run: KaminparRun, num_parts: int, tolerance: float) -> np.ndarray:
-    """KaMinPar on `on_disk` read compressed, in this (forked) process."""
-    import kaminpar  # optional: wheels exist for Linux x86_64 only (pyproject)
-
-    # The solver first: it limits KaMinPar to run.threads, and the compressed reader then runs within that
-    # (loaded first, it used every core, and the partition changed with the cores the machine had).
-    solver = kaminpar.KaMinPar(int(run.threads), kaminpar_context(kaminpar, run.preset))
-    graph = kaminpar.load_graph(str(on_disk.path), kaminpar.GraphFileFormat.PARHIP, compress=True)
-    kaminpar.reseed(int(run.seed))
-    return np.fromiter(solver.compute_partition(graph, int(num_parts), tolerance), dtype=np.int32, count=on_disk.num_nodes)
 
 
 def _in_input_ids(owner: np.ndarray, order: Optional[np.ndarray]) -> np.ndarray:

@@ -81,16 +81,23 @@ def _failure(code: int, stderr: str) -> str:
     return lines[-1] if lines else f"KaMinPar's process exited with status {code}"
 
 
-def main(argv: list[str]) -> int:
-    path, preset, threads, seed, num_parts, tolerance, owners = argv
+def compressed_owner(path: str, preset: str, threads: int, seed: int, num_parts: int, tolerance: float,
+                     num_nodes: int = -1) -> np.ndarray:
+    """KaMinPar's owner (int32) of each node of the ParHiP graph at `path`, read compressed, in this process (the
+    forked child of gpart.engines.kaminpar, or the fresh interpreter of main); num_nodes -1: as many as it gives."""
     import kaminpar  # optional: wheels exist for Linux x86_64 only (pyproject)
 
     # The solver first: it limits KaMinPar to `threads`, and the compressed reader then runs within that
     # (loaded first, it used every core, and the partition changed with the cores the machine had).
     solver = kaminpar.KaMinPar(int(threads), kaminpar_context(kaminpar, preset))
-    graph = kaminpar.load_graph(path, kaminpar.GraphFileFormat.PARHIP, compress=True)
+    graph = kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP, compress=True)
     kaminpar.reseed(int(seed))
-    owner = np.fromiter(solver.compute_partition(graph, int(num_parts), float(tolerance)), dtype=np.int32)
+    return np.fromiter(solver.compute_partition(graph, int(num_parts), float(tolerance)), dtype=np.int32, count=num_nodes)
+
+
+def main(argv: list[str]) -> int:
+    path, preset, threads, seed, num_parts, tolerance, owners = argv
+    owner = compressed_owner(path, preset, int(threads), int(seed), int(num_parts), float(tolerance))
     staging = owners + ".part"
     owner.tofile(staging)
     os.replace(staging, owners)

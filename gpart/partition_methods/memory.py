@@ -28,8 +28,12 @@ def needs_lean_preset(method: PartitionMethod, num_nodes: int, num_edges: int, m
     the method's own (fast or default): gpart.partition_methods.options.KaminparRunOptions.preset_for."""
     if max_memory is None or not method.own_preset_bytes_per_edge:
         return False
-    own = FIXED_BYTES + method.own_preset_bytes_per_node * num_nodes + method.own_preset_bytes_per_edge * num_edges
-    return own > max_memory
+    return own_preset_bytes(method, num_nodes, num_edges) > max_memory
+
+
+def own_preset_bytes(method: PartitionMethod, num_nodes: int, num_edges: int) -> int:
+    """Estimated peak of the compressed path with the method's own KaMinPar preset (0 for a method without one)."""
+    return FIXED_BYTES + method.own_preset_bytes_per_node * num_nodes + method.own_preset_bytes_per_edge * num_edges
 
 
 def runs_compressed(method: PartitionMethod, num_nodes: int, num_edges: int, max_memory: Optional[int]) -> bool:
