@@ -20,6 +20,11 @@ nodes, no shuffling) for every sampler. Printed per batch size:
   fanout tables, bfloat16 autocast and TF32; Adam) on those batches: seconds
   per batch, and the epoch over every training node
   (measured when --batches covers the epoch, else extrapolated: said so);
+- on CUDA, graphs larger than the GPU: the same loader with the topology in
+  pinned host memory read by the GPU (load_partition(topology="pinned")), and
+  with x in host memory behind a device cache of 20% of the rows (its hit rate
+  printed); the issue's bar: 3x Quiver's 34 M edges/s from host memory, and
+  batches/s with x within 1.5x of all on the GPU;
 - gpart on the CPU beside, when --device is CUDA (the CPU path of the same code);
   on the CPU, also the GPU's hop form (`loader.sampler.table_hops`) run on the CPU;
 - WholeGraph's `unweighted_sample_without_replacement` per hop on the same
@@ -101,11 +106,12 @@ def _median_rate(run, repeats: int) -> tuple[float, float]:
 
 
 def gpart_side(parts: Path, device_name: str, seeds: np.ndarray, batch: int, batches: int, repeats: int,
-               with_model: bool, train_count: int, table_hops: Optional[bool] = None) -> dict:
-    """gpart's figures on one device for one batch size (table_hops: force the loader's hop form, None: its default)."""
+               with_model: bool, train_count: int, table_hops: Optional[bool] = None, **load_options) -> dict:
+    """gpart's figures on one device for one batch size (table_hops: force the loader's hop form, None: its default;
+    load_options: load_partition's, e.g. topology="pinned", feature_device="cpu", cache=0.2)."""
     import gpart.runtime as gr  # gpart's side only: the DGL child runs this module without gpart
 
-    part = gr.load_partition(parts, device=device_name)
+    part = gr.load_partition(parts, device=device_name, **load_options)
     device = part.device
     for t in (part.indptr, part.indices, part.node_ids, part.edge_ids, *part.node_data.values()):
         int(t.reshape(-1)[::512].to(torch.float64).sum())  # every page read once: figures are not page-fault counts
@@ -145,6 +151,8 @@ def gpart_side(parts: Path, device_name: str, seeds: np.ndarray, batch: int, bat
         return batches
 
     out["batches_per_s"] = _median_rate(lambda: _rate(gathered), repeats)[0]
+    if part.row_cache is not None:
+        out["hit_rate"] = part.cache_stats()["feat"]["hit_rate"]
     if with_model:
         out.update(sage_step_seconds(part, ids, batch, batches, train_count))
     out["rss_mib"] = peak_rss_mib()
@@ -347,6 +355,8 @@ def report(batch: int, rows: list[tuple[str, dict]]) -> None:
             note += f"x {r['x_mib']:.0f} MiB/batch; RSS {r['rss_mib']:.0f} MiB"
         if "ops" in r:
             note += f"; {r['ops']} ops, {r['syncs']} syncs/batch"
+        if "hit_rate" in r:
+            note += f"; cache hit rate {r['hit_rate']:.1%}"
         print(f"  {name:<36}{r['edges_per_s'] / 1e6:10.2f}{per_cpu:>8}{bps:>15}{step:>12}{epoch:>9}  {note}", flush=True)
         for label in ("padded", "replayed"):
             if f"{label}_edges_per_s" in r:
@@ -386,7 +396,11 @@ def main() -> None:
         seeds = seed_order(graph, batch * (args.batches * args.repeats + 6))
         rows = [(f"gpart on {device}", gpart_side(parts, device, seeds, batch, args.batches, args.repeats, not args.skip_model,
                                                           train_count))]
-        if device.startswith("cuda"):
+        if device.startswith("cuda"):  # graphs larger than the GPU: topology, then x, in pinned host memory
+            rows.append(("gpart, topology in pinned host memory", gpart_side(parts, device, seeds, batch, args.batches, args.repeats,
+                                                                             False, 0, topology="pinned")))
+            rows.append(("gpart, x in host memory + 20% cache", gpart_side(parts, device, seeds, batch, args.batches, args.repeats,
+                                                                           False, 0, feature_device="cpu", cache=0.2)))
             rows.append(("gpart on cpu (same code)", gpart_side(parts, "cpu", seeds, batch, args.batches, args.repeats, False, 0)))
         rows.append(("WholeGraph sampler (GPU)", wholegraph_side(parts, seeds, batch, args.batches, args.repeats)))
         if device == "cpu":  # the GPU's hop form (sample_table + add_masked) through the same code on the CPU

@@ -8,12 +8,17 @@ from typing import Optional, Union
 import torch
 
 from gpart.base.errors import InputError
+from gpart.runtime.partition.host_mapped import is_host_mapped, map_to_device
 
 DeviceLike = Union[str, torch.device, None]
 
 # Host staging buffer for copies to a GPU: big enough for full PCIe speed,
 # small enough to be negligible next to the data.
 STAGE_BYTES = 64 << 20
+
+# where a partition keeps its per-edge arrays (CSC, edge data, the tables made from them): copied to its device,
+# or in pinned host memory that the GPU reads in place (gpart.runtime.partition.host_mapped)
+TOPOLOGIES = ("device", "pinned")
 
 
 def resolve_device(device: DeviceLike) -> torch.device:
@@ -90,3 +95,22 @@ def place(host: torch.Tensor, device: torch.device, pin: bool = False, stager: O
         return host
     stager = stager or Stager(device)
     return stager.copy(host)
+
+
+def check_topology(topology: str, device: torch.device, where: object) -> None:
+    """A one-line InputError unless `topology` is one of TOPOLOGIES and fits `device`."""
+    if topology not in TOPOLOGIES:
+        raise InputError(where, f"topology must be one of {', '.join(map(repr, TOPOLOGIES))}, got {topology!r}")
+    if topology == "pinned" and device.type != "cuda":
+        raise InputError(where, f"topology='pinned' keeps the topology in host memory for a GPU to read, but the device is "
+                                f"{device} (use a CUDA device, or topology='device')")
+
+
+def place_topology(array: torch.Tensor, device: torch.device, topology: str, stager: Optional[Stager] = None) -> torch.Tensor:
+    """Per-edge array `array` (on the host, or made on `device`) where `topology` says: on `device`, or mapped
+    from pinned host memory for it."""
+    if topology == "pinned":
+        return array if is_host_mapped(array) else map_to_device(array, device)
+    if array.device == device:
+        return array
+    return place(array, device, stager=stager) if array.device.type == "cpu" else array.to(device)

@@ -55,6 +55,10 @@ class Partition(Protocol):
     edge_ids: torch.Tensor
     node_data: dict[Any, torch.Tensor]
     edge_data: dict[Any, torch.Tensor]
+    topology: str  # where the per-edge arrays live: "device", or "pinned" host memory the GPU reads
+
+    def place_edge_array(self, array: torch.Tensor) -> torch.Tensor:
+        """Per-edge array `array` (a table made from the topology) where this partition keeps its topology."""
 
     @property
     def typed(self) -> bool:

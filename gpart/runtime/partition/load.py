@@ -28,7 +28,7 @@ from gpart.collectives.process_group import world
 from gpart.formats.partition.reader import PartitionReader
 from gpart.formats.partition.writer import data_key
 from gpart.runtime.partition.book import load_book
-from gpart.runtime.partition.device import DeviceLike, Stager, place, resolve_device
+from gpart.runtime.partition.device import DeviceLike, Stager, check_topology, place, place_topology, resolve_device
 from gpart.runtime.partition.loaded import LoadedPartition
 from gpart.runtime.partition.row_cache import CacheSize, build_cache
 from gpart.runtime.partition.trainers import partition_of_rank
@@ -48,6 +48,7 @@ class LoadOptions:
     edge_data: Optional[Sequence[str]] = None
     timeout_s: float = 60.0
     cache: CacheSize = None
+    topology: str = "device"
 
 
 def load_partition(
@@ -62,6 +63,7 @@ def load_partition(
     timeout_s: float = 60.0,
     hetero: bool = True,
     cache: CacheSize = None,
+    topology: str = "device",
 ) -> Union[LoadedPartition, HeteroPartition]:
     """Load partition `rank` of the partition result in `path` onto `device`.
 
@@ -81,8 +83,12 @@ def load_partition(
     fraction of the rows (0.2); the loaders read through it and
     `part.cache_stats()` counts hits and misses (gpart.runtime.partition.
     row_cache; homogeneous partitions). None: no cache.
+    topology: "device" copies the topology (CSC, edge ids, edge data) to `device`;
+    "pinned" keeps it in pinned host memory that the GPU reads in place (UVA:
+    gpart.runtime.partition.host_mapped), for graphs whose topology does not
+    fit the GPU; the batches are the same. CUDA only.
     """
-    options = LoadOptions(device, feature_device, verify, node_data, edge_data, timeout_s, cache)
+    options = LoadOptions(device, feature_device, verify, node_data, edge_data, timeout_s, cache, topology)
     directory = Path(path)
     reader, rank = _open_reader(directory, rank)
     try:
@@ -115,6 +121,7 @@ def _load_erased(reader: PartitionReader, directory: Path, rank: Any, options: L
     """Partition `rank` of the result `reader` opened, over erased ids, with the node and edge data named."""
     rank = _check_rank(rank, reader.num_parts, directory)
     dev = resolve_device(options.device)
+    check_topology(options.topology, dev, directory)
     fdev = resolve_device(options.feature_device) if options.feature_device is not None else dev
     names = _select(reader.node_data_names(), options.node_data, "node data", directory)
     edge_names = _select(reader.edge_data_names(), options.edge_data, "edge data", directory)
@@ -134,7 +141,8 @@ def _load_erased(reader: PartitionReader, directory: Path, rank: Any, options: L
         device=dev,
         feature_device=fdev,
         timeout_s=timeout_s,
-        **_load_arrays(reader, rank, verify, dev, fdev, names, edge_names),
+        topology=options.topology,
+        **_load_arrays(reader, rank, verify, dev, fdev, names, edge_names, options.topology),
     )
 
 
@@ -158,20 +166,26 @@ def _check_rank(rank: Any, num_parts: int, directory: Path) -> int:
 
 
 def _load_arrays(reader: Any, rank: int, verify: bool, dev: torch.device, fdev: torch.device,
-                 names: list[str], edge_names: list[str]) -> dict[str, Any]:
-    """The book, topology and data tensors of partition `rank`, each mapped and placed on its device."""
+                 names: list[str], edge_names: list[str], topology: str) -> dict[str, Any]:
+    """The book, topology and data tensors of partition `rank`, each mapped and placed on its device (the
+    per-edge ones as `topology` says)."""
     stager = Stager(dev) if dev.type == "cuda" else None
 
-    def load(key: str, to: torch.device) -> torch.Tensor:
+    def host(key: str) -> torch.Tensor:
         entry = reader.entry(rank, key)
-        host = numpy_to_tensor(reader.read_entry(entry, verify, mode="c"), entry.dtype)
-        pin = to.type == "cpu" and dev.type == "cuda"
-        return place(host, to, pin=pin, stager=stager if to.type == "cuda" else None)
+        return numpy_to_tensor(reader.read_entry(entry, verify, mode="c"), entry.dtype)
 
-    arrays: dict[str, Any] = {"book": load_book(reader, verify, dev, stager)}
-    arrays.update({key: load(key, dev) for key in ("node_ids", "indptr", "indices", "edge_ids")})
+    def load(key: str, to: torch.device) -> torch.Tensor:
+        pin = to.type == "cpu" and dev.type == "cuda"
+        return place(host(key), to, pin=pin, stager=stager if to.type == "cuda" else None)
+
+    def load_edges(key: str) -> torch.Tensor:
+        return place_topology(host(key), dev, topology, stager)
+
+    arrays: dict[str, Any] = {"book": load_book(reader, verify, dev, stager), "node_ids": load("node_ids", dev)}
+    arrays.update({key: load_edges(key) for key in ("indptr", "indices", "edge_ids")})
     arrays["node_data"] = {name: load(data_key("node", name), fdev) for name in names}
-    arrays["edge_data"] = {name: load(data_key("edge", name), dev) for name in edge_names}
+    arrays["edge_data"] = {name: load_edges(data_key("edge", name)) for name in edge_names}
     return arrays
 
 

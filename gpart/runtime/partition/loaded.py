@@ -34,6 +34,7 @@ import torch
 
 from gpart.base.errors import InputError, NotLocalError
 from gpart.runtime.partition.book import DeviceBook
+from gpart.runtime.partition.device import place_topology
 from gpart.runtime.partition.interface import PLAIN_EDGE_TYPE, PLAIN_NODE_TYPE
 from gpart.runtime.partition.row_cache import RowCache
 from gpart.runtime.partition.serving import ServingRanks, gather_rows, read_rows
@@ -76,6 +77,8 @@ class LoadedPartition:
     node_data: dict[str, torch.Tensor]
     edge_data: dict[str, torch.Tensor]
     timeout_s: float = 60.0
+    # where the per-edge arrays live: "device", or "pinned" host memory the GPU reads (load_partition's topology=)
+    topology: str = "device"
     typed: ClassVar[bool] = False  # homogeneous: the one-type case of a typed partition
     is_hetero: ClassVar[bool] = False  # the same, under the name callers probed for
     serving: ServingRanks = field(init=False, repr=False)
@@ -84,6 +87,11 @@ class LoadedPartition:
 
     def __post_init__(self) -> None:
         self.serving = ServingRanks(self.directory, self.digest, self.rank, self.num_parts, self.device)
+
+    def place_edge_array(self, array: torch.Tensor) -> torch.Tensor:
+        """Per-edge array `array` (a table made from the topology: alias tables, temporal keys) where this
+        partition keeps its topology."""
+        return place_topology(array, self.device, self.topology)
 
     def cache_stats(self) -> dict[str, dict[str, Any]]:
         """Per node data array: the row cache's hits, misses, hit rate, cached rows and bytes ({} without a cache)."""

@@ -57,9 +57,10 @@ class HeteroPartition:
     directory, manifest, digest = _FromBase(), _FromBase(), _FromBase()
     rank, num_parts, num_nodes, num_edges = _FromBase(), _FromBase(), _FromBase(), _FromBase()
     num_owned, num_halo, halo, halo_ids = _FromBase(), _FromBase(), _FromBase(), _FromBase()
-    device, feature_device, timeout_s = _FromBase(), _FromBase(), _FromBase()
+    device, feature_device, timeout_s, topology = _FromBase(), _FromBase(), _FromBase(), _FromBase()
     book, owner, to_local, serving = _FromBase(), _FromBase(), _FromBase(), _FromBase()
     node_ids, indptr, indices, edge_ids = _FromBase(), _FromBase(), _FromBase(), _FromBase()
+    place_edge_array = _FromBase()
 
     def __init__(self, base: LoadedPartition, meta: Any, node_data: dict[TypedKey, torch.Tensor], edge_type: torch.Tensor,
                  owned_counts: np.ndarray, halo_counts: Optional[np.ndarray] = None,
@@ -82,7 +83,7 @@ class HeteroPartition:
         self.halo_type_start = torch.as_tensor(np.cumsum(halo) - halo, device=dev)
         # typed edge data: rows per edge type in CSC order; edge_rows[k]: row of stored edge k in its type's arrays
         self.edge_data = dict(edge_data or {})
-        self.edge_rows = _rank_within_type(self.edge_type, len(self.edge_types))
+        self.edge_rows = base.place_edge_array(_rank_within_type(self.edge_type, len(self.edge_types)))
 
     def __repr__(self) -> str:
         return (f"HeteroPartition({str(self.base.directory)!r}, rank={self.base.rank}/{self.base.num_parts}, "
@@ -235,10 +236,9 @@ def load_hetero_partition(base: LoadedPartition, feature_device: Any = None, ver
         if unknown:
             raise InputError(Path(path), f"no typed node data {unknown[0]!r} (has: {', '.join('/'.join(k) for k in keys) or 'none'})")
 
-        def load(key: str, to: torch.device) -> torch.Tensor:
+        def host(key: str) -> torch.Tensor:
             entry = reader.entry(base.rank, key)
-            host = numpy_to_tensor(reader.read_entry(entry, verify, mode="c"), entry.dtype)
-            return place(host, to, pin=to.type == "cpu" and base.device.type == "cuda")
+            return numpy_to_tensor(reader.read_entry(entry, verify, mode="c"), entry.dtype)
 
         ekeys = [(e, n) for e in meta.edge_types for n in meta.edge_data[e]]
         ewanted = ekeys if edge_data is None else [_edge_key(k) for k in edge_data]
@@ -246,9 +246,11 @@ def load_hetero_partition(base: LoadedPartition, feature_device: Any = None, ver
         if unknown:
             raise InputError(Path(path), f"no typed edge data {':'.join(unknown[0][0])}/{unknown[0][1]} "
                                          f"(has: {', '.join(':'.join(e) + '/' + n for e, n in ekeys) or 'none'})")
-        data = {k: load(node_data_key(*k), fdev) for k in wanted}
-        edata = {k: load(edge_data_key(*k), base.device) for k in ewanted}
-        edge_type = load("edge_type", base.device).to(torch.int64)
+        pin = fdev.type == "cpu" and base.device.type == "cuda"
+        data = {k: place(host(node_data_key(*k)), fdev, pin=pin) for k in wanted}
+        # per-edge arrays where the base keeps its topology (load_partition's topology=)
+        edata = {k: base.place_edge_array(host(edge_data_key(*k))) for k in ewanted}
+        edge_type = base.place_edge_array(host("edge_type").to(torch.int64))
         counts = {c: np.array([reader.part_info(p)[HETERO_KEY][c] for p in range(reader.num_parts)], dtype=np.int64).reshape(reader.num_parts, -1)
                   for c in ("num_owned", "num_halo")}
     return HeteroPartition(base, meta, data, edge_type, counts["num_owned"], counts["num_halo"], edata)

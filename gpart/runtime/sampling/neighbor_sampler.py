@@ -118,7 +118,7 @@ class LocalSampler:
         """The weights in the temporal index's sorted order, made once per index."""
         index = self.temporal[0] if self.temporal is not None else None
         if getattr(self, "_sorted", (None, None))[0] is not index:
-            self._sorted = (index, index.weights_in_order(self.weights.weights))
+            self._sorted = (index, index.weights_in_order(self.weights.weights).placed(self.part.place_edge_array))
         return self._sorted[1]
 
     def table_fanout(self, hop: int) -> int:

@@ -23,7 +23,7 @@ later CSC position first, so the result is deterministic).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -129,6 +129,11 @@ class TemporalIndex:
         keys = torch.index_select(bounds, 0, run) * self.width + torch.searchsorted(self.times, cand_time)
         self.keys, self.perm = torch.sort(keys, stable=True)  # equal keys keep CSC order: later position last
 
+    def placed(self, keep: Callable[[torch.Tensor], torch.Tensor]) -> "TemporalIndex":
+        """This index with its per-position arrays replaced by keep(array) (Partition.place_edge_array); returns self."""
+        self.keys, self.perm = keep(self.keys), keep(self.perm)
+        return self
+
     def weights_in_order(self, weights: torch.Tensor) -> SegmentWeights:
         """Per-position sampling weights (CSC order) as SegmentWeights over this index's sorted order."""
         return SegmentWeights(torch.index_select(weights.reshape(-1), 0, self.perm))
@@ -157,4 +162,4 @@ def position_times(part, node_time: Optional[torch.Tensor] = None, edge_time: Op
 def temporal_index(part, node_time: Optional[torch.Tensor] = None, edge_time: Optional[torch.Tensor] = None) -> "TemporalIndex":
     """The TemporalIndex of partition `part` (LocalSampler.temporal = (index, strategy)): runs are its columns, and
     for a typed partition each column's edge-type slices (SPEC.md 8.2)."""
-    return TemporalIndex(position_times(part, node_time, edge_time), csc_runs(part))
+    return TemporalIndex(position_times(part, node_time, edge_time), csc_runs(part)).placed(part.place_edge_array)

@@ -46,7 +46,7 @@ as gpart.runtime.sampling.kernels.sample_segments gives them.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -128,7 +128,15 @@ class SegmentWeights:
     def of(cls, part: Any, name: Any) -> "SegmentWeights":
         """The weights of edge data `name` of `part`, typed or not (checked first with weight_problem), with the
         alias tables of its CSC runs."""
-        return cls(position_weights(part, name), csc_runs(part))
+        return cls(position_weights(part, name), csc_runs(part)).placed(part.place_edge_array)
+
+    def placed(self, keep: Callable[[torch.Tensor], torch.Tensor]) -> "SegmentWeights":
+        """These tables with each per-position array replaced by keep(array) (where the partition keeps its
+        topology: Partition.place_edge_array); returns self."""
+        self.weights, self.prefix, self.positive_prefix = keep(self.weights), keep(self.prefix), keep(self.positive_prefix)
+        if self.alias is not None:
+            self.alias.packed = keep(self.alias.packed)
+        return self
 
     def sample_segments(self, start: torch.Tensor, deg: torch.Tensor, fanout: int, replace: bool,
                         generator: Optional[torch.Generator]) -> Picks:
