@@ -136,6 +136,24 @@ def test_too_little_memory_even_compressed_is_one_line_before_any_work(tmp_path,
     assert not (tmp_path / "out").exists()
 
 
+def test_a_preset_that_does_not_fit_is_one_line_before_any_work(tmp_path, capsys):
+    """Where only the memory-lean preset fits, --preset fast is refused up front (the default takes terapart)."""
+    graph = rmat_graph(20000, 200000)
+    path = tmp_path / "rmat.npz"
+    np.savez(path, src=graph.src, dst=graph.dst, num_nodes=graph.num_nodes)
+    limit = compressed_limit(graph.num_nodes, graph.num_edges, lean=True)
+    need = own_preset_bytes(METHOD, graph.num_nodes, graph.num_edges)
+    rc, out, err = run(capsys, "partition", path, "--parts", "4", "-o", tmp_path / "out", "--max-memory", str(limit),
+                       "--preset", "fast")
+    assert rc == 2 and not out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "--preset fast needs about" in lines[0] and f"{-(-need // 2**20)}MiB" in lines[0], err
+    assert "drop --preset" in lines[0] and not (tmp_path / "out").exists()
+    for fits in ("terapart", None):  # asked for, or chosen by itself: no refusal
+        options = type("Options", (), {"preset": fits})()
+        check_assign_memory(METHOD, graph.num_edges, limit, str(path), ["stream"], graph.num_nodes, options)
+
+
 def _distributed(rank: int, world_size: int, chunks: str, out: str, limit: int):
     from gpart.distributed.partition_chunks import partition_chunks
 

@@ -16,9 +16,9 @@ import pytest
 import torch
 
 import gpart.runtime as gr
-from gpart.base.errors import GpartError, InputError
 import gpart.runtime.partition.device as device_module
 import gpart.runtime.partition.load as load_module
+from gpart.base.errors import GpartError, InputError
 from gpart.runtime.partition.device import check_topology, place_topology
 from gpart.runtime.partition.host_mapped import cuda_array_interface, is_host_mapped, map_to_device
 

@@ -3,7 +3,7 @@ that hold the whole adjacency (needs_adjacency), and the choice of their compres
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from gpart.base.errors import InputError
 from gpart.base.memory import FIXED_BYTES
@@ -43,11 +43,11 @@ def runs_compressed(method: PartitionMethod, num_nodes: int, num_edges: int, max
 
 
 def check_assign_memory(method: PartitionMethod, num_edges: int, max_memory: int, where: Optional[str],
-                        instead: Sequence[str], num_nodes: Optional[int] = None) -> None:
+                        instead: Sequence[str], num_nodes: Optional[int] = None, options: Any = None) -> None:
     """Stop before an assignment that holds the whole adjacency and would not fit `max_memory`, in memory nor
-    (where the method has one and `num_nodes` is given) on its compressed path; the message names the memory
-    needed and suggests raising --max-memory or the methods `instead`
-    (gpart.partition_methods.registry.bounded_method_names)."""
+    (where the method has one and `num_nodes` is given) on its compressed path, nor there with the KaMinPar
+    preset that `options` asks for; the message names the memory needed and suggests raising --max-memory or
+    the methods `instead` (gpart.partition_methods.registry.bounded_method_names)."""
     need = assign_bytes(method, num_edges)
     if need <= max_memory:
         return
@@ -62,3 +62,16 @@ def check_assign_memory(method: PartitionMethod, num_edges: int, max_memory: int
                                 f"{num_nodes:,} nodes and {num_edges:,} edges ({method.compressed_bytes_per_node} bytes per "
                                 f"node, {method.compressed_bytes_per_edge} per edge), more than the {max_memory / 2**30:.1f} GiB "
                                 f"allowed; raise --max-memory to at least {-(-compressed // 2**20)}MiB or use --method {names}")
+    if num_nodes is not None:
+        _check_preset_memory(method, num_nodes, num_edges, max_memory, where, getattr(options, "preset", None))
+
+
+def _check_preset_memory(method: PartitionMethod, num_nodes: int, num_edges: int, max_memory: int, where: Optional[str],
+                         preset: Optional[str]) -> None:
+    """On the compressed path, a KaMinPar preset asked for that only the memory-lean one's estimate fits: stop."""
+    if preset is None or preset.startswith("terapart") or not needs_lean_preset(method, num_nodes, num_edges, max_memory):
+        return
+    need = own_preset_bytes(method, num_nodes, num_edges)
+    raise InputError(where, f"--preset {preset} needs about {need / 2**30:.1f} GiB on the compressed path for {num_nodes:,} "
+                            f"nodes and {num_edges:,} edges, more than the {max_memory / 2**30:.1f} GiB allowed; drop --preset "
+                            f"(the memory-lean terapart is then chosen) or raise --max-memory to at least {-(-need // 2**20)}MiB")
