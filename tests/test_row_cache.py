@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -24,7 +25,11 @@ def parts(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("row_cache")
     partition_graph(CORA, root / "one", 1, "metis")
-    partition_graph(CORA.with_name("cora_hetero.npz"), root / "typed", 1, "metis")
+    with np.load(CORA.with_name("cora_hetero.npz")) as z:  # and node data of the second type (word) too
+        typed = dict(z)
+    typed["word/vec"] = np.random.default_rng(1).random((int(typed["word/num_nodes"]), 8), dtype=np.float32)
+    np.savez(root / "typed.npz", **typed)
+    partition_graph(root / "typed.npz", root / "typed", 1, "metis")
     return root
 
 
@@ -92,9 +97,59 @@ def test_bad_cache_sizes_are_one_line(parts, cache, words):
         gr.load_partition(parts / "one", device="cpu", cache=cache)
 
 
-def test_typed_partitions_refuse_the_cache(parts):
-    with pytest.raises(GpartError, match="cache= takes a homogeneous partition"):
-        gr.load_partition(parts / "typed", device="cpu", cache=0.2)
+TYPED_FANOUTS = {("paper", "cites", "paper"): [4, 3], ("word", "in", "paper"): [5, 2], ("paper", "has", "word"): [3, 2]}
+
+
+def _typed_epoch(part) -> list:
+    loader = gr.DistNeighborLoader(part, {"paper": torch.arange(0, 2708, 3)}, fanouts=TYPED_FANOUTS, batch_size=128, seed=2,
+                                   node_data=["feat", "train_mask", "vec"])
+    batches = list(loader)
+    assert (dict(loader.stats["cache"]) == part.cache_stats()) if part.row_cache is not None else "cache" not in loader.stats
+    return batches
+
+
+@pytest.mark.parametrize("cache", [0.2, "300KB", 1.0])
+def test_typed_cache_gives_the_same_batches_and_counts_reads_per_type(parts, cache):
+    plain = _typed_epoch(gr.load_partition(parts / "typed", device="cpu"))
+    part = gr.load_partition(parts / "typed", device="cpu", feature_device="cpu", cache=cache)
+    cached = _typed_epoch(part)
+    for a, b in zip(plain, cached, strict=True):
+        assert torch.equal(a.n_id["paper"], b.n_id["paper"]) and torch.equal(a.x["paper"], b.x["paper"])
+        assert torch.equal(a.node_data["paper"]["train_mask"], b.node_data["paper"]["train_mask"])
+        assert torch.equal(a.n_id["word"], b.n_id["word"]) and torch.equal(a.node_data["word"]["vec"], b.node_data["word"]["vec"])
+    stats = part.cache_stats()
+    assert set(stats) == set(part.node_data)  # every typed array, keyed (ntype, name)
+    read = sum(int(b.n_id["paper"].numel()) for b in cached)
+    feat, vec = stats[("paper", "feat")], stats[("word", "vec")]
+    assert feat["hits"] + feat["misses"] == read
+    assert vec["hits"] + vec["misses"] == sum(int(b.n_id["word"].numel()) for b in cached)
+    assert feat["hit_rate"] == 1.0 if cache == 1.0 else 0.0 < feat["hit_rate"] < 1.0
+    if cache == "300KB":  # the budget over all types' rows together, hottest first
+        assert sum(v["bytes"] for v in stats.values()) <= 300 * 1024
+    before = feat["hits"]
+    part.refresh_cache()
+    _typed_epoch(part)
+    assert part.cache_stats()[("paper", "feat")]["hits"] >= before  # the measured order serves the same epoch as well
+
+
+def test_typed_cache_orders_each_type_by_its_source_counts(parts):
+    from gpart.runtime.partition.typed_row_cache import typed_source_counts
+
+    part = gr.load_partition(parts / "typed", device="cpu", cache=0.1)
+    rows = {ntype: part.node_data[(ntype, next(n for t, n in part.node_data if t == ntype))].shape[0]
+            for ntype in {t for t, _ in part.node_data}}
+    counts = typed_source_counts(part, rows)
+    # against a plain count: each stored edge's source, as (type, row), tallied with numpy
+    src = part.node_ids[part.indices.to(torch.int64)].numpy()
+    kinds = np.searchsorted(part.node_offsets.numpy(), src, side="right") - 1
+    for ntype, count in counts.items():
+        t = part.node_types.index(ntype)
+        expected = np.bincount(src[kinds == t] - int(part.node_offsets[t]), minlength=rows[ntype])
+        assert np.array_equal(count.numpy(), expected)
+        cache = part.row_cache.caches[ntype]
+        held, left = cache.slot_of >= 0, cache.slot_of < 0
+        assert int(held.sum()) == int(rows[ntype] * 0.1)
+        assert int(count[held].min()) >= int(count[left].max())
 
 
 def test_no_cache_no_stats(parts):

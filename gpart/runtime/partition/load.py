@@ -33,6 +33,7 @@ from gpart.runtime.partition.loaded import LoadedPartition
 from gpart.runtime.partition.row_cache import CacheSize, build_cache
 from gpart.runtime.partition.trainers import partition_of_rank
 from gpart.runtime.partition.typed import HeteroPartition, load_hetero_partition
+from gpart.runtime.partition.typed_row_cache import build_typed_cache
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -82,7 +83,7 @@ def load_partition(
     in host memory (feature_device="cpu"): a byte budget ("8GB", an int) or a
     fraction of the rows (0.2); the loaders read through it and
     `part.cache_stats()` counts hits and misses (gpart.runtime.partition.
-    row_cache; homogeneous partitions). None: no cache.
+    row_cache; a typed partition's per node type: typed_row_cache). None: no cache.
     topology: "device" copies the topology (CSC, edge ids, edge data) to `device`;
     "pinned" keeps it in pinned host memory that the GPU reads in place (UVA:
     gpart.runtime.partition.host_mapped), for graphs whose topology does not
@@ -99,10 +100,10 @@ def load_partition(
     finally:
         reader.close()
     if typed:
-        if cache is not None:
-            raise InputError(directory, "cache= takes a homogeneous partition (a typed one's node data is per type)")
         with _damage_named(directory):
-            return load_hetero_partition(base, feature_device, verify, node_data=node_data, edge_data=edge_data)
+            part = load_hetero_partition(base, feature_device, verify, node_data=node_data, edge_data=edge_data)
+        part.row_cache = build_typed_cache(cache, part, directory)
+        return part
     base.row_cache = build_cache(cache, base.node_data, base.indices, base.device, directory)
     return base
 

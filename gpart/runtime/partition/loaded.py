@@ -36,7 +36,7 @@ from gpart.base.errors import InputError, NotLocalError
 from gpart.runtime.partition.book import DeviceBook
 from gpart.runtime.partition.device import place_topology
 from gpart.runtime.partition.interface import PLAIN_EDGE_TYPE, PLAIN_NODE_TYPE
-from gpart.runtime.partition.row_cache import RowCache
+from gpart.runtime.partition.row_cache import CachedRows, RowCache
 from gpart.runtime.partition.serving import ServingRanks, gather_rows, read_rows
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -46,7 +46,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 @dataclass(eq=False, repr=False)
-class LoadedPartition:
+class LoadedPartition(CachedRows):
     """One partition on a device: CSC topology over local ids, node/edge data, the book, and lookups.
 
     Attributes: `directory`, `manifest`, `digest` (of manifest.json), `rank`
@@ -92,15 +92,6 @@ class LoadedPartition:
         """Per-edge array `array` (a table made from the topology: alias tables, temporal keys) where this
         partition keeps its topology."""
         return place_topology(array, self.device, self.topology)
-
-    def cache_stats(self) -> dict[str, dict[str, Any]]:
-        """Per node data array: the row cache's hits, misses, hit rate, cached rows and bytes ({} without a cache)."""
-        return self.row_cache.stats() if self.row_cache is not None else {}
-
-    def refresh_cache(self) -> None:
-        """Re-rank the cached rows by the reads counted since loading or the last refresh (no cache: nothing)."""
-        if self.row_cache is not None:
-            self.row_cache.refresh()
 
     # -- descriptive
 

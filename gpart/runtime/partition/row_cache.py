@@ -26,7 +26,7 @@ read to the host once per read, which the host gather needs anyway).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from typing import Any, Optional, Union
 
 import torch
@@ -41,7 +41,7 @@ CacheSize = Union[str, int, float, None]
 class RowCache:
     """The cached rows of the node data `tables` (one slot table for all of them) and the read counters."""
 
-    def __init__(self, tables: dict[str, torch.Tensor], device: torch.device, capacity: int, order: torch.Tensor):
+    def __init__(self, tables: dict[Any, torch.Tensor], device: torch.device, capacity: int, order: torch.Tensor):
         self.tables, self.device, self.capacity = tables, device, int(capacity)
         self.num_rows = min(t.shape[0] for t in tables.values()) if tables else 0
         self.hits = {name: torch.zeros((), dtype=torch.int64, device=device) for name in tables}
@@ -57,7 +57,7 @@ class RowCache:
         self.rows = {name: torch.index_select(table, 0, hot.to(table.device)).to(self.device)
                      for name, table in self.tables.items()}
 
-    def read(self, name: str, rows: torch.Tensor) -> torch.Tensor:
+    def read(self, name: Hashable, rows: torch.Tensor) -> torch.Tensor:
         """table[rows] on the cache's device: hits from the cached copy, misses from host memory."""
         rows = rows.to(self.device, torch.int64)
         slots = torch.index_select(self.slot_of, 0, rows).to(torch.int64)
@@ -76,7 +76,7 @@ class RowCache:
         self.fill(torch.argsort(self.reads, descending=True, stable=True))
         self.reads.zero_()
 
-    def stats(self) -> dict[str, dict[str, Any]]:
+    def stats(self) -> dict[Any, dict[str, Any]]:
         """Per array: hits, misses, hit rate, cached rows and their bytes (reads the counters to the host)."""
         out = {}
         for name, cached in self.rows.items():
@@ -86,17 +86,32 @@ class RowCache:
         return out
 
 
+class CachedRows:
+    """The row cache's view from a partition (LoadedPartition, HeteroPartition): its stats and its refresh."""
+
+    row_cache: Any = None  # RowCache, TypedRowCache or None
+
+    def cache_stats(self) -> dict[Any, dict[str, Any]]:
+        """Per node data array: the row cache's hits, misses, hit rate, cached rows and bytes ({} without a cache)."""
+        return self.row_cache.stats() if self.row_cache is not None else {}
+
+    def refresh_cache(self) -> None:
+        """Re-rank the cached rows by the reads counted since loading or the last refresh (no cache: nothing)."""
+        if self.row_cache is not None:
+            self.row_cache.refresh()
+
+
 class CacheStatsView(Mapping):
     """A loader's stats["cache"]: the row cache's stats per array, read when looked at (the counters stay on the
     device between looks)."""
 
-    def __init__(self, cache: RowCache):
+    def __init__(self, cache: Any):
         self.cache = cache
 
-    def __getitem__(self, name: str) -> dict[str, Any]:
+    def __getitem__(self, name: Any) -> dict[str, Any]:
         return self.cache.stats()[name]
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.cache.rows)
 
     def __len__(self) -> int:
@@ -104,6 +119,14 @@ class CacheStatsView(Mapping):
 
     def __repr__(self) -> str:
         return repr(self.cache.stats())
+
+
+def check_host_tables(node_data: dict[Any, torch.Tensor], where: Any) -> None:
+    """A one-line InputError unless every table is in host memory (what a cache fronts)."""
+    held = [key for key, t in node_data.items() if t.device.type == "cuda"]
+    if held:
+        raise InputError(where, f"cache= needs node data in host memory (feature_device='cpu'); {held[0]!r} is on "
+                                f"{node_data[held[0]].device} already")
 
 
 def cache_rows(size: CacheSize, tables: dict[str, torch.Tensor], where: Any) -> int:
@@ -119,10 +142,16 @@ def cache_rows(size: CacheSize, tables: dict[str, torch.Tensor], where: Any) -> 
     return min(num_rows, int(budget or 0) // max(1, row_bytes))
 
 
+# stored edges per piece of the source counts: their temporaries stay a few hundred MB whatever the graph
+COUNT_PIECE = 1 << 24
+
+
 def degree_order(indices: torch.Tensor, num_rows: int) -> torch.Tensor:
     """Row ids hottest first by how many stored in-edges each row's node is the source of (ties: lower id)."""
-    sources = indices.to(torch.int64)
-    counts = torch.bincount(sources[sources < num_rows], minlength=num_rows)
+    counts = torch.zeros(num_rows, dtype=torch.int64, device=indices.device)
+    for at in range(0, indices.numel(), COUNT_PIECE):  # a loop over pieces of millions of edges
+        sources = indices[at:at + COUNT_PIECE].to(torch.int64)
+        counts += torch.bincount(sources[sources < num_rows], minlength=num_rows)
     return torch.argsort(counts, descending=True, stable=True)
 
 
@@ -131,10 +160,7 @@ def build_cache(size: CacheSize, node_data: dict[str, torch.Tensor], indices: to
     """The RowCache of `size` over every node data array (None: no cache asked, or no node data)."""
     if size is None or not node_data:
         return None
-    held = [name for name, t in node_data.items() if t.device.type == "cuda"]
-    if held:
-        raise InputError(where, f"cache= needs node data in host memory (feature_device='cpu'); {held[0]!r} is on "
-                                f"{node_data[held[0]].device} already")
+    check_host_tables(node_data, where)
     capacity = cache_rows(size, node_data, where)
     num_rows = min(t.shape[0] for t in node_data.values())
     return RowCache(node_data, device, capacity, degree_order(indices, num_rows))

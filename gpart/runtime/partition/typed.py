@@ -26,6 +26,7 @@ from gpart.formats.partition.reader import PartitionReader
 from gpart.formats.partition.typed import HETERO_KEY, edge_data_key, node_data_key
 from gpart.runtime.partition.device import place, resolve_device
 from gpart.runtime.partition.loaded import LoadedPartition
+from gpart.runtime.partition.row_cache import CachedRows
 from gpart.runtime.partition.serving import gather_rows, read_rows
 
 TypedKey = tuple[str, str]
@@ -41,7 +42,7 @@ class _FromBase:
         return self if obj is None else getattr(obj.base, self.name)
 
 
-class HeteroPartition:
+class HeteroPartition(CachedRows):
     """A typed partition: `base` (the erased LoadedPartition), `meta` (HeteroMeta), typed node data and CSC slices.
 
     `node_data[(ntype, name)]` holds the owned rows of type `ntype` in typed id order.

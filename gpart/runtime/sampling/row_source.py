@@ -88,7 +88,7 @@ class PartitionRows(RowSource):
 
     def read(self, key: Hashable, rows: torch.Tensor) -> torch.Tensor:
         if self.cache is not None and key in self.cache.rows:
-            return self.cache.read(str(key), rows)
+            return self.cache.read(key, rows)
         table = self.node_data[key]
         if table.device == self.device:
             return torch.index_select(table, 0, rows)
