@@ -67,13 +67,8 @@ def test_star_single_draws_follow_the_weights(replace, alias):
     assert abs(_chi_square_z(seen[1:], expected)) < 4.5
 
 
-@pytest.mark.parametrize("keys", ["table", "sort"])
 @pytest.mark.parametrize("fanout", [2, 3])
-def test_star_without_replacement_matches_exact_inclusion(fanout, keys, monkeypatch):
-    import gpart.runtime.sampling.weighted as weighted
-
-    if keys == "sort":
-        monkeypatch.setattr(weighted, "SPARSE_TABLE", -(1 << 40))
+def test_star_without_replacement_matches_exact_inclusion(fanout):
     trials = 40000
     counts, positions = _star_draws(fanout, False, trials, seed=fanout)
     assert torch.equal(counts, torch.full_like(counts, fanout))
@@ -91,19 +86,13 @@ HUB = torch.tensor([0.0, 1, 2, 3, 0, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 0, 7, 8, 9, 1
 SKEWED = torch.tensor([1000.0] + [1.0] * 15 + [0.0] * 2 + [500.0, 3.0], dtype=torch.float64)
 
 
-@pytest.mark.parametrize("keys", ["table", "sort"])
 @pytest.mark.parametrize("alias", [True, False], ids=["alias", "searched"])
 @pytest.mark.parametrize("weights", [HUB, SKEWED], ids=["hub", "skewed"])
-def test_wide_segments_drawn_from_a_stream_match_exact_inclusion(weights, alias, keys, monkeypatch):
+def test_wide_segments_drawn_from_a_stream_match_exact_inclusion(weights, alias):
     """A hub with more than WIDE x fanout positive edges draws from a stream of i.i.d. draws (the skewed one mostly
-    falls back to keys for the rest after STREAM_ROUNDS, by a per-row topk or, where the table would be mostly
-    padding, by one sort): each edge's inclusion frequency matches the exact one-by-one probability; zero weights
-    never; distinct per draw."""
-    import gpart.runtime.sampling.weighted as weighted
+    falls back to keys for the rest after STREAM_ROUNDS, by one integer sort of packed keys): each edge's inclusion
+    frequency matches the exact one-by-one probability; zero weights never; distinct per draw."""
     from gpart.runtime.sampling.weighted import WIDE
-
-    if keys == "sort":
-        monkeypatch.setattr(weighted, "SPARSE_TABLE", -(1 << 40))
 
     fanout, trials = 3, 30000
     assert int((weights > 0).sum()) > WIDE * fanout

@@ -22,11 +22,11 @@ per-partition table is built from it:
 - without replacement, exact weighted sampling without replacement
   (Efraimidis-Spirakis): a segment with no more positive-weight edges than
   the fanout takes them all (no draw); in the others every positive-weight
-  edge gets the key -log(U) / w and the segment keeps its `fanout`
-  smallest: the keys laid in one [segments, widest] table, +inf past a
-  segment's edges, and one topk per row (one float64 sort on segment * 2 +
-  (1 - exp(-key)) instead where the table would be mostly padding). Zero-weight
-  edges are never kept. This reads every
+  edge gets the key -log(U) / w (a zero weight +inf) and the segment keeps
+  its `fanout` smallest, found for all segments at once by one integer sort
+  of segment * 2^32 + the key's float32 bits (non-negative floats' bits order
+  as the floats; torch sorts integers by radix). Zero-weight edges are never
+  kept. This reads every
   in-edge of the segment (O(degree) per node, as PyG's weighted sampler),
   so it serves the segments with at most WIDE x fanout positive edges.
   A wider segment (a hub) draws from a stream instead: i.i.d. draws by
@@ -108,7 +108,6 @@ def _array_problem(w: torch.Tensor, stored: int, where: str) -> Optional[str]:
 
 WIDE = 4  # a segment with more than WIDE x fanout positive edges draws from a stream (see the module)
 STREAM_ROUNDS = 3  # rounds of stream draws before a short segment takes the rest by keys
-SPARSE_TABLE = 4  # keys take a per-row topk unless the [rows, widest] table would hold more than 4x the keys
 
 
 class SegmentWeights:
@@ -123,6 +122,7 @@ class SegmentWeights:
         self.prefix = torch.cat([zero.to(torch.float64), torch.cumsum(w64, 0)])
         self.positive_prefix = torch.cat([zero, torch.cumsum((w64 > 0).to(torch.int64), 0)])
         self.alias = AliasTable(w64, runs) if runs is not None else None
+        self.all_positive = bool((self.weights > 0).all())  # then a segment's positive edges are all its edges
 
     @classmethod
     def of(cls, part: Any, name: Any) -> "SegmentWeights":
@@ -161,24 +161,48 @@ class SegmentWeights:
         return Picks(counts, torch.searchsorted(self.prefix[1:], target, right=True))
 
     def _without_replacement(self, start, deg, fanout, generator) -> Picks:
-        """Up to `fanout` distinct positive-weight positions per segment, one by one by weight: wide segments from
-        a stream, the others by keys over every in-edge (see the module); grouped by segment."""
+        """Up to `fanout` distinct positive-weight positions per segment, one by one by weight: every positive edge
+        where there are no more than `fanout`, wide segments from a stream, the others by keys over every in-edge
+        (see the module); grouped by segment."""
         positive = torch.index_select(self.positive_prefix, 0, start + deg) - torch.index_select(self.positive_prefix, 0, start)
-        wide = positive > WIDE * fanout if fanout >= 0 else torch.zeros_like(positive, dtype=torch.bool)
-        if not bool(wide.any()):
-            return self._by_keys(start, deg, fanout, generator)
-        counts = torch.clamp(positive, max=fanout)
-        narrow_at, wide_at = torch.nonzero(~wide).reshape(-1), torch.nonzero(wide).reshape(-1)
-        narrow = self._by_keys(torch.index_select(start, 0, narrow_at), torch.index_select(deg, 0, narrow_at), fanout, generator)
-        streamed = self._by_stream(torch.index_select(start, 0, wide_at), torch.index_select(deg, 0, wide_at), fanout, generator)
-        return Picks(counts, merge_grouped(counts, [(narrow_at, narrow), (wide_at, streamed)]))
+        counts = positive if fanout < 0 else torch.clamp(positive, max=fanout)
+        kind = (positive > counts).to(torch.int8)
+        if fanout >= 0:
+            kind += positive > WIDE * fanout
+        parts = []
+        for value, draw in ((0, self._every_positive), (1, self._smallest_keys), (2, self._by_stream)):
+            at = torch.nonzero(kind == value).reshape(-1)  # a loop over the three kinds of segment
+            if at.numel():
+                part_counts = torch.index_select(counts, 0, at)
+                taken = draw(torch.index_select(start, 0, at), torch.index_select(deg, 0, at), part_counts, generator)
+                parts.append((at, Picks(part_counts, taken)))
+        if len(parts) == 1:
+            return Picks(counts, parts[0][1].positions)
+        return Picks(counts, merge_grouped(counts, parts))
 
-    def _by_stream(self, start, deg, fanout, generator) -> Picks:
-        """`fanout` distinct positions of each (wide) segment: the first distinct ones of a stream of i.i.d. weighted
-        draws, the rest (segments still short after STREAM_ROUNDS) by keys among the edges not taken."""
+    def _every_positive(self, start, deg, counts, generator) -> torch.Tensor:
+        """Every positive-weight position of each segment (no draw: there are no more than the fanout)."""
+        every = sample_segments(start, deg, -1).positions
+        return every if self.all_positive else torch.masked_select(every, torch.index_select(self.weights, 0, every) > 0)
+
+    def _smallest_keys(self, start, deg, take, generator) -> torch.Tensor:
+        """The take[i] positions of segment i with the smallest exponential keys -log(U) / w among its edges
+        (zero weights: +inf, never among them, as every segment here has more positive edges than it takes)."""
+        n, dev = int(deg.sum()), start.device
+        segment = torch.repeat_interleave(torch.arange(deg.numel(), device=dev), deg, output_size=n)
+        offset = torch.arange(n, device=dev) - torch.repeat_interleave(torch.cumsum(deg, 0) - deg, deg, output_size=n)
+        positions = torch.repeat_interleave(start, deg, output_size=n) + offset
+        w = torch.index_select(self.weights, 0, positions).to(torch.float32)
+        u = torch.rand(n, dtype=torch.float32, device=dev, generator=generator)
+        keys = torch.where(w > 0, -torch.log1p(-u) / w, float("inf"))  # u in [0, 1): finite for w > 0
+        return torch.index_select(positions, 0, _smallest_per_row(keys, segment, take, deg, offset))
+
+    def _by_stream(self, start, deg, take, generator) -> torch.Tensor:
+        """take[i] distinct positions of each (wide) segment i: the first distinct ones of a stream of i.i.d.
+        weighted draws, the rest (segments still short after STREAM_ROUNDS) by keys among the edges not taken."""
         s, dev = start.numel(), start.device
         span = int(self.prefix.numel())  # keys segment * span + position are distinct across segments
-        need = torch.full((s,), fanout, dtype=torch.int64, device=dev)
+        need = take.clone()
         taken_keys = torch.zeros(0, dtype=torch.int64, device=dev)
         for _ in range(STREAM_ROUNDS):  # a few rounds, each vectorised over every segment still short
             draws = self._with_replacement(start, deg, 2 * need, generator)
@@ -196,7 +220,7 @@ class SegmentWeights:
         if bool((need > 0).any()):
             taken_keys = torch.cat([taken_keys, self._rest_by_keys(start, deg, need, taken_keys, span, generator)])
         taken_keys = torch.sort(taken_keys).values  # grouped by segment
-        return Picks(torch.full((s,), fanout, dtype=torch.int64, device=dev), torch.remainder(taken_keys, span))
+        return torch.remainder(taken_keys, span)
 
     def _rest_by_keys(self, start, deg, need, taken_keys, span, generator) -> torch.Tensor:
         """Keys (segment * span + position) of `need` more positions of each short segment, by exponential keys among
@@ -213,56 +237,34 @@ class SegmentWeights:
         self._draw_crowded(chosen, w, local, crowded, torch.index_select(need, 0, short), generator)
         return torch.masked_select(keys, chosen)
 
-    def _by_keys(self, start, deg, fanout, generator) -> Picks:
-        every = sample_segments(start, deg, -1)  # every candidate, grouped by segment
-        w = torch.index_select(self.weights, 0, every.positions)
-        n, dev = w.numel(), w.device
-        segment = torch.repeat_interleave(torch.arange(deg.numel(), device=dev), deg, output_size=n)
-        positive = torch.zeros_like(deg).index_add_(0, segment, (w > 0).to(torch.int64))
-        counts = positive if fanout < 0 else torch.clamp(positive, max=fanout)
-        chosen = w > 0
-        crowded = positive > counts  # only these draw: the others take every positive-weight edge
-        if bool(crowded.any()):
-            self._draw_crowded(chosen, w, segment, crowded, counts, generator)
-        return Picks(counts, torch.masked_select(every.positions, chosen))
-
     @staticmethod
     def _draw_crowded(chosen, w, segment, crowded, counts, generator) -> None:
         """Keep in `chosen` the `counts` smallest exponential keys -log(U) / w of each crowded segment's positive
-        edges: the keys laid in one [crowded segments, widest] table (+inf past a segment's edges), one topk per row."""
+        edges (_smallest_per_row)."""
         edges = torch.nonzero(torch.index_select(crowded, 0, segment) & chosen).reshape(-1)
         row = torch.index_select(torch.cumsum(crowded.to(torch.int64), 0) - 1, 0, torch.index_select(segment, 0, edges))
-        rows = int(crowded.sum())
-        sizes = torch.zeros(rows, dtype=torch.int64, device=w.device).index_add_(0, row, torch.ones_like(row))
-        first = torch.cumsum(sizes, 0) - sizes
-        width, take = int(sizes.max()), torch.masked_select(counts, crowded)
         u = torch.rand(edges.numel(), dtype=torch.float64, device=w.device, generator=generator)
         keys = -torch.log1p(-u) / torch.index_select(w, 0, edges).to(torch.float64)  # u in [0, 1): finite, w > 0
-        if rows * width > SPARSE_TABLE * edges.numel() + 4096:  # segments of very unequal sizes (a hub's rest)
-            kept = _smallest_by_sort(keys, row, sizes, first, take)
-        else:
-            kept = _smallest_by_table(keys, row, rows, width, first, take)
+        kept = _smallest_per_row(keys, row, torch.masked_select(counts, crowded))
         chosen.index_fill_(0, edges, False)
         chosen.index_fill_(0, torch.index_select(edges, 0, kept), True)
 
 
-def _smallest_by_table(keys, row, rows, width, first, take) -> torch.Tensor:
-    """Indices into `keys` of the take[r] smallest of each row r (keys grouped by row, sizes from `first`): the keys in a
-    [rows, width] table, +inf past a row's keys, one topk per row."""
-    table = torch.full((rows * width,), float("inf"), dtype=torch.float64, device=keys.device)
-    col = torch.arange(keys.numel(), device=keys.device) - torch.index_select(first, 0, row)
-    table.index_copy_(0, row * width + col, keys)
-    most = int(take.max())
-    best = torch.topk(table.view(rows, width), most, dim=1, largest=False, sorted=False).indices
-    return torch.masked_select(best + first.unsqueeze(1), torch.arange(most, device=keys.device) < take.unsqueeze(1))
-
-
-def _smallest_by_sort(keys, row, sizes, first, take) -> torch.Tensor:
-    """What _smallest_by_table gives, by one sort of row * 2 + (1 - exp(-key)) (in [0, 1], so rows never interleave;
-    float64), for rows of very unequal sizes."""
-    order = torch.argsort(row.to(torch.float64) * 2 - torch.expm1(-keys))
-    rank = torch.arange(keys.numel(), device=keys.device) - torch.repeat_interleave(first, sizes, output_size=keys.numel())
-    return torch.masked_select(order, rank < torch.repeat_interleave(take, sizes, output_size=keys.numel()))
+def _smallest_per_row(keys: torch.Tensor, row: torch.Tensor, take: torch.Tensor, sizes: Optional[torch.Tensor] = None,
+                      rank: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Indices into `keys` (>= 0, +inf allowed) of the take[r] smallest of each row r, `row` non-decreasing (the keys
+    grouped by row; `sizes` per row and each key's `rank` in its row when the caller has them): one integer sort of
+    row * 2^32 + the key's float32 bits (those of a non-negative float order as the floats do, so rows never
+    interleave and each row comes out ascending). torch sorts integers by radix, about ten times faster than floats
+    on the CPU; float32 keys tie with probability about 2^-24 per pair, which only decides which of two equal keys
+    comes first."""
+    n = keys.numel()
+    order = torch.sort(row * (1 << 32) + keys.to(torch.float32).view(torch.int32).to(torch.int64)).indices
+    if sizes is None:
+        sizes = torch.bincount(row, minlength=take.numel())
+    if rank is None:
+        rank = torch.arange(n, device=keys.device) - torch.repeat_interleave(torch.cumsum(sizes, 0) - sizes, sizes, output_size=n)
+    return torch.masked_select(order, rank < torch.repeat_interleave(take, sizes, output_size=n))
 
 
 def _first_appearances(keys: torch.Tensor) -> torch.Tensor:
