@@ -142,3 +142,20 @@ def test_pinned_topology_typed(parts, mapped):
     for a, b in zip(first, second, strict=True):
         assert all(torch.equal(a.n_id[t].cpu(), b.n_id[t].cpu()) for t in on_device.node_types)
         assert all(torch.equal(a.e_id[r].cpu(), b.e_id[r].cpu()) for r in a.e_id)
+
+
+def test_layerwise_inference_reads_pinned_topology_and_cached_rows(parts, mapped):
+    """Inference over every node (every in-edge, gr.layerwise_inference) gives the same rows from a partition with
+    its topology in host memory and x behind the row cache."""
+    dev, _ = mapped
+
+    def mean_layer(x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        summed = torch.zeros_like(x).index_add_(0, edge_index[1], x[edge_index[0]])
+        count = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device).index_add_(0, edge_index[1], torch.ones_like(edge_index[1], dtype=x.dtype))
+        return x + summed / count.clamp(min=1).unsqueeze(1)
+
+    plain = gr.load_partition(parts / "one", device=dev)
+    pinned = gr.load_partition(parts / "one", device=dev, topology="pinned", feature_device="cpu", cache=0.3)
+    ids, rows = gr.layerwise_inference([mean_layer, mean_layer], plain, batch_size=500)
+    ids_pinned, rows_pinned = gr.layerwise_inference([mean_layer, mean_layer], pinned, batch_size=500)
+    assert torch.equal(ids.cpu(), ids_pinned.cpu()) and torch.allclose(rows.cpu(), rows_pinned.cpu())
