@@ -7,6 +7,7 @@ hits from the cached copy, misses from the host table, the counters and the re-r
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,22 +34,26 @@ def parts(tmp_path_factory) -> Path:
     return root
 
 
-def _epoch(part, seed: int = 0) -> list:
-    loader = gr.DistNeighborLoader(part, torch.arange(0, 2708, 3), fanouts=[5, 5], batch_size=128, seed=seed,
-                                   node_data=["feat", "train_mask"])
+def _epoch(part, seed: int = 0, seeds: Any = None, fanouts: Any = (5, 5), node_data: Any = ("feat", "train_mask")) -> list:
+    """One epoch's batches (every third paper node as seeds unless given); the loader's stats show the partition's
+    cache counters, read when looked at."""
+    loader = gr.DistNeighborLoader(part, torch.arange(0, 2708, 3) if seeds is None else seeds, fanouts=fanouts,
+                                   batch_size=128, seed=seed, node_data=list(node_data))
     batches = list(loader)
-    if part.row_cache is not None:  # the loader's stats show the partition's counters, read when looked at
-        assert dict(loader.stats["cache"]) == part.cache_stats()
-    else:
-        assert "cache" not in loader.stats
+    assert (dict(loader.stats["cache"]) == part.cache_stats()) if part.row_cache is not None else "cache" not in loader.stats
     return batches
+
+
+def _plain_and_cached(path: Path, cache: Any, **epoch: Any) -> tuple[list, Any, list]:
+    """(the batches without a cache, the cached partition, its batches): the same seeds and draws."""
+    plain = _epoch(gr.load_partition(path, device="cpu"), **epoch)
+    part = gr.load_partition(path, device="cpu", feature_device="cpu", cache=cache)
+    return plain, part, _epoch(part, **epoch)
 
 
 @pytest.mark.parametrize("cache", [0.2, "200KB", 1.0])
 def test_batches_are_the_same_with_the_cache_and_reads_are_counted(parts, cache):
-    plain = _epoch(gr.load_partition(parts / "one", device="cpu"))
-    part = gr.load_partition(parts / "one", device="cpu", feature_device="cpu", cache=cache)
-    cached = _epoch(part)
+    plain, part, cached = _plain_and_cached(parts / "one", cache)
     for a, b in zip(plain, cached, strict=True):
         assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
         assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
@@ -100,19 +105,13 @@ def test_bad_cache_sizes_are_one_line(parts, cache, words):
 TYPED_FANOUTS = {("paper", "cites", "paper"): [4, 3], ("word", "in", "paper"): [5, 2], ("paper", "has", "word"): [3, 2]}
 
 
-def _typed_epoch(part) -> list:
-    loader = gr.DistNeighborLoader(part, {"paper": torch.arange(0, 2708, 3)}, fanouts=TYPED_FANOUTS, batch_size=128, seed=2,
-                                   node_data=["feat", "train_mask", "vec"])
-    batches = list(loader)
-    assert (dict(loader.stats["cache"]) == part.cache_stats()) if part.row_cache is not None else "cache" not in loader.stats
-    return batches
+TYPED_EPOCH = {"seeds": {"paper": torch.arange(0, 2708, 3)}, "fanouts": TYPED_FANOUTS, "seed": 2,
+               "node_data": ["feat", "train_mask", "vec"]}
 
 
 @pytest.mark.parametrize("cache", [0.2, "300KB", 1.0])
 def test_typed_cache_gives_the_same_batches_and_counts_reads_per_type(parts, cache):
-    plain = _typed_epoch(gr.load_partition(parts / "typed", device="cpu"))
-    part = gr.load_partition(parts / "typed", device="cpu", feature_device="cpu", cache=cache)
-    cached = _typed_epoch(part)
+    plain, part, cached = _plain_and_cached(parts / "typed", cache, **TYPED_EPOCH)
     for a, b in zip(plain, cached, strict=True):
         assert torch.equal(a.n_id["paper"], b.n_id["paper"]) and torch.equal(a.x["paper"], b.x["paper"])
         assert torch.equal(a.node_data["paper"]["train_mask"], b.node_data["paper"]["train_mask"])
@@ -128,7 +127,7 @@ def test_typed_cache_gives_the_same_batches_and_counts_reads_per_type(parts, cac
         assert sum(v["bytes"] for v in stats.values()) <= 300 * 1024
     before = feat["hits"]
     part.refresh_cache()
-    _typed_epoch(part)
+    _epoch(part, **TYPED_EPOCH)
     assert part.cache_stats()[("paper", "feat")]["hits"] >= before  # the measured order serves the same epoch as well
 
 
