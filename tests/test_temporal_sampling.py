@@ -39,6 +39,35 @@ def test_no_sampled_edge_is_later_than_its_seed_on_cora(cora_one):
         assert drawn > 1000
 
 
+@pytest.mark.parametrize("distinct", [3, 1000, None], ids=["few-times", "many-times", "all-distinct"])
+def test_allowed_counts_match_a_direct_count(distinct):
+    """TemporalIndex.allowed (a binary search within each run) against counting every run's candidates directly:
+    runs of 0 to 300 candidates, times with few or many distinct values, queries before, between and after them."""
+    gen = torch.Generator().manual_seed(distinct or 7)
+    sizes = torch.randint(0, 300, (400,), generator=gen)
+    sizes[:5] = torch.tensor([0, 1, 2, 299, 0])
+    bounds = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(sizes, 0)])
+    n = int(bounds[-1])
+    cand = torch.rand(n, generator=gen, dtype=torch.float64)
+    if distinct is not None:
+        cand = torch.floor(cand * distinct)
+    index = TemporalIndex(cand, bounds)
+    runs = torch.randint(0, 400, (3000,), generator=gen)
+    start, deg = bounds[runs], sizes[runs]
+    seg_time = torch.rand(3000, generator=gen, dtype=torch.float64) * 1.2 * (distinct or 1) - 0.1
+    got = index.allowed(start, deg, seg_time)
+    expected = [int((cand[int(s):int(s) + int(d)] <= t).sum()) for s, d, t in zip(start, deg, seg_time)]
+    assert got.tolist() == expected
+    # within each run the sorted order holds the times ascending, equal times in position order
+    for r in range(0, 400, 37):
+        s, e = int(bounds[r]), int(bounds[r + 1])
+        perm = index.perm[s:e]
+        assert bool((perm >= s).all() and (perm < e).all())
+        assert torch.equal(cand[perm], torch.sort(cand[s:e], stable=True).values)
+        ties = cand[perm][1:] == cand[perm][:-1]
+        assert bool((perm[1:][ties] > perm[:-1][ties]).all())
+
+
 def test_last_takes_the_latest_allowed_with_ties_broken_by_position():
     start, deg, _ = _star(10)
     cand = TemporalIndex(torch.tensor([5., 1., 7., 7., 2., 9., 3., 7., 0., 4.]), torch.tensor([0, 10]))

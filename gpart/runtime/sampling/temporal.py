@@ -14,8 +14,8 @@ PyG requires with time and so does `check_temporal_options`).
 Vectorised over all segments at once, never a loop per node, and not over
 every candidate: TemporalIndex sorts the candidates' times within each CSC
 run once (PyG samples a time-sorted CSC too), so a segment's allowed
-candidates are a prefix of its run in sorted order, counted by one
-searchsorted per segment. "uniform" runs the ordinary draw
+candidates are a prefix of its run in sorted order, counted by a binary
+search within the run (all segments in step). "uniform" runs the ordinary draw
 (kernels.sample_segments) over the prefixes and maps the picks back through
 the sort; "last" takes each prefix's last `fanout`, newest first (ties: the
 later CSC position first, so the result is deterministic).
@@ -108,30 +108,28 @@ def sample_temporal_weighted(start: torch.Tensor, deg: torch.Tensor, seg_time: t
     return Picks(picks.counts, torch.index_select(index.perm, 0, picks.positions))
 
 
-KEY_LIMIT = 1 << 62  # keys run start * (distinct times + 1) + rank stay below it (int64)
-
-
 class TemporalIndex:
     """Candidate times sorted within each run of the CSC (a column, or a typed column's edge-type slice), made once:
-    a segment's allowed candidates (time <= t) are then a prefix of its run in sorted order, found by one
-    searchsorted over int64 keys run start * (distinct times + 1) + time rank (PyG samples a time-sorted CSC too):
-    a segment's query is its own start, with no search for its run."""
+    a segment's allowed candidates (time <= t) are then a prefix of its run in sorted order (PyG samples a
+    time-sorted CSC too), counted by a binary search within the run itself (allowed)."""
 
     def __init__(self, cand_time: torch.Tensor, boundaries: torch.Tensor):
         dev = cand_time.device
         self.times = torch.unique(cand_time)  # sorted distinct times
-        self.width = self.times.numel() + 1
-        if cand_time.numel() * self.width >= KEY_LIMIT:
-            raise InputError(None, f"temporal sampling: {cand_time.numel()} stored edges with {self.width - 1} distinct "
-                                   "times do not fit its int64 keys (round the times to fewer distinct values)")
+        n = cand_time.numel()
+        rank = torch.searchsorted(self.times, cand_time, out_int32=self.times.numel() < (1 << 31))  # 4 B per edge
         bounds = boundaries.to(torch.int64).to(dev)
-        run = torch.searchsorted(bounds, torch.arange(cand_time.numel(), device=dev), right=True) - 1
-        keys = torch.index_select(bounds, 0, run) * self.width + torch.searchsorted(self.times, cand_time)
-        self.keys, self.perm = torch.sort(keys, stable=True)  # equal keys keep CSC order: later position last
+        run = torch.searchsorted(bounds, torch.arange(n, device=dev), right=True, out_int32=n < (1 << 31))
+        # by run, then by time rank, equal ranks in CSC order (later position last): two stable sorts, no key that
+        # could overflow however many distinct times there are
+        by_rank = torch.sort(rank, stable=True).indices
+        self.perm = torch.index_select(by_rank, 0, torch.sort(torch.index_select(run, 0, by_rank), stable=True).indices)
+        del by_rank, run
+        self.ranks = torch.index_select(rank, 0, self.perm)
 
     def placed(self, keep: Callable[[torch.Tensor], torch.Tensor]) -> "TemporalIndex":
         """This index with its per-position arrays replaced by keep(array) (Partition.place_edge_array); returns self."""
-        self.keys, self.perm = keep(self.keys), keep(self.perm)
+        self.ranks, self.perm = keep(self.ranks), keep(self.perm)
         return self
 
     def weights_in_order(self, weights: torch.Tensor) -> SegmentWeights:
@@ -139,10 +137,19 @@ class TemporalIndex:
         return SegmentWeights(torch.index_select(weights.reshape(-1), 0, self.perm))
 
     def allowed(self, start: torch.Tensor, deg: torch.Tensor, seg_time: torch.Tensor) -> torch.Tensor:
-        """How many candidates of each segment [start, start + deg) (whole runs) have time <= seg_time."""
-        rank = torch.searchsorted(self.times, seg_time.to(self.times.dtype), right=True) - 1  # -1: earlier than all
-        got = torch.searchsorted(self.keys, start * self.width + rank, right=True) - start
-        return torch.minimum(torch.clamp(got, min=0), deg)
+        """How many candidates of each segment [start, start + deg) (whole runs) have time <= seg_time: one binary
+        search per segment within its own run, all segments in step (as many rounds as the widest segment needs).
+        Searching only the run is 1.6x faster on the CPU than one searchsorted over the whole index (a 2M-edge
+        partition, 12K segments: its misses in a large array cost more than the rounds)."""
+        rank = (torch.searchsorted(self.times, seg_time.to(self.times.dtype), right=True) - 1).to(self.ranks.dtype)
+        lo, hi = start.to(torch.int64), start.to(torch.int64) + deg
+        last = max(self.ranks.numel() - 1, 0)
+        for _ in range(int(deg.max()).bit_length() if deg.numel() else 0):  # a loop over rounds, not over segments
+            mid = (lo + hi) >> 1
+            go = (torch.index_select(self.ranks, 0, mid.clamp(max=last)) <= rank) & (mid < hi)
+            lo = torch.where(go, mid + 1, lo)
+            hi = torch.where(go, hi, mid)
+        return lo - start
 
 
 def position_times(part, node_time: Optional[torch.Tensor] = None, edge_time: Optional[torch.Tensor] = None) -> torch.Tensor:
