@@ -82,6 +82,26 @@ def test_star_without_replacement_matches_exact_inclusion(fanout):
     assert np.abs(z).max() < 4.5, (seen, trials * exact)
 
 
+@pytest.mark.parametrize("scale", [1e-300, 1e-40, 1e300], ids=["tiny", "below-float32", "huge"])
+@pytest.mark.parametrize("alias", [True, False], ids=["alias", "searched"])
+def test_any_scale_of_weights_draws_the_same(scale, alias):
+    """Weights near 1e-300 or 1e300 (float64 edge data) draw as their ratios say, with and without replacement:
+    the tables hold each weight over its run's heaviest, so no sum overflows and no float32 key is all +inf or 0."""
+    weights = _tables(STAR * scale, alias)
+    trials, gen = 20000, torch.Generator().manual_seed(5)
+    start = torch.zeros(trials, dtype=torch.int64)
+    deg = torch.full((trials,), STAR.numel(), dtype=torch.int64)
+    single = weights.sample_segments(start, deg, 1, True, gen).positions
+    seen = np.bincount(single.numpy(), minlength=STAR.numel())
+    assert seen[0] == 0
+    assert abs(_chi_square_z(seen[1:], (STAR / STAR.sum()).numpy()[1:] * trials)) < 4.5
+    picks = weights.sample_segments(start, deg, 3, False, gen).positions
+    seen = np.bincount(picks.numpy(), minlength=STAR.numel())
+    exact = _inclusion(STAR.tolist(), 3)
+    z = (seen[1:] - trials * exact[1:]) / np.sqrt(trials * exact[1:] * (1 - exact[1:]))
+    assert seen[0] == 0 and np.abs(z).max() < 4.5, (seen, trials * exact)
+
+
 HUB = torch.tensor([0.0, 1, 2, 3, 0, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 0, 7, 8, 9, 10], dtype=torch.float64)
 SKEWED = torch.tensor([1000.0] + [1.0] * 15 + [0.0] * 2 + [500.0, 3.0], dtype=torch.float64)
 

@@ -115,13 +115,17 @@ def _masses(w: torch.Tensor, bounds: torch.Tensor, run: torch.Tensor, unit: int)
     on the run's heaviest position; a run of total 0 gets `unit` each (never drawn: its slots keep themselves)."""
     runs = bounds.numel() - 1
     size = (bounds[1:] - bounds[:-1])
-    total = torch.zeros(runs, dtype=torch.float64, device=w.device).index_add_(0, run, w)
-    scale = torch.where(total > 0, size.to(torch.float64) * unit / torch.where(total > 0, total, 1.0), 0.0)
-    mass = torch.floor(w * torch.index_select(scale, 0, run)).to(torch.int64)
+    heaviest = torch.full((runs,), -1.0, dtype=torch.float64, device=w.device).scatter_reduce(0, run, w, reduce="amax")
+    # each weight over its run's heaviest first: the shares then neither overflow (weights near 1e308 summed) nor
+    # lose their scale (weights near 1e-300, whose d * unit / total would overflow)
+    top_of = torch.index_select(heaviest, 0, run)
+    relative = torch.where(top_of > 0, w / torch.where(top_of > 0, top_of, 1.0), 0.0)
+    total = torch.zeros(runs, dtype=torch.float64, device=w.device).index_add_(0, run, relative)
+    share = relative / torch.index_select(torch.where(total > 0, total, 1.0), 0, run)
+    mass = torch.floor(share * torch.index_select(size.to(torch.float64) * unit, 0, run)).to(torch.int64)
     mass = torch.where(torch.index_select(total, 0, run) > 0, mass, unit)
     short = size * unit - torch.zeros(runs, dtype=torch.int64, device=w.device).index_add_(0, run, mass)
-    heaviest = torch.full((runs,), -1.0, dtype=torch.float64, device=w.device).scatter_reduce(0, run, w, reduce="amax")
-    top = torch.nonzero(w == torch.index_select(heaviest, 0, run)).reshape(-1)
+    top = torch.nonzero(w == top_of).reshape(-1)
     first_top = torch.full((runs,), w.numel(), dtype=torch.int64, device=w.device).scatter_reduce(
         0, torch.index_select(run, 0, top), top, reduce="amin")
     has = size > 0

@@ -18,7 +18,8 @@ per-partition table is built from it:
   draws read alias tables instead (gpart.runtime.sampling.alias_table: one
   table read per draw, no search); the searched prefix serves segments
   that are part of a run (a temporal prefix). Memory: 8 bytes per stored
-  edge for `prefix`, 8 for the alias tables, beside the weights as stored.
+  edge for `prefix`, 8 for the alias tables, 4 for the weights (float32, each
+  over its run's heaviest, so that any scale of weights draws the same).
 - without replacement, exact weighted sampling without replacement
   (Efraimidis-Spirakis): a segment with no more positive-weight edges than
   the fanout takes them all (no draw); in the others every positive-weight
@@ -116,7 +117,10 @@ class SegmentWeights:
     def __init__(self, weights: torch.Tensor, runs: Optional[torch.Tensor] = None):
         """`runs`: the boundaries of the segments every draw takes whole (csc_runs), for alias tables; None: the
         segments drawn are any (a temporal prefix of a run) and draws search the prefix."""
-        self.weights = weights.reshape(-1)  # as stored (float32: 4 B per edge); keys are computed in float64
+        # each weight over its run's heaviest (over the heaviest of all without runs), in float32 (4 B per edge): every
+        # draw is the same for any scale of a run's weights, and this keeps float32 keys and float64 sums in range
+        # for weights near 1e-300 or 1e300; a weight below 1e-45 of its run's heaviest counts as 0
+        self.weights = _relative_to_heaviest(weights.reshape(-1).to(torch.float64), runs).to(torch.float32)
         w64 = self.weights.to(torch.float64)
         zero = torch.zeros(1, dtype=torch.int64, device=w64.device)
         self.prefix = torch.cat([zero.to(torch.float64), torch.cumsum(w64, 0)])
@@ -187,14 +191,16 @@ class SegmentWeights:
 
     def _smallest_keys(self, start, deg, take, generator) -> torch.Tensor:
         """The take[i] positions of segment i with the smallest exponential keys -log(U) / w among its edges
-        (zero weights: +inf, never among them, as every segment here has more positive edges than it takes)."""
+        (zero weights last, never among them, as every segment here has more positive edges than it takes)."""
         n, dev = int(deg.sum()), start.device
         segment = torch.repeat_interleave(torch.arange(deg.numel(), device=dev), deg, output_size=n)
         offset = torch.arange(n, device=dev) - torch.repeat_interleave(torch.cumsum(deg, 0) - deg, deg, output_size=n)
         positions = torch.repeat_interleave(start, deg, output_size=n) + offset
-        w = torch.index_select(self.weights, 0, positions).to(torch.float32)
+        w = torch.index_select(self.weights, 0, positions)  # relative to the run's heaviest: in [0, 1] (__init__)
         u = torch.rand(n, dtype=torch.float32, device=dev, generator=generator)
-        keys = torch.where(w > 0, -torch.log1p(-u) / w, float("inf"))  # u in [0, 1): finite for w > 0
+        # u in [0, 1): a key >= 0 for w > 0; a zero weight's NaN, whose bits order after +inf's, comes after every
+        # positive edge
+        keys = torch.where(w > 0, -torch.log1p(-u) / w, float("nan"))
         return torch.index_select(positions, 0, _smallest_per_row(keys, segment, take, deg, offset))
 
     def _by_stream(self, start, deg, take, generator) -> torch.Tensor:
@@ -250,9 +256,21 @@ class SegmentWeights:
         chosen.index_fill_(0, torch.index_select(edges, 0, kept), True)
 
 
+def _relative_to_heaviest(w: torch.Tensor, runs: Optional[torch.Tensor]) -> torch.Tensor:
+    """`w` (>= 0) over the heaviest weight of its run (`runs`: boundaries), or of all when `runs` is None; 0 stays 0."""
+    if runs is None:
+        top = w.max() if w.numel() else w.new_ones(())
+        return w / top if bool(top > 0) else w
+    runs = runs.to(torch.int64).to(w.device)
+    run = torch.repeat_interleave(torch.arange(runs.numel() - 1, device=w.device), runs[1:] - runs[:-1], output_size=w.numel())
+    top = torch.zeros(runs.numel() - 1, dtype=w.dtype, device=w.device).scatter_reduce_(0, run, w, reduce="amax")
+    top_of = torch.index_select(top, 0, run)
+    return torch.where(top_of > 0, w / torch.where(top_of > 0, top_of, 1.0), 0.0)
+
+
 def _smallest_per_row(keys: torch.Tensor, row: torch.Tensor, take: torch.Tensor, sizes: Optional[torch.Tensor] = None,
                       rank: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Indices into `keys` (>= 0, +inf allowed) of the take[r] smallest of each row r, `row` non-decreasing (the keys
+    """Indices into `keys` (>= 0; +inf, then NaN, order last) of the take[r] smallest of each row r, `row` non-decreasing (the keys
     grouped by row; `sizes` per row and each key's `rank` in its row when the caller has them): one integer sort of
     row * 2^32 + the key's float32 bits (those of a non-negative float order as the floats do, so rows never
     interleave and each row comes out ascending). torch sorts integers by radix, about ten times faster than floats
