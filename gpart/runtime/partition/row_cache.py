@@ -57,6 +57,10 @@ class RowCache:
         self.rows = {name: torch.index_select(table, 0, hot.to(table.device)).to(self.device)
                      for name, table in self.tables.items()}
 
+    def holds(self, name: Hashable) -> bool:
+        """Whether node data `name` is cached (every array of the cache is)."""
+        return name in self.tables
+
     def read(self, name: Hashable, rows: torch.Tensor) -> torch.Tensor:
         """table[rows] on the cache's device: hits from the cached copy, misses from host memory."""
         rows = rows.to(self.device, torch.int64)

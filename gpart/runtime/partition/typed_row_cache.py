@@ -39,6 +39,9 @@ class TypedRowCache:
     def rows(self) -> dict[Hashable, torch.Tensor]:
         return {key: cache.rows[key] for key, cache in self.cache_of.items()}
 
+    def holds(self, key: Hashable) -> bool:
+        return key in self.cache_of
+
     def read(self, key: Hashable, rows: torch.Tensor) -> torch.Tensor:
         return self.cache_of[key].read(key, rows)
 

@@ -87,7 +87,7 @@ class PartitionRows(RowSource):
         return table.dtype, tuple(table.shape[1:])
 
     def read(self, key: Hashable, rows: torch.Tensor) -> torch.Tensor:
-        if self.cache is not None and key in self.cache.rows:
+        if self.cache is not None and self.cache.holds(key):  # a set lookup per read: no dict of the cached rows
             return self.cache.read(key, rows)
         table = self.node_data[key]
         if table.device == self.device:
