@@ -142,14 +142,21 @@ class TemporalIndex:
         Searching only the run is 1.6x faster on the CPU than one searchsorted over the whole index (a 2M-edge
         partition, 12K segments: its misses in a large array cost more than the rounds)."""
         rank = (torch.searchsorted(self.times, seg_time.to(self.times.dtype), right=True) - 1).to(self.ranks.dtype)
-        lo, hi = start.to(torch.int64), start.to(torch.int64) + deg
-        last = max(self.ranks.numel() - 1, 0)
-        for _ in range(int(deg.max()).bit_length() if deg.numel() else 0):  # a loop over rounds, not over segments
-            mid = (lo + hi) >> 1
-            go = (torch.index_select(self.ranks, 0, mid.clamp(max=last)) <= rank) & (mid < hi)
-            lo = torch.where(go, mid + 1, lo)
-            hi = torch.where(go, hi, mid)
-        return lo - start
+        # binary lifting: `at` is the last position known allowed (start - 1 at first), and each round probes `step`
+        # further. A probe past the run reads the run's last position instead, which then says whether all are
+        # allowed: the answer stays monotone in the probe, so no bounds are kept per round (four ops and one gather)
+        # and min(count, deg) at the end is exact
+        before = start.to(torch.int64) - 1
+        last = torch.clamp(before + deg, min=0)
+        at = before.clone()
+        width = int(deg.max()) if deg.numel() else 0
+        step = 1 << (width.bit_length() - 1) if width > 0 else 0
+        while step:  # a loop over rounds (halving steps), not over segments
+            probe = at + step
+            ok = torch.index_select(self.ranks, 0, torch.minimum(probe, last)) <= rank
+            at = torch.where(ok, probe, at)
+            step >>= 1
+        return torch.minimum(at - before, deg)
 
 
 def position_times(part, node_time: Optional[torch.Tensor] = None, edge_time: Optional[torch.Tensor] = None) -> torch.Tensor:

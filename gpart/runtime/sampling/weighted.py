@@ -210,6 +210,7 @@ class SegmentWeights:
         span = int(self.prefix.numel())  # keys segment * span + position are distinct across segments
         need = take.clone()
         taken_keys = torch.zeros(0, dtype=torch.int64, device=dev)
+        batches = 0  # of keys in taken_keys: one round's are in stream order, which is grouped by segment
         for _ in range(STREAM_ROUNDS):  # a few rounds, each vectorised over every segment still short
             draws = self._with_replacement(start, deg, 2 * need, generator)
             seg = torch.repeat_interleave(torch.arange(s, device=dev), draws.counts, output_size=draws.positions.numel())
@@ -220,13 +221,15 @@ class SegmentWeights:
             rank = _rank_in_group(fresh, seg, draws.counts)
             keep = fresh & (rank < torch.index_select(need, 0, seg))
             taken_keys = torch.cat([taken_keys, torch.masked_select(keys, keep)])
+            batches += 1
             need = need - torch.zeros_like(need).index_add_(0, seg, keep.to(torch.int64))
             if not bool((need > 0).any()):
                 break
         if bool((need > 0).any()):
             taken_keys = torch.cat([taken_keys, self._rest_by_keys(start, deg, need, taken_keys, span, generator)])
-        taken_keys = torch.sort(taken_keys).values  # grouped by segment
-        return torch.remainder(taken_keys, span)
+            batches += 1
+        # the usual case, one round filled every segment: no sort
+        return torch.remainder(taken_keys if batches == 1 else torch.sort(taken_keys).values, span)
 
     def _rest_by_keys(self, start, deg, need, taken_keys, span, generator) -> torch.Tensor:
         """Keys (segment * span + position) of `need` more positions of each short segment, by exponential keys among
