@@ -29,6 +29,7 @@ import torch
 
 from gpart.runtime.partition.exchange import Exchange
 from gpart.runtime.partition.interface import Partition
+from gpart.runtime.sampling.int_sort import sort_ints
 from gpart.runtime.sampling.round_answer import Draw, Keys, RoundAnswer
 
 
@@ -101,7 +102,7 @@ def _key_order(order: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
     """The keys in the order of the draws that answer them: request r's draws (requests in group order `order`)
     answer, in turn, the keys with inverse == r in frontier order."""
     rank = torch.empty_like(order).index_copy_(0, order, torch.arange(order.numel(), device=order.device))
-    return torch.sort(torch.index_select(rank, 0, inverse), stable=True).indices
+    return sort_ints(torch.index_select(rank, 0, inverse))[1]
 
 
 def spread_rows(node_rows: dict[Hashable, torch.Tensor], keys: Keys, nodes: torch.Tensor, inverse: torch.Tensor,

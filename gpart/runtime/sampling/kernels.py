@@ -36,6 +36,8 @@ from typing import Optional
 import numpy as np
 import torch
 
+from gpart.runtime.sampling.int_sort import sort_ints
+
 # Unlisted ids hold the largest int64, so the first occurrence of new ids wins a scatter "amin".
 _UNSET = torch.iinfo(torch.int32).max
 # Up to this fanout a [columns, fanout] table of offsets is cheaper than building positions by runs.
@@ -344,7 +346,7 @@ class KeyRelabeller:
 
     def start(self, keys: torch.Tensor) -> None:
         """Begin a node list with `keys` (distinct) at positions 0..len-1."""
-        self._sorted, self._at = torch.sort(keys)
+        self._sorted, self._at = sort_ints(keys)
         self.size = int(keys.numel())
 
     def add_unique(self, ids: torch.Tensor, final: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -354,7 +356,7 @@ class KeyRelabeller:
             return ids.clone(), ids
         dev = ids.device
         # one stable sort: the distinct keys, the first occurrence of each (the head of its run) and every id's run
-        ordered, perm = torch.sort(ids, stable=True)
+        ordered, perm = sort_ints(ids)
         head = torch.ones_like(ordered, dtype=torch.bool)
         torch.ne(ordered[1:], ordered[:-1], out=head[1:])
         uniq, first = torch.masked_select(ordered, head), torch.masked_select(perm, head)
@@ -366,7 +368,7 @@ class KeyRelabeller:
         else:
             listed = torch.zeros_like(uniq, dtype=torch.bool)
         fresh = torch.nonzero(~listed).reshape(-1)  # indices into uniq of the new keys, in key order ...
-        by_appearance = torch.index_select(fresh, 0, torch.argsort(torch.index_select(first, 0, fresh)))  # ... as first seen
+        by_appearance = torch.index_select(fresh, 0, sort_ints(torch.index_select(first, 0, fresh))[1])  # ... as first seen
         positions = torch.where(listed, torch.index_select(self._at, 0, at_clamped) if self._at.numel() else at, 0)
         positions.index_copy_(0, by_appearance, torch.arange(self.size, self.size + by_appearance.numel(), device=dev))
         if not final:  # merge the new keys in: the j-th new key goes before its insertion point's key, j places on

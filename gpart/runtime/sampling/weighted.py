@@ -53,6 +53,7 @@ import torch
 
 from gpart.runtime.sampling.alias_table import AliasTable
 from gpart.runtime.sampling.csc_runs import csc_runs
+from gpart.runtime.sampling.int_sort import sort_ints
 from gpart.runtime.sampling.kernels import Picks, merge_grouped, sample_segments
 
 
@@ -207,14 +208,16 @@ class SegmentWeights:
         """take[i] distinct positions of each (wide) segment i: the first distinct ones of a stream of i.i.d.
         weighted draws, the rest (segments still short after STREAM_ROUNDS) by keys among the edges not taken."""
         s, dev = start.numel(), start.device
-        span = int(self.prefix.numel())  # keys segment * span + position are distinct across segments
+        # key = position + shift[segment]: segment i's keys are cum_deg[i] .. cum_deg[i] + deg[i] - 1, distinct across
+        # segments, ascending by segment, and below the segments' total in-edges (int32 for the sort, where that fits)
+        shift = torch.cumsum(deg, 0) - deg - start
         need = take.clone()
         taken_keys = torch.zeros(0, dtype=torch.int64, device=dev)
         batches = 0  # of keys in taken_keys: one round's are in stream order, which is grouped by segment
         for _ in range(STREAM_ROUNDS):  # a few rounds, each vectorised over every segment still short
             draws = self._with_replacement(start, deg, 2 * need, generator)
             seg = torch.repeat_interleave(torch.arange(s, device=dev), draws.counts, output_size=draws.positions.numel())
-            keys = seg * span + draws.positions
+            keys = draws.positions + torch.index_select(shift, 0, seg)
             fresh = _first_appearances(keys)
             if taken_keys.numel():
                 fresh &= ~torch.isin(keys, taken_keys)
@@ -226,18 +229,19 @@ class SegmentWeights:
             if not bool((need > 0).any()):
                 break
         if bool((need > 0).any()):
-            taken_keys = torch.cat([taken_keys, self._rest_by_keys(start, deg, need, taken_keys, span, generator)])
+            taken_keys = torch.cat([taken_keys, self._rest_by_keys(start, deg, need, taken_keys, shift, generator)])
             batches += 1
         # the usual case, one round filled every segment: no sort
-        return torch.remainder(taken_keys if batches == 1 else torch.sort(taken_keys).values, span)
+        taken_keys = taken_keys if batches == 1 else sort_ints(taken_keys)[0]
+        return taken_keys - torch.repeat_interleave(shift, take, output_size=taken_keys.numel())
 
-    def _rest_by_keys(self, start, deg, need, taken_keys, span, generator) -> torch.Tensor:
-        """Keys (segment * span + position) of `need` more positions of each short segment, by exponential keys among
+    def _rest_by_keys(self, start, deg, need, taken_keys, shift, generator) -> torch.Tensor:
+        """Keys (position + shift[segment], _by_stream) of `need` more positions of each short segment, by exponential keys among
         its positive edges not in `taken_keys`."""
         short = torch.nonzero(need > 0).reshape(-1)
         every = sample_segments(torch.index_select(start, 0, short), torch.index_select(deg, 0, short), -1)
         seg = torch.repeat_interleave(short, every.counts, output_size=every.positions.numel())
-        keys = seg * span + every.positions
+        keys = every.positions + torch.index_select(shift, 0, seg)
         chosen = (torch.index_select(self.weights, 0, every.positions) > 0) & ~torch.isin(keys, taken_keys)
         w = torch.where(chosen, torch.index_select(self.weights, 0, every.positions).to(torch.float64), 0.0)
         local = torch.repeat_interleave(torch.arange(short.numel(), device=start.device), every.counts,
@@ -280,7 +284,7 @@ def _smallest_per_row(keys: torch.Tensor, row: torch.Tensor, take: torch.Tensor,
     on the CPU; float32 keys tie with probability about 2^-24 per pair, which only decides which of two equal keys
     comes first."""
     n = keys.numel()
-    order = torch.sort(row * (1 << 32) + keys.to(torch.float32).view(torch.int32).to(torch.int64)).indices
+    order = sort_ints(row * (1 << 32) + keys.to(torch.float32).view(torch.int32).to(torch.int64))[1]
     if sizes is None:
         sizes = torch.bincount(row, minlength=take.numel())
     if rank is None:
@@ -291,7 +295,7 @@ def _smallest_per_row(keys: torch.Tensor, row: torch.Tensor, take: torch.Tensor,
 def _first_appearances(keys: torch.Tensor) -> torch.Tensor:
     """Whether each key is the first of its value in `keys` (stream order): a stable sort puts equal keys in stream
     order, so the first of each run of equal sorted keys is the first appearance."""
-    ordered, order = torch.sort(keys, stable=True)
+    ordered, order = sort_ints(keys)
     first = torch.ones_like(ordered, dtype=torch.bool)
     first[1:] = ordered[1:] != ordered[:-1]
     return torch.empty_like(first).index_copy_(0, order, first)
