@@ -26,7 +26,7 @@ per-partition table is built from it:
   edge gets the key -log(U) / w (a zero weight +inf) and the segment keeps
   its `fanout` smallest, found for all segments at once by one integer sort
   of segment * 2^32 + the key's float32 bits (non-negative floats' bits order
-  as the floats; torch sorts integers by radix). Zero-weight edges are never
+  as the floats; integers sort by radix, int_sort.sort_ints). Zero-weight edges are never
   kept. This reads every
   in-edge of the segment (O(degree) per node, as PyG's weighted sampler),
   so it serves the segments with at most WIDE x fanout positive edges.
@@ -280,8 +280,8 @@ def _smallest_per_row(keys: torch.Tensor, row: torch.Tensor, take: torch.Tensor,
     """Indices into `keys` (>= 0; +inf, then NaN, order last) of the take[r] smallest of each row r, `row` non-decreasing (the keys
     grouped by row; `sizes` per row and each key's `rank` in its row when the caller has them): one integer sort of
     row * 2^32 + the key's float32 bits (those of a non-negative float order as the floats do, so rows never
-    interleave and each row comes out ascending). torch sorts integers by radix, about ten times faster than floats
-    on the CPU; float32 keys tie with probability about 2^-24 per pair, which only decides which of two equal keys
+    interleave and each row comes out ascending). Integers sort by radix on the CPU (sort_ints), several times
+    faster than floats; float32 keys tie with probability about 2^-24 per pair, which only decides which of two equal keys
     comes first."""
     n = keys.numel()
     order = sort_ints(row * (1 << 32) + keys.to(torch.float32).view(torch.int32).to(torch.int64))[1]
