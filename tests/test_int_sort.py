@@ -61,11 +61,13 @@ def test_without_the_radix_it_is_torch_sort(monkeypatch):
 
 
 def test_a_mid_size_sort_goes_through_the_padded_radix(monkeypatch):
-    """Where the radix is available, a 20k-key sort reaches torch.sort as 32,768 int32 keys (what makes it fast)."""
+    """Where the radix is available, a 20k-key sort reaches torch.sort as 32,768 int32 keys and a 40k one as 40k
+    int32 keys (what makes them fast)."""
     if not int_sort.radix_available():
         pytest.skip("this torch build has no CPU radix sort")
     seen = []
     real = torch.sort
     monkeypatch.setattr(torch, "sort", lambda x, **kw: seen.append((x.numel(), x.dtype)) or real(x, **kw))
     sort_ints(_keys(20000, torch.int64, 0, 1 << 20, 6))
-    assert seen == [(RADIX_FROM, torch.int32)]
+    sort_ints(_keys(40000, torch.int64, 0, 1 << 20, 6))  # past the threshold: narrowed, not padded
+    assert seen == [(RADIX_FROM, torch.int32), (40000, torch.int32)]

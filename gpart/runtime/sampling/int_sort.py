@@ -5,17 +5,18 @@
 On the CPU, torch sorts a 1-D integer tensor by radix (fbgemm's, in builds
 with OpenMP) only from 32,768 elements (at::internal::GRAIN_SIZE); below
 that it compares. Measured on the 2-core development machine: a comparison
-sort of 10-30k elements costs 35-45 ns per element, the radix 7 ns (int32)
-or 13 ns (int64) per element of its at least 32,768. So sort_ints pads a
+sort costs 15-45 ns per element from 6k to 30k elements (more per element
+the more there are), the radix 7 ns (int32) or 13 ns (int64) per element
+of its at least 32,768. So sort_ints narrows int64 keys that fit to int32
+(the radix runs one pass per byte: 56k keys 741 -> 428 us) and pads a
 tensor of PAD_FROM .. 32,767 elements up to 32,768 with the dtype's largest
-value (the radix is stable, so a real element equal to the pad still comes
-before every pad) and narrows int64 values that fit int32 (the radix runs
-one pass per byte of the dtype). The batches' sorts fall in that range:
-disjoint relabelling (10-30k keys a hop at 1024 seeds) and weighted draws.
+value (the radix is stable, so a real key equal to the pad still comes
+before every pad). The batches' sorts are of that size: the disjoint
+relabelling (7-60k keys a hop at 1024 seeds) and the weighted draws.
 Keys of a handful of distinct values (owning partitions, node types) are
 left to torch: its comparison sort is fast on long runs of ties (10k keys
-of 2 values: 93 us against the padded radix's 258). Elsewhere (CUDA, builds without the radix, tensors too small or already
-large) it is torch.sort(stable=True).
+of 2 values: 93 us against the padded radix's 258). Elsewhere (CUDA,
+builds without the radix, fewer than PAD_FROM keys) it is torch.sort.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import functools
 import torch
 
 RADIX_FROM = 32768  # at::internal::GRAIN_SIZE: torch's CPU sort takes its radix path from this many elements
-PAD_FROM = {torch.int32: 8192, torch.int64: 12288}  # below these, comparing beats the padded radix (measured)
+PAD_FROM = {torch.int32: 7168, torch.int64: 12288}  # below these, comparing beats the padded radix (measured)
 _INT32 = torch.iinfo(torch.int32)
 
 
@@ -38,13 +39,18 @@ def radix_available() -> bool:
 def sort_ints(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(sorted values, their indices in `keys`) of a 1-D integer tensor, stable, as torch.sort(keys, stable=True)."""
     n = keys.numel()
-    if keys.device.type != "cpu" or n >= RADIX_FROM or keys.dtype not in PAD_FROM or not radix_available():
+    if keys.device.type != "cpu" or keys.dtype not in PAD_FROM or n < PAD_FROM[torch.int32] or not radix_available():
         return torch.sort(keys, stable=True)
     work = keys
-    if keys.dtype == torch.int64 and n >= PAD_FROM[torch.int32]:
+    if keys.dtype == torch.int64:
         low, high = torch.aminmax(keys)
         if int(low) >= _INT32.min and int(high) <= _INT32.max:
             work = keys.to(torch.int32)
+    if n >= RADIX_FROM:  # the radix already: narrowed, it runs half the passes
+        if work is keys:
+            return torch.sort(keys, stable=True)
+        values, order = torch.sort(work, stable=True)
+        return values.to(keys.dtype), order
     if n < PAD_FROM[work.dtype]:
         return torch.sort(keys, stable=True)
     padded = torch.cat([work, work.new_full((RADIX_FROM - n,), torch.iinfo(work.dtype).max)])
