@@ -104,22 +104,22 @@ def disjoint_vs_shared(part, seeds: torch.Tensor, batches: int, repeats: int) ->
             for label, names in (("topology", None), ("x gathered", ["feat"])) for disjoint in (False, True)}
     for it in runs.values():
         next(it)  # warm-up batch
-    figures: dict[tuple[str, bool], list[tuple[float, float, float]]] = {key: [] for key in runs}
+    figures: dict[tuple[str, bool], list[tuple[float, float, float, float]]] = {key: [] for key in runs}
     for _ in range(repeats):
         for key, it in runs.items():
-            start = time.perf_counter()
-            got = [next(it) for _ in range(batches)]
-            seconds = time.perf_counter() - start
+            got, seconds, cpu = timed(lambda it=it: [next(it) for _ in range(batches)])
             figures[key].append((batches / seconds, sum(b.num_edges for b in got) / seconds,
-                                 sum(b.num_nodes for b in got) / batches))
+                                 sum(b.num_nodes for b in got) / batches, cpu / batches))
     print(f"\ndisjoint=True beside the default, one process, one thread, fanouts {FANOUTS}, 1024 seeds/batch, "
-          f"{batches} batches x {repeats} repeats, taking turns (median, min..max batches/s)")
+          f"{batches} batches x {repeats} repeats, taking turns (median, min..max batches/s; median CPU per batch, "
+          f"which a busy machine moves less than the wall)")
     for (label, disjoint), values in figures.items():
         rates = sorted(v[0] for v in values)
         med = values[[v[0] for v in values].index(rates[len(rates) // 2])]
+        cpu_ms = sorted(v[3] for v in values)[len(values) // 2] * 1e3
         print(f"  {label:<11} {'disjoint' if disjoint else 'shared':<9} {med[0]:8.2f} batches/s "
               f"({rates[0]:.2f}..{rates[-1]:.2f})"
-              f"  {med[1] / 1e6:6.2f} M edges/s  {med[2]:9.0f} nodes/batch")
+              f"  {med[1] / 1e6:6.2f} M edges/s  {med[2]:9.0f} nodes/batch  {cpu_ms:6.2f} CPU ms/batch")
     print(f"  peak RSS {peak_rss_mib():.0f} MiB")
 
 
