@@ -194,15 +194,16 @@ class SegmentWeights:
         """The take[i] positions of segment i with the smallest exponential keys -log(U) / w among its edges
         (zero weights last, never among them, as every segment here has more positive edges than it takes)."""
         n, dev = int(deg.sum()), start.device
+        # one repeat_interleave, the rest gathers by segment (a gather from a small table is the cheaper op)
         segment = torch.repeat_interleave(torch.arange(deg.numel(), device=dev), deg, output_size=n)
-        offset = torch.arange(n, device=dev) - torch.repeat_interleave(torch.cumsum(deg, 0) - deg, deg, output_size=n)
-        positions = torch.repeat_interleave(start, deg, output_size=n) + offset
+        offset = torch.arange(n, device=dev) - torch.index_select(torch.cumsum(deg, 0) - deg, 0, segment)
+        positions = torch.index_select(start, 0, segment) + offset
         w = torch.index_select(self.weights, 0, positions)  # relative to the run's heaviest: in [0, 1] (__init__)
         u = torch.rand(n, dtype=torch.float32, device=dev, generator=generator)
         # u in [0, 1): a key >= 0 for w > 0; a zero weight's NaN, whose bits order after +inf's, comes after every
         # positive edge
         keys = torch.where(w > 0, -torch.log1p(-u) / w, float("nan"))
-        return torch.index_select(positions, 0, _smallest_per_row(keys, segment, take, deg, offset))
+        return torch.index_select(positions, 0, _smallest_per_row(keys, segment, take, offset))
 
     def _by_stream(self, start, deg, take, generator) -> torch.Tensor:
         """take[i] distinct positions of each (wide) segment i: the first distinct ones of a stream of i.i.d.
@@ -275,21 +276,20 @@ def _relative_to_heaviest(w: torch.Tensor, runs: Optional[torch.Tensor]) -> torc
     return torch.where(top_of > 0, w / torch.where(top_of > 0, top_of, 1.0), 0.0)
 
 
-def _smallest_per_row(keys: torch.Tensor, row: torch.Tensor, take: torch.Tensor, sizes: Optional[torch.Tensor] = None,
+def _smallest_per_row(keys: torch.Tensor, row: torch.Tensor, take: torch.Tensor,
                       rank: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Indices into `keys` (>= 0; +inf, then NaN, order last) of the take[r] smallest of each row r, `row` non-decreasing (the keys
-    grouped by row; `sizes` per row and each key's `rank` in its row when the caller has them): one integer sort of
-    row * 2^32 + the key's float32 bits (those of a non-negative float order as the floats do, so rows never
-    interleave and each row comes out ascending). Integers sort by radix on the CPU (sort_ints), several times
-    faster than floats; float32 keys tie with probability about 2^-24 per pair, which only decides which of two equal keys
-    comes first."""
+    """Indices into `keys` (>= 0; +inf, then NaN, order last) of the take[r] smallest of each row r, `row`
+    non-decreasing (the keys grouped by row; each key's `rank` in its row when the caller has it): one integer sort
+    of row * 2^32 + the key's float32 bits (those of a non-negative float order as the floats do, so rows never
+    interleave and each row comes out ascending, in the same span of indices as before). Integers sort by radix on
+    the CPU (sort_ints), several times faster than floats; float32 keys tie with probability about 2^-24 per pair,
+    which only decides which of two equal keys comes first."""
     n = keys.numel()
     order = sort_ints(row * (1 << 32) + keys.to(torch.float32).view(torch.int32).to(torch.int64))[1]
-    if sizes is None:
-        sizes = torch.bincount(row, minlength=take.numel())
     if rank is None:
-        rank = torch.arange(n, device=keys.device) - torch.repeat_interleave(torch.cumsum(sizes, 0) - sizes, sizes, output_size=n)
-    return torch.masked_select(order, rank < torch.repeat_interleave(take, sizes, output_size=n))
+        sizes = torch.bincount(row, minlength=take.numel())
+        rank = torch.arange(n, device=keys.device) - torch.index_select(torch.cumsum(sizes, 0) - sizes, 0, row)
+    return torch.masked_select(order, rank < torch.index_select(take, 0, row))
 
 
 def _first_appearances(keys: torch.Tensor) -> torch.Tensor:
