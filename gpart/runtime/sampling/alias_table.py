@@ -1,7 +1,7 @@
 """Alias tables over a partition's CSC runs: a weighted draw with replacement in O(1), one table read per draw.
 
     table = AliasTable(weights, runs)               # runs: csc_runs(part), boundaries of the segments drawn whole
-    positions = table.draw(start, deg, counts, u)   # counts[i] draws from run [start[i], start[i] + deg[i])
+    positions = table.draw(first, size, u)          # draw i from run [first[i], first[i] + size[i])
 
 Walker's alias method: a run of d positions has d slots of equal probability;
 slot k keeps position s + k with probability own[k] and otherwise gives its
@@ -52,12 +52,9 @@ class AliasTable:
             bounds = runs[(runs >= first) & (runs <= last)] - first
             self.packed[first:last] = _piece_table(w[first:last], bounds, self.unit_bits)
 
-    def draw(self, start: torch.Tensor, deg: torch.Tensor, counts: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        """One position per uniform `u` (float64 in [0, 1)): counts[i] consecutive draws from run [start[i],
-        start[i] + deg[i]) (a run of the table with positive weight)."""
-        n = u.numel()
-        first = torch.repeat_interleave(start, counts, output_size=n)
-        size = torch.repeat_interleave(deg, counts, output_size=n)
+    def draw(self, first: torch.Tensor, size: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """One position per uniform `u` (float64 in [0, 1)): draw i from the run [first[i], first[i] + size[i]) (a
+        run of the table with positive weight)."""
         spot = u * size
         slot = torch.minimum(spot.to(torch.int64), size - 1)
         at = first + slot

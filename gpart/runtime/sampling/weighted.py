@@ -157,13 +157,21 @@ class SegmentWeights:
         end = torch.index_select(self.prefix, 0, start + deg)
         counts = torch.where(end > base, fanout, 0)
         n = int(counts.sum()) if counts.numel() else 0
-        u = torch.rand(n, dtype=torch.float64, device=start.device, generator=generator)
-        if self.alias is not None:  # the segments are whole runs
-            return Picks(counts, self.alias.draw(start, deg, counts, u))
-        base, end = torch.repeat_interleave(base, counts, output_size=n), torch.repeat_interleave(end, counts, output_size=n)
+        segment = torch.repeat_interleave(torch.arange(start.numel(), device=start.device), counts, output_size=n)
+        return Picks(counts, self._iid(start, deg, segment, generator, (base, end)))
+
+    def _iid(self, start, deg, segment, generator, bounds=None) -> torch.Tensor:
+        """One i.i.d. weighted draw per entry of `segment` (indices into start/deg, each segment of positive weight);
+        `bounds`: the segments' prefix sums at their start and end, where the caller has them."""
+        u = torch.rand(segment.numel(), dtype=torch.float64, device=start.device, generator=generator)
+        if self.alias is not None:  # the segments are whole runs: one table read per draw
+            return self.alias.draw(torch.index_select(start, 0, segment), torch.index_select(deg, 0, segment), u)
+        if bounds is None:
+            bounds = (torch.index_select(self.prefix, 0, start), torch.index_select(self.prefix, 0, start + deg))
+        base, end = (torch.index_select(b, 0, segment) for b in bounds)
         # below the segment's end even when rounding pushed it there: the search then stays in the segment
         target = torch.minimum(base + u * (end - base), torch.nextafter(end, torch.zeros_like(end)))
-        return Picks(counts, torch.searchsorted(self.prefix[1:], target, right=True))
+        return torch.searchsorted(self.prefix[1:], target, right=True)
 
     def _without_replacement(self, start, deg, fanout, generator) -> Picks:
         """Up to `fanout` distinct positive-weight positions per segment, one by one by weight: every positive edge
@@ -216,13 +224,13 @@ class SegmentWeights:
         taken_keys = torch.zeros(0, dtype=torch.int64, device=dev)
         batches = 0  # of keys in taken_keys: one round's are in stream order, which is grouped by segment
         for _ in range(STREAM_ROUNDS):  # a few rounds, each vectorised over every segment still short
-            draws = self._with_replacement(start, deg, 2 * need, generator)
-            seg = torch.repeat_interleave(torch.arange(s, device=dev), draws.counts, output_size=draws.positions.numel())
-            keys = draws.positions + torch.index_select(shift, 0, seg)
+            counts = 2 * need  # every segment here has positive weight (more positive edges than 4 x fanout)
+            seg = torch.repeat_interleave(torch.arange(s, device=dev), counts, output_size=int(counts.sum()))
+            keys = self._iid(start, deg, seg, generator) + torch.index_select(shift, 0, seg)
             fresh = _first_appearances(keys)
             if taken_keys.numel():
                 fresh &= ~torch.isin(keys, taken_keys)
-            rank = _rank_in_group(fresh, seg, draws.counts)
+            rank = _rank_in_group(fresh, seg, counts)
             keep = fresh & (rank < torch.index_select(need, 0, seg))
             taken_keys = torch.cat([taken_keys, torch.masked_select(keys, keep)])
             batches += 1
