@@ -251,25 +251,13 @@ class SegmentWeights:
         every = sample_segments(torch.index_select(start, 0, short), torch.index_select(deg, 0, short), -1)
         seg = torch.repeat_interleave(short, every.counts, output_size=every.positions.numel())
         keys = every.positions + torch.index_select(shift, 0, seg)
-        chosen = (torch.index_select(self.weights, 0, every.positions) > 0) & ~torch.isin(keys, taken_keys)
-        w = torch.where(chosen, torch.index_select(self.weights, 0, every.positions).to(torch.float64), 0.0)
-        local = torch.repeat_interleave(torch.arange(short.numel(), device=start.device), every.counts,
-                                        output_size=keys.numel())
-        crowded = torch.ones(short.numel(), dtype=torch.bool, device=start.device)
-        self._draw_crowded(chosen, w, local, crowded, torch.index_select(need, 0, short), generator)
-        return torch.masked_select(keys, chosen)
-
-    @staticmethod
-    def _draw_crowded(chosen, w, segment, crowded, counts, generator) -> None:
-        """Keep in `chosen` the `counts` smallest exponential keys -log(U) / w of each crowded segment's positive
-        edges (_smallest_per_row)."""
-        edges = torch.nonzero(torch.index_select(crowded, 0, segment) & chosen).reshape(-1)
-        row = torch.index_select(torch.cumsum(crowded.to(torch.int64), 0) - 1, 0, torch.index_select(segment, 0, edges))
-        u = torch.rand(edges.numel(), dtype=torch.float64, device=w.device, generator=generator)
-        keys = -torch.log1p(-u) / torch.index_select(w, 0, edges).to(torch.float64)  # u in [0, 1): finite, w > 0
-        kept = _smallest_per_row(keys, row, torch.masked_select(counts, crowded))
-        chosen.index_fill_(0, edges, False)
-        chosen.index_fill_(0, torch.index_select(edges, 0, kept), True)
+        w = torch.index_select(self.weights, 0, every.positions)
+        # the positive edges not taken yet, each with an exponential key -log(U) / w; the `need` smallest per segment
+        edges = torch.nonzero((w > 0) & ~torch.isin(keys, taken_keys)).reshape(-1)
+        u = torch.rand(edges.numel(), dtype=torch.float64, device=start.device, generator=generator)
+        exp_keys = -torch.log1p(-u) / torch.index_select(w, 0, edges).to(torch.float64)  # u in [0, 1): finite, w > 0
+        kept = _smallest_per_row(exp_keys, torch.index_select(seg, 0, edges), need)  # rows: the segments, ascending
+        return torch.index_select(keys, 0, torch.sort(torch.index_select(edges, 0, kept)).values)
 
 
 def _relative_to_heaviest(w: torch.Tensor, runs: Optional[torch.Tensor]) -> torch.Tensor:
