@@ -21,9 +21,9 @@ from test_runtime_sampler import _chi2, _chi2_critical, _cora, check_batch
 
 import gpart.runtime as gr
 from gpart.runtime.sampling import fused_floyd
-from gpart.runtime.sampling.kernels import HopTable, TableConstants
 from gpart.runtime.sampling.op_count import OpCounter
-from gpart.runtime.sampling.table_hops import torch_draw, trim
+from gpart.runtime.sampling.table_draws import HopTable, RoundStreams, TableConstants, TorchFloyd
+from gpart.runtime.sampling.table_hops import trim
 
 
 def _csc(degrees: list[int]) -> SimpleNamespace:
@@ -37,7 +37,7 @@ def _csc(degrees: list[int]) -> SimpleNamespace:
 def draw_of(request, monkeypatch):
     """(csc -> draw): the torch-op draw, or the fused kernel run by Triton's interpreter."""
     if request.param == "torch":
-        return lambda part, hops=1: torch_draw(part, TableConstants(part.num_nodes, part.device))
+        return lambda part, hops=1: TorchFloyd(part, TableConstants(part.num_nodes, part.device), hops)
     if not fused_floyd.available():
         pytest.skip("triton is not installed")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
@@ -107,7 +107,8 @@ def test_padded_batches_trim_to_the_compact_batches(cora_one, fused, monkeypatch
         compact = protocol.sample(seeds, torch.Generator().manual_seed(start))
         padded = protocol.sample_padded(seeds, torch.Generator().manual_seed(start))
         total = sum(compact.num_sampled_nodes)
-        assert (padded.n_id[total:] == part.num_nodes + 1).all() and padded.n_id.numel() == sum(padded.node_caps)
+        assert (padded.n_id[total:] == part.num_nodes + 1).all()
+        assert total <= padded.n_id.numel() <= min(sum(padded.node_caps), part.num_nodes + max(padded.node_caps[1:-1], default=0))
         assert padded.edge_index.shape[1] == sum(padded.edge_caps) == padded.valid.numel()
         assert (padded.edge_index[0][~padded.valid] == -1).all()
         trimmed = trim(padded)
@@ -161,13 +162,65 @@ def test_ops_and_synchronisations_per_batch(cora_one, fused, monkeypatch):
     protocol = _protocol(part, [15, 10, 5], fused, node_data=())
     # the count does not depend on the batch size; the interpreter's time does
     seeds, gen = torch.randperm(part.num_nodes)[:128 if fused else 1024], torch.Generator().manual_seed(0)
-    for _ in range(2):  # warm: both buffer sets of the shape made (TableHops keeps two)
+    for _ in range(3):  # warm: the first batch at the guaranteed capacities, then both sets at the learned ones
         protocol.sample(seeds, gen)
+    for _ in range(2):  # and both sets at the guaranteed capacities, which padded batches take
+        protocol.sample_padded(seeds, gen)
     compact, padded = _count(lambda: protocol.sample(seeds, gen)), _count(lambda: protocol.sample_padded(seeds, gen))
     assert compact.syncs == 1 and compact.syncs_by_name["tolist"] == 1 and padded.syncs == 0
     assert compact.ops <= 90 and padded.ops < compact.ops
     if fused:
         assert compact.by_name["fused_floyd"] == 3 and compact.ops <= 60
+
+
+def test_round_streams_do_not_depend_on_the_columns():
+    """Column c's numbers are the same whatever the count of columns (what learned capacities rest on), every round's
+    row its own, and another generator state gives others."""
+    streams = RoundStreams(2)
+    streams.reseed(torch.Generator().manual_seed(3))
+    wide, narrow = np.empty((5, 1000)), np.empty((5, 37))
+    streams.fill(1, wide)
+    streams.fill(1, narrow)
+    assert np.array_equal(wide[:, :37], narrow) and ((wide >= 0) & (wide < 1)).all()
+    assert not np.array_equal(wide[0], wide[1]) and abs(wide.mean() - 0.5) < 0.02
+    other = np.empty((5, 37))
+    streams.fill(0, other)
+    assert not np.array_equal(other, narrow)
+    streams.reseed(torch.Generator().manual_seed(4))
+    streams.fill(1, other)
+    assert not np.array_equal(other, narrow)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_learned_capacities_give_the_guaranteed_batches(cora_one, fused, monkeypatch):
+    """Compact batches at learned capacities, and after a frontier outgrew them (run again), equal the padded batches
+    of the same generator state at the guaranteed capacities, and their hops run below those capacities."""
+    if fused:
+        if not fused_floyd.available():
+            pytest.skip("triton is not installed")
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+    part = gr.load_partition(cora_one, device="cpu")
+    protocol = _protocol(part, [4, 3, 2], fused)
+    tables = protocol._padded_batches().tables
+    assert tables.draw.capacity_free
+    ran: list[list[int]] = []
+    run_into = tables.run_into
+    monkeypatch.setattr(tables, "run_into", lambda buf, seeds, gen: ran.append(buf.caps) or run_into(buf, seeds, gen))
+    for batch in range(8):
+        seeds = torch.randperm(part.num_nodes, generator=torch.Generator().manual_seed(batch))[:400]
+        if batch == 5:  # learned capacities far too small: the batch outgrows them and runs again
+            tables._seen[400] = [1, 1]
+            del tables._learned[400]
+        ran.clear()
+        compact = protocol.sample(seeds, torch.Generator().manual_seed(batch))
+        guaranteed = tables.guaranteed_caps(400)
+        assert ran[0] == guaranteed if batch == 0 else all(a < b for a, b in zip(ran[0][1:-1], guaranteed[1:-1]))
+        assert len(ran) == (2 if batch == 5 else 1) and (batch != 5 or ran[1] == guaranteed)
+        padded = trim(protocol.sample_padded(seeds, torch.Generator().manual_seed(batch), rows=False))
+        for name in ("n_id", "edge_index", "e_id"):
+            assert torch.equal(getattr(compact, name), getattr(padded, name)), (batch, name)
+        assert compact.num_sampled_nodes == padded.num_sampled_nodes
+    assert tables._seen[400][0] > 1  # learned again from the batches that ran
 
 
 def _trimmed_fields(padded) -> list:

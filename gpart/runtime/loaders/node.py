@@ -41,10 +41,13 @@ the same order and, per seed, the same number of first-hop in-edges
 (min(fanout, in-degree); with replace=True fanout for a node with
 in-edges), each neighbour set uniform; past that, the neighbours differ, except where no hop draws: when
 every fanout is at least the in-degree of every node it samples, the two
-give identical batches. Table hops draw with torch operations, or on CUDA
-with the fused kernel (`loader.sampler.fused`; gpart.runtime.sampling.
-fused_floyd), whose Philox numbers are others again: each reproduces, and
-across them the same holds as across table and compact hops. Padded batches
+give identical batches. Table hops draw with torch operations (their
+numbers on the CPU from per-hop PCG64 streams seeded by the generator,
+elsewhere from the generator itself), or on CUDA with the fused kernel
+(`loader.sampler.fused`; gpart.runtime.sampling.fused_floyd), whose
+SplitMix64 numbers are others again: each reproduces, and across them the
+same holds as across table and compact hops. The capacities a batch runs
+at (learned ones, gpart.runtime.sampling.table_hops) never change it. Padded batches
 (padded=True) trimmed (`batch.trim()`) are the compact batches of the same
 loader without padded, field by field. Disjoint and non-disjoint sampling
 give different batches.

@@ -1,9 +1,9 @@
 """One fixed-capacity hop's draws as one Triton kernel: Floyd's rounds fused (gpart.runtime.sampling.table_hops).
 
     draw = FusedFloyd(part)                 # on CUDA when triton imports (available()); the torch-op draw otherwise
-    draw(cols, hop, k, generator, table)     # table: kernels.HopTable, written
+    draw(cols, hop, k, generator, table)     # table: table_draws.HopTable, written
 
-The kernel does what gpart.runtime.sampling.kernels.floyd_columns does with
+The kernel does what gpart.runtime.sampling.table_draws.floyd_columns does with
 torch operations (the same contract: [C] columns in, the [C, k] position and
 source tables out, padding ids without in-edges; the valid-slot table is not
 written: a source is num_nodes where a slot is unused), in one
@@ -39,8 +39,8 @@ from typing import Any, Optional
 
 import torch
 
-from gpart.runtime.sampling.kernels import HopTable
 from gpart.runtime.sampling.op_count import launch
+from gpart.runtime.sampling.table_draws import HopTable
 
 BLOCK = 64
 INTERPRETED_BLOCK = 1024  # the interpreter runs a program at a time: fewer, larger ones
@@ -77,7 +77,7 @@ def _kernel(interpret: bool) -> Any:
             z = (z ^ (z >> 27)) * 0x94D049BB133111EB
             z = z ^ (z >> 31)
             u = (z >> 11).to(tl.float64) * (1.0 / 9007199254740992.0)
-            t = (u * (top + 1).to(tl.float64)).to(tl.int64)  # at most top (kernels.floyd_columns says why)
+            t = (u * (top + 1).to(tl.float64)).to(tl.int64)  # at most top (table_draws.floyd_columns says why)
             taken = t < 0
             for j in tl.static_range(i):  # the row's earlier draws, read back from its own slots
                 taken = taken | (tl.load(out + j, mask=live, other=-1) == t)
@@ -94,6 +94,10 @@ def _kernel(interpret: bool) -> Any:
 
 class FusedFloyd:
     """The fused draw over one partition's CSC (see the module); `seeds` [hops] is what a replay writes first."""
+
+    # a column's numbers are those of its (seed, column, round) counter, whatever the count of columns: batches may
+    # run at learned capacities (gpart.runtime.sampling.table_hops)
+    capacity_free = True
 
     def __init__(self, part: Any, hops: int):
         self.indptr, self.indices, self.num_nodes = part.indptr, part.indices, int(part.num_nodes)

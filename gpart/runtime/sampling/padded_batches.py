@@ -20,6 +20,7 @@ from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.batch_graphs import GraphReplay
 from gpart.runtime.sampling.fused_floyd import FusedFloyd
 from gpart.runtime.sampling.row_fetcher import RowFetcher
+from gpart.runtime.sampling.sampled import Sampled
 from gpart.runtime.sampling.table_hops import PaddedSampled, TableHops
 
 
@@ -45,6 +46,10 @@ class PaddedBatches:
                 return replayed
         padded = self.tables.run(seeds, gen)
         return self._with_rows(padded, seeds) if rows else padded
+
+    def sample(self, seeds: torch.Tensor, gen: torch.Generator) -> Sampled:
+        """The compact batch of `seeds`, without rows (TableHops.sample: learned capacities where they apply)."""
+        return self.tables.sample(seeds, gen)
 
     def _build(self, seeds: torch.Tensor, buffers: Any) -> PaddedSampled:
         """A batch on given buffers with draws seeded beforehand (what a graph captures)."""

@@ -77,7 +77,7 @@ from gpart.runtime.sampling.round_answer import Draw, Keys, RoundAnswer
 from gpart.runtime.sampling.round_sizes import RoundSizes, count_table, edge_bound
 from gpart.runtime.sampling.row_fetcher import Requests, RowFetcher
 from gpart.runtime.sampling.sampled import Sampled
-from gpart.runtime.sampling.table_hops import PaddedSampled, trim
+from gpart.runtime.sampling.table_hops import PaddedSampled
 
 
 @dataclass
@@ -135,7 +135,7 @@ class DistSampler:
         if self.seed_time is not None and self.seed_time.numel() != seeds.numel():
             raise InputError(None, f"seed_time has {self.seed_time.numel()} entries for {seeds.numel()} seeds")
         if seeds.numel() and self.table_batches():  # one partition, table hops: fixed capacities, one synchronisation
-            sampled = trim(self.sample_padded(seeds, gen, rows=False))
+            sampled = self._padded_batches().sample(seeds, gen)
             rows = self.rows
             sampled.node_data = {key: rows.read(key, sampled.n_id) for key in rows.data_keys}
             sampled.y = rows.read(rows.label_key, seeds) if rows.label_key is not None else None
@@ -169,9 +169,12 @@ class DistSampler:
         """One batch at fixed capacities with no host synchronisation (table_batches() must hold), with the rows of
         its nodes and the seeds' labels (`rows`), replayed from a CUDA graph when `replay` is set and it can be
         (gpart.runtime.sampling.padded_batches). Its tensors are reused `padded_keep` batches of its size later."""
+        return self._padded_batches().run(seeds, gen, rows, self.replay)
+
+    def _padded_batches(self) -> PaddedBatches:
         if self._padded is None:
             self._padded = PaddedBatches(self.part, self.sampler, self.rows, self.padded_keep)
-        return self._padded.run(seeds, gen, rows, self.replay)
+        return self._padded
 
     def _hops(self, seeds: torch.Tensor, gen: torch.Generator) -> tuple[_Hops, torch.Tensor]:
         """Every hop from `seeds` (rows carried in the answers when carry_rows); the last hop's added nodes."""

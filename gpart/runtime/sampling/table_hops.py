@@ -4,13 +4,15 @@
     padded = hops.run(seeds, generator)     # no host synchronisation: sizes stay on the device
     sampled = trim(padded)                  # the compact batch: one synchronisation (the final sizes)
 
-Capacities are known from the batch shape alone: hop h samples a frontier of
-at most C_h columns (C_0 the seeds, C_{h+1} = min(C_h x F_h, num_nodes)) into
-a [C_h, F_h] table, its unused slots padded. Every array a hop touches is
-sized by these capacities, so nothing waits on the device's counts:
+Capacities are known before the batch runs: hop h samples a frontier of
+at most C_h columns (C_0 the seeds) into a [C_h, F_h] table, its unused
+slots padded. Every array a hop touches is sized by these capacities, so
+nothing waits on the device's counts. Padded batches take the capacities
+the batch shape guarantees, C_{h+1} = min(C_h x F_h, num_nodes). Compact
+batches (`sample`) take learned ones where the draw allows (below):
 
 - sampling: one [C_h, F_h] table of CSC positions and source ids per hop
-  (gpart.runtime.sampling.kernels.floyd_columns, or the fused kernel of
+  (gpart.runtime.sampling.table_draws.floyd_columns, or the fused kernel of
   gpart.runtime.sampling.fused_floyd on CUDA); padding columns are the
   sentinel id num_nodes, whose in-degree is 0;
 - relabelling: through a global-size map of int32 codes (code = position in
@@ -34,6 +36,21 @@ padded batch without its padding. Buffers are reused: a padded batch's
 tensors hold until `keep` later batches of the same shape (clone to keep
 one longer); a trimmed batch owns its tensors.
 
+Learned capacities. The guaranteed ones are far above what batches reach
+(hop 2 of [15, 10, 5] at batch 1024: 153,600 columns, or every node, for
+44,000-68,000 new nodes on products-like graphs), and a CPU computes every
+padded column in turn. Where a column's draws do not depend on the
+capacity (`capacity_free`: the fused kernel's counter-based numbers, and
+the CPU's RoundStreams), `sample` runs a batch shape at the most new nodes
+each hop has added so far, plus 1/8, rounded up to 256: the sizes it reads
+anyway say whether a frontier outgrew its capacity, and then the batch runs
+again at the guaranteed capacities with the same draws. Codes and the node
+list are sized for any count of new nodes (a frontier past its capacity
+leaves its extra nodes unsampled, writes nothing out of bounds and clears
+every map entry it set), so both runs give the batch the guaranteed
+capacities give: batches do not depend on the capacities or on the
+batches before them.
+
 The draws are exact and uniform per column (min(in-degree, fanout) distinct
 in-edges, each subset equally likely) and reproduce for the same generator
 state; they differ from the compact hops' draws (gpart.runtime.loaders.node
@@ -48,11 +65,13 @@ from typing import Callable, Hashable, Optional
 
 import torch
 
-from gpart.runtime.sampling.kernels import HopTable, TableConstants, floyd_columns
 from gpart.runtime.sampling.sampled import Sampled
+from gpart.runtime.sampling.table_draws import HopTable, TableConstants, TorchFloyd
 
 _UNSET = torch.iinfo(torch.int32).max
-# draw(cols [C], hop, k, generator, out): one hop's table into `out` (kernels.floyd_columns' contract); generator
+# learned capacities: the most new nodes a hop has added, plus 1/CAP_MARGIN of it, rounded up to CAP_GRAIN
+CAP_MARGIN, CAP_GRAIN = 8, 256
+# draw(cols [C], hop, k, generator, out): one hop's table into `out` (table_draws.floyd_columns' contract); generator
 # None: the draws' seeds were written beforehand (a CUDA graph's replay)
 Draw = Callable[[torch.Tensor, int, int, Optional[torch.Generator], HopTable], None]
 
@@ -93,14 +112,17 @@ class _Buffers:
     of them, is also the first element of hop h + 1's counts (the same memory), so no copy carries it over.
     """
 
-    def __init__(self, seeds: int, fanouts: list[int], num_nodes: int, device: torch.device):
-        caps = [seeds]
-        for f in fanouts:
-            caps.append(min(caps[-1] * f, num_nodes))
+    def __init__(self, caps: list[int], fanouts: list[int], num_nodes: int, device: torch.device):
+        seeds, hops = caps[0], len(fanouts)
         edge_caps = [c * f for c, f in zip(caps, fanouts)]
-        self.caps, self.edge_caps, self.fanouts = caps, edge_caps, list(fanouts)
+        self.caps, self.edge_caps, self.fanouts = list(caps), edge_caps, list(fanouts)
         i32 = dict(dtype=torch.int32, device=device)
-        total_nodes, total_edges = sum(caps), sum(edge_caps)
+        # every code listed before hop h is at most bases[h] (distinct nodes; each hop adds at most its table's
+        # entries), whether or not an earlier frontier outgrew its capacity; the node list holds every code and
+        # each frontier read from it (S_h + 1 .. S_h + C_{h+1})
+        bases = [min(num_nodes, seeds + sum(edge_caps[:h])) for h in range(hops)]
+        total_nodes = max([min(num_nodes, seeds + sum(edge_caps))] + [bases[h] + caps[h + 1] for h in range(hops - 1)])
+        total_edges = sum(edge_caps)
         self.nid = torch.empty(1 + total_nodes, dtype=torch.int64, device=device)  # index 0: where losers write
         self.nid_body = self.nid[1:]
         self.seed_slot = self.nid[1:1 + seeds]
@@ -113,7 +135,6 @@ class _Buffers:
         self.pos = torch.empty(total_edges, dtype=torch.int64, device=device)
         self.sizes = torch.empty(2 * len(fanouts), **i32)
         self.node_sizes, self.edge_sizes = self.sizes[:len(fanouts)], self.sizes[len(fanouts):]
-        bases = [sum(caps[:h + 1]) for h in range(len(fanouts))]  # every code listed before hop h is at most bases[h]
         lookup_len = [b + 2 + e for b, e in zip(bases, edge_caps)]
         # lookups and counts in one buffer: [counts_0 [n0, flags_0]] [lookup_0] [flags_1] [lookup_1] [flags_2] ...
         self.table = torch.empty(sum(lookup_len) + sum(edge_caps) + 1, **i32)
@@ -167,22 +188,75 @@ class TableHops:
         self.slot = torch.full((self.num_nodes + 2,), _UNSET, dtype=torch.int32, device=self.device)
         self.slot[self.num_nodes] = 0
         if draw is None:
-            draw = torch_draw(part, self.consts)
+            draw = TorchFloyd(part, self.consts, len(self.fanouts))
         self.draw = draw
         self.keep = max(1, int(keep))
         self._shapes: dict[int, list] = {}
+        self._seen: dict[int, list[int]] = {}  # batch size -> the most new nodes each hop but the last has added
+        self._learned: dict[int, tuple[list[int], list]] = {}  # batch size -> (learned capacities, their buffer ring)
 
-    def new_buffers(self, seeds: int) -> _Buffers:
-        """A buffer set of its own for `seeds` seeds (a CUDA graph keeps one)."""
-        return _Buffers(seeds, self.fanouts, self.num_nodes, self.device)
+    def guaranteed_caps(self, seeds: int) -> list[int]:
+        """C_0 .. C_H for `seeds` seeds: the seeds, then the most nodes each hop can add."""
+        caps = [seeds]
+        for f in self.fanouts:
+            caps.append(min(caps[-1] * f, self.num_nodes))
+        return caps
+
+    def new_buffers(self, seeds: int, caps: Optional[list[int]] = None) -> _Buffers:
+        """A buffer set of its own for `seeds` seeds at `caps` (None: the guaranteed ones; a CUDA graph keeps one)."""
+        return _Buffers(self.guaranteed_caps(seeds) if caps is None else caps, self.fanouts, self.num_nodes, self.device)
 
     def buffers(self, seeds: int) -> _Buffers:
-        """The next buffer set for `seeds` seeds (round robin over `keep` sets)."""
-        ring = self._shapes.setdefault(seeds, [0])
+        """The next buffer set for `seeds` seeds at the guaranteed capacities (round robin over `keep` sets)."""
+        return self._next(self._shapes.setdefault(seeds, [0]), lambda: self.new_buffers(seeds))
+
+    def _next(self, ring: list, make: Callable[[], _Buffers]) -> _Buffers:
         if len(ring) <= self.keep:
-            ring.append(self.new_buffers(seeds))
+            ring.append(make())
         ring[0] = ring[0] % (len(ring) - 1) + 1
         return ring[ring[0]]
+
+    def sample(self, seeds: torch.Tensor, gen: torch.Generator) -> Sampled:
+        """The compact batch of `seeds` (what trim(run(seeds, gen)) gives) at learned capacities where the draw is
+        capacity_free (see the module): one host synchronisation, two where a frontier outgrew its capacity."""
+        n = int(seeds.numel())
+        caps = self._learned_caps(n)
+        padded = self.run(seeds, gen) if caps is None else self.run_into(self._learned_buffers(n, caps), seeds, gen)
+        sizes = padded.sizes.tolist()
+        if caps is not None and self._outgrown(sizes, caps):
+            padded = self.run_into(self.buffers(n), seeds, None)  # the draws seeded above, guaranteed capacities
+            sizes = padded.sizes.tolist()
+        if getattr(self.draw, "capacity_free", False):
+            listed = [n] + sizes[:len(self.fanouts)]
+            added = [b - a for a, b in zip(listed[:-2], listed[1:-1])]
+            seen = self._seen.setdefault(n, added)
+            seen[:] = [max(a, b) for a, b in zip(seen, added)]
+        return trim(padded, sizes)
+
+    def _learned_caps(self, seeds: int) -> Optional[list[int]]:
+        """The learned capacities for `seeds` seeds (None: none learned yet, or not below the guaranteed ones)."""
+        seen = self._seen.get(seeds)
+        if seen is None:
+            return None
+        held = self._learned.get(seeds)
+        if held is not None and all(s + s // (2 * CAP_MARGIN) <= c for s, c in zip(seen, held[0][1:-1])):
+            return held[0]  # still 1/16 above what was seen: kept, so a batch shape's buffers settle
+        guaranteed = self.guaranteed_caps(seeds)
+        caps = [seeds] + [min(g, -(-(s + s // CAP_MARGIN + 1) // CAP_GRAIN) * CAP_GRAIN) for g, s in zip(guaranteed[1:], seen)]
+        caps.append(min(caps[-1] * self.fanouts[-1], self.num_nodes))
+        return None if caps == guaranteed else caps
+
+    def _learned_buffers(self, seeds: int, caps: list[int]) -> _Buffers:
+        """The next buffer set at learned `caps` (a new ring when they change; the old one is let go)."""
+        held = self._learned.get(seeds)
+        if held is None or held[0] != caps:
+            held = self._learned[seeds] = (caps, [0])
+        return self._next(held[1], lambda: self.new_buffers(seeds, caps))
+
+    def _outgrown(self, sizes: list[int], caps: list[int]) -> bool:
+        """Whether a hop but the last added more new nodes than the next frontier's capacity (`sizes`: trim's)."""
+        listed = [caps[0]] + sizes[:len(self.fanouts)]
+        return any(listed[h + 1] - listed[h] > caps[h + 1] for h in range(len(self.fanouts) - 1))
 
     def run(self, seeds: torch.Tensor, gen: Optional[torch.Generator]) -> PaddedSampled:
         """The padded batch of `seeds` (distinct global ids on the device), without a host synchronisation."""
@@ -225,23 +299,12 @@ class TableHops:
                              buf.caps, buf.edge_caps, (buf.src_row, buf.dst_row))
 
 
-def torch_draw(part, consts: TableConstants) -> Draw:
-    """The torch-op draw (kernels.floyd_columns) over `part`'s CSC; padding ids num_nodes and num_nodes + 1 have no
-    in-edges."""
-    deg = torch.zeros(part.num_nodes + 2, dtype=torch.int32, device=part.device)
-    deg[:part.num_nodes] = part.indptr[1:] - part.indptr[:-1]
-    indptr = torch.cat([part.indptr, part.indptr[-1:]])  # num_nodes + 1 starts where num_nodes does
-
-    def draw(cols, hop, k, gen, out):
-        floyd_columns(indptr, deg, part.indices, cols, k, gen, consts, out)
-
-    return draw
-
-
-def trim(padded: PaddedSampled) -> Sampled:
-    """The compact batch of a padded one (its padding removed): one host synchronisation, the sizes."""
+def trim(padded: PaddedSampled, sizes: Optional[list[int]] = None) -> Sampled:
+    """The compact batch of a padded one (its padding removed): one host synchronisation, the sizes (none when
+    `sizes`, padded.sizes read, are given)."""
     hops = len(padded.fanouts)
-    sizes = padded.sizes.tolist()  # the batch's one synchronisation
+    if sizes is None:
+        sizes = padded.sizes.tolist()  # the batch's one synchronisation
     listed, slots = [padded.batch_size] + sizes[:hops], sizes[hops:]
     keep = torch.nonzero_static(padded.valid, size=slots[-1]).view(-1)
     rows = padded.edge_rows or tuple(padded.edge_index)
