@@ -236,3 +236,57 @@ def test_a_failed_kaminpar_on_the_compressed_path_never_falls_back_to_metis(tmp_
         partition_graph(graph, tmp_path / "out", 4, max_memory=compressed_limit(graph.num_nodes, graph.num_edges))
     assert "KaMinPar failed on the compressed path (the worker process was killed by SIGKILL)" in str(caught.value)
     assert not (tmp_path / "out").exists()
+
+
+def _resident_bytes(path: Path) -> int:
+    """Bytes of `path` in the page cache (util-linux fincore)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("fincore") is None:
+        pytest.skip("fincore (util-linux) is not installed")
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw", "-o", "RES", str(path)], capture_output=True,
+                         text=True, check=True).stdout
+    return int(out.strip())
+
+
+def test_the_parhip_files_leave_no_pages_behind(tmp_path):
+    """The symmetric file, its renumbered copy and the weights written into it are written back and dropped from
+    the page cache as they are written (a memory cgroup counts dirty pages): none of them is resident after."""
+    from gpart.engines.locality_order import locality_order
+    from gpart.engines.parhip_file import renumbered_file
+
+    graph = rmat_graph(20000, 200000, seed=3)
+    with ScratchDir(tmp_path) as scratch:
+        source, xadj = symmetric_parhip(graph, scratch, 1 << 16)  # several buckets
+        assert _resident_bytes(source.path) == 0
+        order = locality_order(xadj, source.adjacency())
+        order = np.random.default_rng(0).permutation(graph.num_nodes) if order is None else order
+        copy = renumbered_file(source, xadj, order, scratch.file("renumbered.parhip", source.nbytes))
+        assert _resident_bytes(copy.path) == 0
+        copy.write_weights(np.arange(graph.num_nodes, dtype=np.int64), order)
+        assert _resident_bytes(copy.path) == 0
+        weights = np.fromfile(copy.path, dtype="<i8", offset=copy.weights_at)
+        assert np.array_equal(weights, order)  # node order[i]'s weight at i
+
+
+def test_rank_0_gathers_edges_into_files_without_dirty_pages(tmp_path):
+    """Edges placed run by run in any order land at their ids, with none of their pages left in the page cache;
+    in memory they land the same."""
+    from gpart.distributed.gather import _GatheredEdges
+
+    rng = np.random.default_rng(1)
+    num_edges = 300_000
+    src, dst = rng.integers(0, 1 << 40, num_edges), rng.integers(0, 1 << 40, num_edges)
+    runs = np.array_split(np.arange(num_edges), 7)
+    with ScratchDir(tmp_path) as scratch:
+        for where in (scratch, None):
+            edges = _GatheredEdges(num_edges, where)
+            for part in (runs[4], np.concatenate([runs[0], runs[6]]), runs[2], np.concatenate([runs[5], runs[1], runs[3]])):
+                shuffled = rng.permutation(part)
+                edges.place(shuffled, src[shuffled], dst[shuffled])
+            if where is not None:
+                assert [_resident_bytes(p) for p in edges.paths] == [0, 0]
+            got_src, got_dst = edges.arrays()
+            assert np.array_equal(got_src, src) and np.array_equal(got_dst, dst)
+            assert edges.src.size == 0 and edges.dst.size == 0  # let go of: the caller's del frees them

@@ -151,6 +151,36 @@ def test_default_method_is_the_single_machine_default(tmp_path, chunks, preset):
     assert manifest["params"]["backend_params"]["preset"] == (preset[-1] if preset else "fast")
 
 
+def test_max_memory_takes_rank_0_to_the_compressed_path(tmp_path):
+    """--max-memory on the command line is rank 0's budget: past the in-memory path's need the default runs
+    compressed there and writes gpart partition's bytes with the same flag; below even the compressed path's, every
+    rank stops in one line naming the flag, before any output."""
+    from test_compressed_partition import compressed_limit, rmat_graph
+
+    from gpart.cli.main import main
+
+    pytest.importorskip("kaminpar", reason="KaMinPar has wheels for Linux x86_64 only")
+    graph = rmat_graph(20000, 200000, seed=7)
+    chunks = tmp_path / "chunks"
+    write_chunked(graph, chunks, 3)
+    limit = str(compressed_limit(graph.num_nodes, graph.num_edges))
+    assert main(["partition", str(chunks), "--parts", "4", "-o", str(tmp_path / "single"), "-q", "--max-memory", limit]) == 0
+    results = finish(launch(2, chunks, "--parts", 4, "-o", tmp_path / "dist", "--max-memory", limit))
+    assert [rc for rc, _ in results] == [0, 0], results
+    single, manifest = (json.loads((tmp_path / side / "manifest.json").read_text()) for side in ("single", "dist"))
+    assert manifest["params"]["adjacency"] == "compressed"
+    assert _without_seconds(single) == _without_seconds(manifest)
+    data_files = [str(f.relative_to(tmp_path / "single")) for f in (tmp_path / "single").rglob("*")
+                  if f.is_file() and f.name != "manifest.json"]
+    _, mismatch, errors = filecmp.cmpfiles(tmp_path / "single", tmp_path / "dist", data_files, shallow=False)
+    assert data_files and not mismatch and not errors, (mismatch, errors)
+    results = finish(launch(2, chunks, "--parts", 4, "-o", tmp_path / "small", "--max-memory", "1MB"))
+    assert [rc for rc, _ in results] == [2, 2], results
+    for _, err in results:
+        assert err.count("\n") == 1 and "--max-memory" in err
+    assert not (tmp_path / "small").exists()
+
+
 def _without_seconds(manifest: dict) -> dict:
     for tried in manifest["params"]["tried"]:
         tried.pop("seconds", None)

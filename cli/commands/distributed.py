@@ -53,6 +53,11 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
 @click.option("--halo", type=click.IntRange(0, 1), default=0,
               help="1: also store node data rows of halo nodes (fetched from the ranks that read them).")
 @click.option("--max-message", "max_message", default="256MiB", help="Most bytes a rank sends in one all_to_all round.")
+@click.option("--max-memory", "max_memory", metavar="SIZE", default=None,
+              help="Memory rank 0 may use for the methods that gather the graph there (balanced, metis, kaminpar, "
+                   "stream), e.g. 8GB (default: 3/4 of its available RAM, or of its cgroup memory limit where lower). "
+                   "Past the in-memory path's need the default and kaminpar take their compressed path; past that, "
+                   "one line up front.")
 @click.option("--add-reverse", is_flag=True, help="Not supported here yet (refused): run `gpart partition CHUNKS --add-reverse` on one machine.")
 @click.option("--force", is_flag=True, help="Replace an existing result in DIR.")
 @timeout_option
@@ -60,7 +65,8 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
 @quiet_option
 @json_option
 def partition(chunks: str, num_parts: int, out_dir: str, method: str | None, assignment: str | None, seed: int, imbalance: float | None, preset: str | None,
-              halo: int, max_message: str, add_reverse: bool, force: bool, timeout_s: float, verbose: bool, quiet: bool, as_json: bool) -> None:
+              halo: int, max_message: str, max_memory: str | None, add_reverse: bool, force: bool, timeout_s: float, verbose: bool,
+              quiet: bool, as_json: bool) -> None:
     """Partition the chunked graph CHUNKS (gpart chunk) into P partitions under DIR, on every rank.
 
     Byte-identical to `gpart partition CHUNKS` with the same options (binary storage).
@@ -72,6 +78,7 @@ def partition(chunks: str, num_parts: int, out_dir: str, method: str | None, ass
       gpart chunk sample_data/cora.npz --chunks 4 -o chunks/
       torchrun --standalone --nproc-per-node 2 -m gpart.distributed partition chunks/ --parts 4 -o parts/
       torchrun --nnodes 4 --nproc-per-node 1 --rdzv-endpoint HOST:29400 -m gpart.distributed partition chunks/ --parts 8 --method random -o parts/
+      torchrun --standalone --nproc-per-node 4 -m gpart.distributed partition chunks/ --parts 16 --max-memory 8GB -o parts/
     """
     from gpart.collectives.comm import init_from_env
     from gpart.distributed.partition_chunks import partition_chunks
@@ -81,8 +88,11 @@ def partition(chunks: str, num_parts: int, out_dir: str, method: str | None, ass
                                "run `gpart partition CHUNKS --add-reverse` on one machine")
     comm = init_from_env(timeout_s)
     log = (lambda line: click.echo(line, err=True)) if verbose else None
+    method_options = given_method_options(click.get_current_context())
+    if max_memory is not None:
+        method_options["max_memory"] = max_memory
     info = partition_chunks(chunks, out_dir, num_parts, method, halo=halo, force=force, max_message=_size(max_message),
-                            timeout_s=timeout_s, comm=comm, log=log, **given_method_options(click.get_current_context()))
+                            timeout_s=timeout_s, comm=comm, log=log, **method_options)
     if comm.rank != 0 or quiet:
         return
     m = info.manifest

@@ -9,9 +9,11 @@ the same ArrayBook.
 
 Where the method takes its compressed path on rank 0 (the default and
 kaminpar past the in-memory path's memory, gpart.partition_methods.memory),
-rank 0 places the edges into scratch files it maps (src and dst, 16 bytes
-per edge on disk, not in RAM) and the method builds its adjacency on disk
-from them as from a single machine's mapped input: rank 0's peak is then
+rank 0 writes the edges into two scratch files (src and dst, 16 bytes per
+edge on disk, not in RAM), run by run, each run written back and dropped
+from the page cache as it lands, maps them read-only, and the method builds
+its adjacency on disk from them as from a single machine's mapped input
+(whose files drop their pages the same way): rank 0's peak is then
 the compressed path's (its node arrays and KaMinPar's compressed graph),
 every other rank's its own share, and the book the single-machine run's.
 """
@@ -30,6 +32,8 @@ import numpy as np
 from gpart.base.errors import GpartError
 from gpart.base.graph import Graph
 from gpart.base.memory import default_max_memory
+from gpart.bytes.sink import pwrite_all
+from gpart.bytes.written_pages import drop_written
 from gpart.distributed.partition_job import PartitionJob, edge_blocks, node_blocks
 from gpart.distributed.shuffle import column, shuffle
 from gpart.formats.files.scratch import ScratchDir
@@ -58,30 +62,68 @@ def gathered_book(job: PartitionJob, method: PartitionMethod, options: MethodOpt
     comm.agree(error, f"method {method.name!r} on rank 0")
     on_disk = root and runs_compressed(method, cg.num_nodes, cg.num_edges, limit)
     with ScratchDir(scratch_parent) if on_disk else contextlib.nullcontext() as scratch:
-        src, dst = _edge_arrays(cg.num_edges if root else 0, scratch)
-        return _gathered(job, method, options, replace(context, max_memory=limit or None), stage, (src, dst))
+        edges = _GatheredEdges(cg.num_edges if root else 0, scratch)
+        try:
+            return _gathered(job, method, options, replace(context, max_memory=limit or None), stage, edges)
+        finally:
+            edges.close()
 
 
-def _edge_arrays(num_edges: int, scratch: Optional[ScratchDir]) -> tuple[np.ndarray, np.ndarray]:
-    """Rank 0's src and dst of the gathered graph: in memory, or mapped from `scratch` files."""
-    if scratch is None:
-        return np.empty(num_edges, dtype=np.int64), np.empty(num_edges, dtype=np.int64)
-    return scratch.array("gathered-src", np.int64, num_edges), scratch.array("gathered-dst", np.int64, num_edges)
+class _GatheredEdges:
+    """Rank 0's src and dst of the gathered graph: arrays in memory, or (`scratch`) two files written run by run,
+    each run's pages written back and dropped as it lands (a memory cgroup counts dirty pages, and a mapped
+    array's writes would stay dirty until the method ends), then mapped read-only."""
+
+    def __init__(self, num_edges: int, scratch: Optional[ScratchDir]):
+        self.num_edges, self.paths, self.fds = num_edges, [], []
+        self.src, self.dst = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        if scratch is None:
+            self.src, self.dst = np.empty(num_edges, dtype=np.int64), np.empty(num_edges, dtype=np.int64)
+            return
+        for name in ("gathered-src", "gathered-dst"):
+            self.paths.append(scratch.file(name, 8 * num_edges))
+            self.fds.append(os.open(self.paths[-1], os.O_RDWR))
+
+    def place(self, eid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
+        """Edges `eid` have sources `src` and destinations `dst`."""
+        if not self.fds:
+            self.src[eid], self.dst[eid] = src, dst
+            return
+        order = np.argsort(eid, kind="stable")
+        eid, columns = eid[order], (src[order], dst[order])
+        cuts = np.flatnonzero(np.diff(eid) != 1) + 1  # runs of consecutive edge ids: one write each
+        for a, b in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [eid.shape[0]]])):
+            for fd, values in zip(self.fds, columns):
+                pwrite_all(fd, values[a:b], 8 * int(eid[a]))
+                drop_written(fd, 8 * int(eid[a]), 8 * int(b - a))
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) once every edge is placed; this object lets go of them (and of its files)."""
+        if self.paths:
+            self.close()
+            self.src, self.dst = (np.memmap(p, dtype=np.int64, mode="r", shape=(self.num_edges,)) if self.num_edges
+                                  else np.empty(0, dtype=np.int64) for p in self.paths)
+        got, (self.src, self.dst) = (self.src, self.dst), (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+        return got
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
 
 
 def _gathered(job: PartitionJob, method: PartitionMethod, options: MethodOptions, context: MethodContext, stage: Path,
-              edges: tuple[np.ndarray, np.ndarray]) -> tuple[PartitionBook, dict]:
+              edges: _GatheredEdges) -> tuple[PartitionBook, dict]:
     """gathered_book once rank 0's edge arrays are made."""
     comm, cg = job.comm, job.cg
     root = comm.rank == 0
-    src, dst = edges
     rounds, blocks, row_bytes = edge_blocks(job, lambda d: np.zeros(d.shape[0], dtype=np.int64), [])
 
     def place_edges(rows: np.ndarray) -> None:
-        eid = column(rows, 16, np.int64)
-        src[eid], dst[eid] = column(rows, 0, np.int64), column(rows, 8, np.int64)
+        edges.place(column(rows, 16, np.int64), column(rows, 0, np.int64), column(rows, 8, np.int64))
 
     job.rounds["gather edges"] = shuffle(comm, blocks, rounds, row_bytes, place_edges, "gathering edges on rank 0")
+    src, dst = edges.arrays()
     names = [n for n in job.node_layout if n in options.node_arrays()]
     node_data = {n: np.empty((cg.num_nodes if root else 0, *job.node_layout[n][1]), dtype=job.node_layout[n][0]) for n in names}
     at = {}

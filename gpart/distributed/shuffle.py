@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Iterator, Optional
 import numpy as np
 
 from gpart.base.errors import OutputError
+from gpart.bytes.written_pages import drop_written
 from gpart.collectives.comm import Comm, ShuffleAborted
 
 Block = tuple[np.ndarray, np.ndarray]  # (rows uint8 [n, row_bytes], destination rank of each row)
@@ -106,10 +107,14 @@ class PartFiles:
             path.touch()
 
     def append(self, part: int, rows: np.ndarray) -> None:
+        """Rows for `part` after those before, written back and dropped from the page cache (a memory cgroup counts
+        dirty pages; the rows are read back once, at the end)."""
         path = self.paths[part]
         try:
             with open(path, "ab") as fh:
                 fh.write(memoryview(np.ascontiguousarray(rows).reshape(-1)))
+                fh.flush()
+                drop_written(fh.fileno(), self.rows[part] * self.row_bytes, rows.shape[0] * self.row_bytes)
         except OSError as exc:
             raise OutputError(path, f"write failed: {exc.strerror or exc}") from None
         self.rows[part] += rows.shape[0]

@@ -25,6 +25,7 @@ import numpy as np
 
 from gpart.base.spans import ARRAY_THREADS, run_spans, weighted_spans
 from gpart.bytes.sink import pwrite_all
+from gpart.bytes.written_pages import WrittenPages, drop_written
 from gpart.engines.locality_order import neighbour_lists, runs_by_entries
 
 HEADER_BYTES = 24
@@ -62,6 +63,7 @@ class ParhipFile:
     def write_weights(self, weights: Optional[np.ndarray], order: Optional[np.ndarray] = None) -> None:
         """Vertex weights (int64 [n]; None: all 1) into the file, node order[i]'s at i (None: as they are)."""
         with open(self.path, "r+b") as out:
+            pages = WrittenPages(out.fileno(), start=self.weights_at)
             for start in range(0, self.num_nodes, WRITE_CHUNK):
                 stop = min(start + WRITE_CHUNK, self.num_nodes)
                 if weights is None:
@@ -69,6 +71,9 @@ class ParhipFile:
                 else:
                     block = np.asarray(weights)[slice(start, stop) if order is None else order[start:stop]].astype("<i8")
                 pwrite_all(out.fileno(), block, self.weights_at + 8 * start)
+                if pages.due(self.weights_at + 8 * stop):
+                    pages.wrote(self.weights_at + 8 * stop)
+            drop_written(out.fileno(), self.weights_at)
 
 
 def write_header(out, flags: int, num_nodes: int, num_entries: int) -> None:
@@ -104,9 +109,13 @@ def write_renumbered(out, xadj: np.ndarray, adjncy: np.ndarray, adjncy_at: int, 
 
     def write_span(first: int, stop: int) -> None:
         at = adjncy_at + 4 * (int(ends[first - 1]) if first else 0)
+        pages = WrittenPages(out.fileno(), start=at)  # each span is written front to back
         for nodes in runs_by_entries(xadj, order[first:stop], WRITE_CHUNK):
             ids = new_id[neighbour_lists(xadj, adjncy, nodes)].astype("<u4", copy=False)
             pwrite_all(out.fileno(), ids, at)
             at += ids.nbytes
+            if pages.due(at):
+                pages.wrote(at)
 
     run_spans(write_span, weighted_spans(ends, threads))
+    drop_written(out.fileno())  # nothing of the file left dirty in the page cache (a memory cgroup counts it)

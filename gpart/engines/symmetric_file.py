@@ -36,6 +36,7 @@ from gpart.base.graph import Graph
 from gpart.base.progress import Progress, or_null
 from gpart.bytes.reader import drop_pages
 from gpart.bytes.sink import pwrite_all
+from gpart.bytes.written_pages import WrittenPages, drop_written
 from gpart.engines.parhip_file import HEADER_BYTES, WEIGHTED_FLAGS, WRITE_CHUNK, ParhipFile, write_header
 from gpart.engines.spill import ROW_CHUNK, bucket_rows
 from gpart.formats.files.scratch import ScratchDir
@@ -67,16 +68,20 @@ def symmetric_parhip(graph: Graph, scratch: ScratchDir, budget: int,
             xadj = np.zeros(n + 1, dtype=np.int64)
             with open(path, "r+b") as out:
                 adjncy_at = HEADER_BYTES + 8 * (n + 1)
+                pages = WrittenPages(out.fileno(), start=adjncy_at)  # the lists are written front to back
                 bounds = np.append(starts, n)
                 for b in range(starts.shape[0]):
                     nodes = (int(bounds[b]), int(bounds[b + 1]))
                     _write_bucket(buckets.rows(b, "key"), n, nodes, xadj, out.fileno(), adjncy_at)
+                    if pages.due(adjncy_at + 4 * int(xadj[nodes[1]])):
+                        pages.wrote(adjncy_at + 4 * int(xadj[nodes[1]]))
                 m = int(xadj[-1])
                 write_header(out, WEIGHTED_FLAGS, n, m)
                 for start in range(0, n + 1, WRITE_CHUNK):
                     pwrite_all(out.fileno(), (xadj[start:start + WRITE_CHUNK] * 4 + adjncy_at).astype("<u8"), HEADER_BYTES + 8 * start)
                 file = ParhipFile(path, n, m)
                 os.ftruncate(out.fileno(), file.nbytes)
+                drop_written(out.fileno())  # nothing of the file left dirty in the page cache (a memory cgroup counts it)
     return file, xadj
 
 
