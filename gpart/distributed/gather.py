@@ -2,7 +2,9 @@
 
 Every rank sends its edges (and the node arrays
 the method reads: its options' node_arrays, train_mask and --balance arrays)
-to rank 0 in bounded rounds, rank 0 runs the single-machine method on the
+to rank 0 in bounded rounds (each message --max-message, or less where rank
+0's budget calls for it: rank 0 receives from every rank at once), rank 0
+runs the single-machine method on the
 graph exactly as a single-machine run would read it, and broadcasts the owner
 array in bounded pieces and the parameters as JSON. Every rank then builds
 the same ArrayBook.
@@ -43,6 +45,11 @@ from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import MethodOptions
 from gpart.partition_methods.registry import bounded_method_names
 
+# the gather's rounds: rank 0's round buffers within 1/GATHER_SHARE of its budget, each message at least
+# MIN_ROUND_BYTES (fewer, larger rounds below that cost more in collectives than they save)
+GATHER_SHARE, MIN_ROUND_BYTES = 8, 4 << 20
+MAX_RUNS = 64  # runs of consecutive edge ids a round's rows are written in as they come
+
 
 def gathered_book(job: PartitionJob, method: PartitionMethod, options: MethodOptions, context: MethodContext,
                   stage: Path) -> tuple[PartitionBook, dict]:
@@ -61,12 +68,24 @@ def gathered_book(job: PartitionJob, method: PartitionMethod, options: MethodOpt
             error = exc
     comm.agree(error, f"method {method.name!r} on rank 0")
     on_disk = root and runs_compressed(method, cg.num_nodes, cg.num_edges, limit)
+    gather_job = replace(job, max_message=_round_bytes(job, limit))
     with ScratchDir(scratch_parent) if on_disk else contextlib.nullcontext() as scratch:
         edges = _GatheredEdges(cg.num_edges if root else 0, scratch)
         try:
-            return _gathered(job, method, options, replace(context, max_memory=limit or None), stage, edges)
+            return _gathered(gather_job, method, options, replace(context, max_memory=limit or None), stage, edges)
         finally:
             edges.close()
+
+
+def _round_bytes(job: PartitionJob, limit: int) -> int:
+    """Bytes a rank sends rank 0 in one round of the gather (agreed by every rank): --max-message, or less where
+    rank 0's budget `limit` (0 on the other ranks) calls for it. Rank 0 receives from every rank at once and
+    holds its own blocks, their packed copy and each round's placing alongside: about (world + 4) messages, kept
+    to GATHER_SHARE of its budget."""
+    mine = job.max_message
+    if limit:
+        mine = min(mine, max(MIN_ROUND_BYTES, limit // (GATHER_SHARE * (job.comm.world + 4))))
+    return int(job.comm.all_reduce(np.array([mine], dtype=np.int64), "min")[0])
 
 
 class _GatheredEdges:
@@ -89,9 +108,12 @@ class _GatheredEdges:
         if not self.fds:
             self.src[eid], self.dst[eid] = src, dst
             return
-        order = np.argsort(eid, kind="stable")
-        eid, columns = eid[order], (src[order], dst[order])
+        columns = (src, dst)
         cuts = np.flatnonzero(np.diff(eid) != 1) + 1  # runs of consecutive edge ids: one write each
+        if cuts.shape[0] > MAX_RUNS:  # the blocks of a round arrive as a few runs; anything else is sorted first
+            order = np.argsort(eid, kind="stable")
+            eid, columns = eid[order], (src[order], dst[order])
+            cuts = np.flatnonzero(np.diff(eid) != 1) + 1
         for a, b in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [eid.shape[0]]])):
             for fd, values in zip(self.fds, columns):
                 pwrite_all(fd, values[a:b], 8 * int(eid[a]))
