@@ -290,3 +290,28 @@ def test_rank_0_gathers_edges_into_files_without_dirty_pages(tmp_path):
             got_src, got_dst = edges.arrays()
             assert np.array_equal(got_src, src) and np.array_equal(got_dst, dst)
             assert edges.src.size == 0 and edges.dst.size == 0  # let go of: the caller's del frees them
+
+
+def test_the_gather_rounds_fit_rank_0s_budget():
+    """Each rank's message to rank 0 in a gather round is --max-message, or less where rank 0's budget calls for it
+    (rank 0 holds about world + 4 of them at once): the least of what the ranks ask, agreed by all."""
+    from types import SimpleNamespace
+
+    from gpart.distributed.gather import GATHER_SHARE, MIN_ROUND_BYTES, _round_bytes
+
+    asked: list[int] = []
+
+    def job(world: int, max_message: int):
+        def all_reduce(values, op):
+            assert op == "min"
+            asked.append(int(values[0]))
+            return np.array([min(asked)])
+        return SimpleNamespace(max_message=max_message, comm=SimpleNamespace(world=world, all_reduce=all_reduce))
+
+    assert _round_bytes(job(4, 256 << 20), 0) == 256 << 20  # a rank without the budget asks for --max-message
+    asked.clear()
+    assert _round_bytes(job(4, 256 << 20), 4 << 30) == (4 << 30) // (GATHER_SHARE * 8)  # 64 MiB: 8 of them in 1/8
+    asked.clear()
+    assert _round_bytes(job(2, 1 << 20), 4 << 30) == 1 << 20  # --max-message below it stays
+    asked.clear()
+    assert _round_bytes(job(64, 256 << 20), 1 << 30) == MIN_ROUND_BYTES  # never below the floor
