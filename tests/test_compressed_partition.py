@@ -292,26 +292,29 @@ def test_rank_0_gathers_edges_into_files_without_dirty_pages(tmp_path):
             assert edges.src.size == 0 and edges.dst.size == 0  # let go of: the caller's del frees them
 
 
-def test_the_gather_rounds_fit_rank_0s_budget():
-    """Each rank's message to rank 0 in a gather round is --max-message, or less where rank 0's budget calls for it
-    (rank 0 holds about world + 4 of them at once): the least of what the ranks ask, agreed by all."""
+def test_the_rounds_fit_every_ranks_budget():
+    """Each rank's message in a round is --max-message, or less where some rank's budget calls for it (a rank holds
+    about world + 4 of them at once): the least of what the ranks ask, agreed by all."""
     from types import SimpleNamespace
 
-    from gpart.distributed.gather import GATHER_SHARE, MIN_ROUND_BYTES, _round_bytes
+    from gpart.distributed.partition_job import MIN_ROUND_BYTES, ROUND_SHARE, round_bytes
 
     asked: list[int] = []
 
-    def job(world: int, max_message: int):
+    def comm(world: int):
         def all_reduce(values, op):
             assert op == "min"
             asked.append(int(values[0]))
             return np.array([min(asked)])
-        return SimpleNamespace(max_message=max_message, comm=SimpleNamespace(world=world, all_reduce=all_reduce))
+        return SimpleNamespace(world=world, all_reduce=all_reduce)
 
-    assert _round_bytes(job(4, 256 << 20), 0) == 256 << 20  # a rank without the budget asks for --max-message
+    assert round_bytes(comm(4), 256 << 20, 0) == 256 << 20  # a rank without a say asks for --max-message
     asked.clear()
-    assert _round_bytes(job(4, 256 << 20), 4 << 30) == (4 << 30) // (GATHER_SHARE * 8)  # 64 MiB: 8 of them in 1/8
+    assert round_bytes(comm(4), 256 << 20, 4 << 30) == (4 << 30) // (ROUND_SHARE * 8)  # 64 MiB: 8 of them in 1/8
     asked.clear()
-    assert _round_bytes(job(2, 1 << 20), 4 << 30) == 1 << 20  # --max-message below it stays
+    assert round_bytes(comm(2), 1 << 20, 4 << 30) == 1 << 20  # --max-message below it stays
     asked.clear()
-    assert _round_bytes(job(64, 256 << 20), 1 << 30) == MIN_ROUND_BYTES  # never below the floor
+    assert round_bytes(comm(64), 256 << 20, 1 << 30) == MIN_ROUND_BYTES  # never below the floor
+    asked.clear()
+    round_bytes(comm(4), 256 << 20, 1 << 40)
+    assert round_bytes(comm(4), 256 << 20, 2 << 30) == (2 << 30) // (ROUND_SHARE * 8)  # the smallest budget decides

@@ -36,7 +36,7 @@ from gpart.base.graph import Graph
 from gpart.base.memory import default_max_memory
 from gpart.bytes.sink import pwrite_all
 from gpart.bytes.written_pages import drop_written
-from gpart.distributed.partition_job import PartitionJob, edge_blocks, node_blocks
+from gpart.distributed.partition_job import PartitionJob, edge_blocks, node_blocks, round_bytes
 from gpart.distributed.shuffle import column, shuffle
 from gpart.formats.files.scratch import ScratchDir
 from gpart.formats.partition.book import ArrayBook, PartitionBook
@@ -45,9 +45,6 @@ from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import MethodOptions
 from gpart.partition_methods.registry import bounded_method_names
 
-# the gather's rounds: rank 0's round buffers within 1/GATHER_SHARE of its budget, each message at least
-# MIN_ROUND_BYTES (fewer, larger rounds below that cost more in collectives than they save)
-GATHER_SHARE, MIN_ROUND_BYTES = 8, 4 << 20
 MAX_RUNS = 64  # runs of consecutive edge ids a round's rows are written in as they come
 
 
@@ -68,24 +65,13 @@ def gathered_book(job: PartitionJob, method: PartitionMethod, options: MethodOpt
             error = exc
     comm.agree(error, f"method {method.name!r} on rank 0")
     on_disk = root and runs_compressed(method, cg.num_nodes, cg.num_edges, limit)
-    gather_job = replace(job, max_message=_round_bytes(job, limit))
+    gather_job = replace(job, max_message=round_bytes(comm, job.max_message, limit))  # rank 0 receives from every rank
     with ScratchDir(scratch_parent) if on_disk else contextlib.nullcontext() as scratch:
         edges = _GatheredEdges(cg.num_edges if root else 0, scratch)
         try:
             return _gathered(gather_job, method, options, replace(context, max_memory=limit or None), stage, edges)
         finally:
             edges.close()
-
-
-def _round_bytes(job: PartitionJob, limit: int) -> int:
-    """Bytes a rank sends rank 0 in one round of the gather (agreed by every rank): --max-message, or less where
-    rank 0's budget `limit` (0 on the other ranks) calls for it. Rank 0 receives from every rank at once and
-    holds its own blocks, their packed copy and each round's placing alongside: about (world + 4) messages, kept
-    to GATHER_SHARE of its budget."""
-    mine = job.max_message
-    if limit:
-        mine = min(mine, max(MIN_ROUND_BYTES, limit // (GATHER_SHARE * (job.comm.world + 4))))
-    return int(job.comm.all_reduce(np.array([mine], dtype=np.int64), "min")[0])
 
 
 class _GatheredEdges:

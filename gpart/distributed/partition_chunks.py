@@ -27,12 +27,12 @@ import numpy as np
 
 from gpart.base.errors import GpartError, InputError
 from gpart.base.graph import Graph
-from gpart.base.memory import parse_memory_size, return_large_frees
+from gpart.base.memory import default_max_memory, parse_memory_size, return_large_frees
 from gpart.base.version import __version__
 from gpart.collectives.comm import Comm
 from gpart.distributed.gather import gathered_book
 from gpart.distributed.halo import fetch_halo_rows
-from gpart.distributed.partition_job import ID_BYTES, Log, PartitionJob, edge_blocks, node_blocks
+from gpart.distributed.partition_job import ID_BYTES, Log, PartitionJob, edge_blocks, node_blocks, round_bytes
 from gpart.distributed.placement import Output, check_my_files, commit_output, layouts_from_json, layouts_json, stage_output
 from gpart.distributed.shuffle import PartFiles, column, shuffle, take_rows
 from gpart.formats.files.scratch import ScratchDir
@@ -165,6 +165,7 @@ def _open_input(comm: Comm, chunks: PathLike, request: ChunksRequest) -> tuple[P
         error = exc
     comm.agree(error, "checking the chunked input")
     assert run is not None
+    job.max_message = round_bytes(comm, job.max_message, default_max_memory())  # every rank's own budget has a say
     return job, run
 
 

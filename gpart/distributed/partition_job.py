@@ -22,6 +22,19 @@ from gpart.formats.input.chunked import ChunkedGraph
 Log = Optional[Callable[[str], None]]
 
 ID_BYTES = 8
+# a rank's round buffers: about (world + 4) messages at once (what every rank may send it, its own blocks, their
+# packed copy, the placing of what it got), kept within 1/ROUND_SHARE of its memory budget, each message at least
+# MIN_ROUND_BYTES (smaller rounds cost more in collectives than they save)
+ROUND_SHARE, MIN_ROUND_BYTES = 8, 4 << 20
+
+
+def round_bytes(comm: Comm, max_message: int, budget: int) -> int:
+    """Bytes a rank sends in one all_to_all round, agreed by every rank (a collective): `max_message`, or less where
+    some rank's memory `budget` (0: this rank has no say) calls for it."""
+    mine = int(max_message)
+    if budget:
+        mine = min(mine, max(MIN_ROUND_BYTES, int(budget) // (ROUND_SHARE * (comm.world + 4))))
+    return int(comm.all_reduce(np.array([mine], dtype=np.int64), "min")[0])
 
 
 @dataclass
