@@ -190,6 +190,7 @@ class TableHops:
         if draw is None:
             draw = TorchFloyd(part, self.consts, len(self.fanouts))
         self.draw = draw
+        self.learns = bool(getattr(draw, "capacity_free", False))  # batches may run at learned capacities
         self.keep = max(1, int(keep))
         self._shapes: dict[int, list] = {}
         self._seen: dict[int, list[int]] = {}  # batch size -> the most new nodes each hop but the last has added
@@ -226,7 +227,7 @@ class TableHops:
         if caps is not None and self._outgrown(sizes, caps):
             padded = self.run_into(self.buffers(n), seeds, None)  # the draws seeded above, guaranteed capacities
             sizes = padded.sizes.tolist()
-        if getattr(self.draw, "capacity_free", False):
+        if self.learns:
             listed = [n] + sizes[:len(self.fanouts)]
             added = [b - a for a, b in zip(listed[:-2], listed[1:-1])]
             seen = self._seen.setdefault(n, added)
