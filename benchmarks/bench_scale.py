@@ -101,7 +101,8 @@ def run(path: Path, parts: int, out: Path, cap: int, max_memory: Optional[int]) 
                 time.sleep(0.1)
     if child.returncode == 0:
         manifest = json.loads((out / "manifest.json").read_text())
-        figures.update(stats=manifest["stats"], adjacency=manifest["params"].get("adjacency", "memory"))
+        figures.update(stats=manifest["stats"], adjacency=manifest["params"].get("adjacency", "memory"),
+                       levels=manifest["params"].get("backend_params", {}).get("disk_levels", []))
     else:
         figures["error"] = (child.stderr.strip().splitlines() or ["?"])[-1][:200]
     shutil.rmtree(out, ignore_errors=True)
@@ -121,7 +122,14 @@ def line(label: str, edges: int, f: dict) -> str:
     return (f"  {label:<10} {f['adjacency']:<10} wall {f['wall']:7.1f} s  cpu {f['cpu']:7.1f} s  peak {format_size(f['peak']):>10} "
             f"= {f['peak'] / edges:5.1f} B/edge (anon {f['rss'] / edges:5.1f})  cut {s['edge_cut_ratio']:.4f}  balance n {s['node_balance']:.3f} "
             f"e {s['edge_balance']:.3f}{'' if train is None else f' t {train:.3f}'}  disk {format_size(f['disk'])}  "
-            f"cost {1e9 * f['wall'] / edges:.0f} ns/edge")
+            f"cost {1e9 * f['wall'] / edges:.0f} ns/edge" + _levels(f["levels"]))
+
+
+def _levels(levels: list) -> str:
+    """The levels coarsened on disk before KaMinPar ran, as nodes/entries each."""
+    if not levels:
+        return ""
+    return "  disk levels " + " > ".join(f"{lv['nodes'] / 1e6:.2f}M/{lv['entries'] / 1e6:.1f}M" for lv in levels)
 
 
 def main() -> None:

@@ -422,7 +422,7 @@ def test_kaminpar_runs_side_by_side_each_at_its_tolerance():
     weights = combined_weights(graph.num_nodes, in_degrees(graph), [], node_share=0.0)
     runs = kaminpar_partitions(xadj, adjncy, [weights, weights], 4, KaminparRun(seed=0, imbalance=[0.01, 0.2], threads=1,
                                preset="fast"), workers=2)
-    for (owner, _, _), tolerance in zip(runs, [0.01, 0.2]):
+    for (owner, *_), tolerance in zip(runs, [0.01, 0.2]):
         alone = kaminpar_partition(xadj, adjncy, weights, 4, seed=0, imbalance=tolerance, threads=1, preset="fast")
         assert np.array_equal(owner, alone), tolerance
     assert not np.array_equal(runs[0][0], runs[1][0])

@@ -22,7 +22,15 @@ from gpart.formats.files.scratch import ScratchDir
 from gpart.formats.input.chunked import write_chunked
 from gpart.formats.input.readers import read_graph
 from gpart.partition_methods.balanced_method import BalancedMethod
-from gpart.partition_methods.memory import assign_bytes, check_assign_memory, compressed_bytes, needs_lean_preset, own_preset_bytes, runs_compressed
+from gpart.partition_methods.memory import (
+    assign_bytes,
+    check_assign_memory,
+    compressed_bytes,
+    least_compressed_bytes,
+    needs_lean_preset,
+    own_preset_bytes,
+    runs_compressed,
+)
 from gpart.pipeline.partition import partition_graph
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,7 +133,7 @@ def test_too_little_memory_even_compressed_is_one_line_before_any_work(tmp_path,
     graph = rmat_graph(20000, 200000)
     path = tmp_path / "rmat.npz"
     np.savez(path, src=graph.src, dst=graph.dst, num_nodes=graph.num_nodes)
-    need = compressed_bytes(METHOD, graph.num_nodes, graph.num_edges)
+    need = least_compressed_bytes(METHOD, graph.num_nodes, graph.num_edges)
     with pytest.raises(InputError) as caught:
         check_assign_memory(METHOD, graph.num_edges, need - 1, str(path), ["stream"], graph.num_nodes)
     assert "even compressed" in str(caught.value) and "--max-memory" in str(caught.value)
@@ -216,7 +224,7 @@ def _refused(rank: int, world_size: int, chunks: str, out: str, limit: int) -> s
 def test_two_ranks_refuse_in_one_line_before_gathering(tmp_path):
     graph = rmat_graph(20000, 200000, seed=5)
     write_chunked(graph, tmp_path / "chunks", 3)
-    need = compressed_bytes(METHOD, graph.num_nodes, graph.num_edges)
+    need = least_compressed_bytes(METHOD, graph.num_nodes, graph.num_edges)
     results = run_distributed(_refused, 2, str(tmp_path / "chunks"), str(tmp_path / "dist"), need - 1, timeout_s=180)
     assert "even compressed" in results[0] and "\n" not in results[0], results
     assert "even compressed" in results[1], results  # the other rank quotes rank 0's error

@@ -122,7 +122,8 @@ def format_size(count: int) -> str:
 
 
 LARGE_ALLOCATION = 1 << 20  # bytes from which malloc maps each allocation on its own (see return_large_frees)
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+RETAINED_HEAP = 32 << 20  # free heap kept by malloc (see return_large_frees)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter
 
 
 def return_large_frees() -> None:
@@ -133,7 +134,13 @@ def return_large_frees() -> None:
     process held 169 MiB of anonymous memory where KaMinPar starts, 59 MiB with this set. Called by the partition
     entry points (for the rest of the process: it only changes where malloc takes large blocks from)."""
     with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to set
-        ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, LARGE_ALLOCATION)
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, LARGE_ALLOCATION)
+        # Setting the mmap threshold also pins the trim threshold at glibc's 128 KiB, and every free at the heap's
+        # top then went back to the system, to be faulted in again zeroed by the next allocation: the on-disk
+        # coarsening's ranges (temporaries under 1 MiB) spent a third of their time in the kernel (R-MAT 1M/10M,
+        # 19 of 56 s). Up to RETAINED_HEAP of free heap stays.
+        libc.mallopt(_M_TRIM_THRESHOLD, RETAINED_HEAP)
 
 
 def release_freed_memory() -> None:

@@ -31,12 +31,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, BinaryIO, Callable, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
 from gpart.base.memory import release_freed_memory
 from gpart.bytes.copy import KernelCopyUnsupported, kernel_copy
+from gpart.engines.disk_levels import DiskLevels, coarsen, kaminpar_fits, partition_levels
 from gpart.engines.isolate import call_isolated_many
 from gpart.engines.kaminpar_process import PRESETS, compressed_owner, kaminpar_context, run_fresh
 from gpart.engines.parhip_file import (
@@ -52,8 +53,12 @@ from gpart.engines.parhip_file import (
 from gpart.formats.files.scratch import ScratchDir
 
 FRESH_PRESETS = ("terapart",)  # run in a fresh interpreter (see the module)
+# then(index, owner) -> (owner to keep, facts): what runs in a KaMinPar run's child after it (kaminpar_partitions)
+Then = Callable[[int, np.ndarray], tuple[np.ndarray, Any]]
+BUCKET_SHARE = 4  # the share of KaMinPar's memory an on-disk level's buckets may use while it is built
 
-__all__ = ["PRESETS", "KaminparRun", "KaminparUnavailable", "kaminpar_partition", "kaminpar_partitions", "kaminpar_version"]
+__all__ = ["PRESETS", "KaminparResult", "KaminparRun", "KaminparUnavailable", "kaminpar_partition", "kaminpar_partitions",
+           "kaminpar_version"]
 
 
 class KaminparUnavailable(RuntimeError):
@@ -71,14 +76,26 @@ def kaminpar_version() -> str:
 @dataclass(frozen=True)
 class KaminparRun:
     """How KaMinPar runs: its seed, its tolerance (one for every run, or one per weighting: KaMinPar keeps every
-    part's weight within (1 + imbalance) * total / num_parts), its threads and preset (PRESETS), and the vertex
-    order it sees (`order[i]` as node i; None: the input ids)."""
+    part's weight within (1 + imbalance) * total / num_parts), its threads and preset (PRESETS), the vertex
+    order it sees (`order[i]` as node i; None: the input ids), and on the compressed path the memory KaMinPar's
+    process may take (None: any; past it the graph is first coarsened on disk, gpart.engines.disk_levels)."""
 
     seed: int
     imbalance: Union[float, Sequence[float]]
     threads: int
     preset: str = "default"
     order: Optional[np.ndarray] = None
+    memory: Optional[int] = None
+
+
+class KaminparResult(NamedTuple):
+    """One run's owners (int32, input ids), KaMinPar's seconds, what `then` said, and the sizes of the levels
+    coarsened on disk before KaMinPar ran (empty where it ran on the graph itself)."""
+
+    owner: np.ndarray
+    seconds: float
+    facts: Any
+    disk_levels: list
 
 
 def kaminpar_partition(
@@ -100,9 +117,9 @@ def kaminpar_partition(
     `order`: KaMinPar sees node order[i] as node i (None: the input ids).
     Runs in a forked child process (gpart.engines.isolate).
     """
-    [(owner, _, _)] = kaminpar_partitions(xadj, adjncy, [weights], num_parts,
-                                          KaminparRun(seed=seed, imbalance=imbalance, threads=threads, preset=preset, order=order))
-    return owner
+    [result] = kaminpar_partitions(xadj, adjncy, [weights], num_parts,
+                                   KaminparRun(seed=seed, imbalance=imbalance, threads=threads, preset=preset, order=order))
+    return result.owner
 
 
 def kaminpar_partitions(
@@ -113,11 +130,11 @@ def kaminpar_partitions(
     run: KaminparRun,
     *,
     workers: int = 1,
-    then: Optional[Callable[[int, np.ndarray], tuple[np.ndarray, Any]]] = None,
+    then: Optional[Then] = None,
     on_disk: Optional[ParhipFile] = None,
-) -> list[tuple[np.ndarray, float, Any]]:
+) -> list[KaminparResult]:
     """`kaminpar_partition` once per vertex weighting, up to `workers` runs at a time, each in its own child
-    process: (owner, KaMinPar's seconds, what `then` said) per weighting, in their order. Each run is what
+    process: a KaminparResult per weighting, in their order. Each run is what
     `kaminpar_partition` gives for its weights, whatever runs beside it. `run.imbalance`: one tolerance for
     every run, or one per weighting.
 
@@ -136,17 +153,19 @@ def kaminpar_partitions(
     if num_parts == 1:
         return _single_part([np.zeros(n, dtype=np.int32) for _ in weightings], then)
     imbalance, order = run.imbalance, run.order
-    tolerances = [float(imbalance)] * len(weightings) if np.isscalar(imbalance) else [float(t) for t in imbalance]
+    tolerances = [float(t) for t in imbalance] if isinstance(imbalance, Sequence) else [float(imbalance)] * len(weightings)
     if len(tolerances) != len(weightings):
         raise ValueError(f"{len(tolerances)} tolerances for {len(weightings)} weightings")
     if on_disk is not None:
-        return [_file_run(on_disk, weights, num_parts, run, tolerance, index, then)
-                for index, (weights, tolerance) in enumerate(zip(weightings, tolerances))]
+        if run.memory is None or kaminpar_fits(on_disk.num_nodes, on_disk.num_entries, run.memory):
+            return [_file_run(on_disk, weights, num_parts, run, tolerance, index, then)
+                    for index, (weights, tolerance) in enumerate(zip(weightings, tolerances))]
+        return _coarsened_runs(on_disk, weightings, num_parts, run, tolerances, then)
     context = kaminpar_context(kaminpar, run.preset)
     with ScratchDir() as scratch:
         paths = _write_parhips(scratch, xadj, adjncy, weightings, order)
 
-        def child(index: int, path) -> Callable[[np.ndarray], dict[str, Any]]:
+        def child(index: int, path: Path) -> Callable[[np.ndarray], dict[str, Any]]:
             def partition(out: np.ndarray) -> dict[str, Any]:
                 start = time.perf_counter()
                 graph = kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP)
@@ -166,24 +185,30 @@ def kaminpar_partitions(
         # ticking every 0.1 s ran 6 times in a 20 s run), which froze the progress display at `0/?`
         # and kept Ctrl-C waiting; the parent waits without it. Each graph is read from its file there.
         results = call_isolated_many([child(i, path) for i, path in enumerate(paths)], n, np.int32, workers=workers)
-    return [(owner, float(status["seconds"]), status["then"]) for status, owner in results]
+    return [KaminparResult(owner, float(status["seconds"]), status["then"], []) for status, owner in results]
 
 
 def _file_run(on_disk: ParhipFile, weights: Optional[np.ndarray], num_parts: int, run: KaminparRun, tolerance: float,
-              index: int, then) -> tuple[np.ndarray, float, Any]:
+              index: int, then: Optional[Then], levels: Optional[DiskLevels] = None) -> KaminparResult:
     """One KaMinPar run on `on_disk` with `weights` (written into the file first) in a forked child, which then runs
-    `then` on the result; a FRESH_PRESETS run goes on from there to a fresh interpreter (see the module)."""
-    on_disk.write_weights(weights, run.order)
+    `then` on the result; a FRESH_PRESETS run goes on from there to a fresh interpreter (see the module). With
+    `levels` (`on_disk` coarsened on disk), KaMinPar partitions the coarsest level with weighting `index`."""
+    if levels is None:
+        on_disk.write_weights(weights, run.order)
     release_freed_memory()  # this process waits on KaMinPar's: what its allocator holds would count beside it
+
+    def kaminpar_on(file: ParhipFile) -> np.ndarray:
+        if run.preset in FRESH_PRESETS:
+            return run_fresh(file.path, run.preset, threads=run.threads, seed=run.seed, num_parts=num_parts,
+                             tolerance=tolerance, num_nodes=file.num_nodes)
+        return compressed_owner(str(file.path), run.preset, run.threads, run.seed, num_parts, tolerance, file.num_nodes)
 
     def partition(out: np.ndarray) -> dict[str, Any]:
         start = time.perf_counter()
-        if run.preset in FRESH_PRESETS:
-            owner = run_fresh(on_disk.path, run.preset, threads=run.threads, seed=run.seed, num_parts=num_parts,
-                              tolerance=tolerance, num_nodes=on_disk.num_nodes)
+        if levels is None:
+            owner = kaminpar_on(on_disk)
         else:
-            owner = compressed_owner(str(on_disk.path), run.preset, run.threads, run.seed, num_parts, tolerance,
-                                     on_disk.num_nodes)
+            owner = partition_levels(levels, index, num_parts, tolerance, run.seed, kaminpar_on)
         owner = _in_input_ids(owner, run.order)
         seconds = time.perf_counter() - start
         owner, facts = _then(then, index, owner)
@@ -191,7 +216,23 @@ def _file_run(on_disk: ParhipFile, weights: Optional[np.ndarray], num_parts: int
         return {"seconds": round(seconds, 3), "then": facts}
 
     [(status, owner)] = call_isolated_many([partition], on_disk.num_nodes, np.int32, workers=1)
-    return owner, float(status["seconds"]), status["then"]
+    return KaminparResult(owner, float(status["seconds"]), status["then"], [] if levels is None else levels.sizes())
+
+
+def _coarsened_runs(on_disk: ParhipFile, weightings: Sequence[Optional[np.ndarray]], num_parts: int, run: KaminparRun,
+                    tolerances: list[float], then: Optional[Then]) -> list[KaminparResult]:
+    """The runs of `kaminpar_partitions` on a file too large for `run.memory`: its levels coarsened on disk once for
+    every weighting (next to the file), then one run per weighting on them (gpart.engines.disk_levels)."""
+    assert run.memory is not None
+    memory = run.memory
+    columns = np.empty((on_disk.num_nodes, len(weightings)), dtype=np.int64)
+    for j, weights in enumerate(weightings):  # in the file's order
+        columns[:, j] = 1 if weights is None else (weights if run.order is None else np.asarray(weights)[run.order])
+    with ScratchDir(on_disk.path.parent) as scratch:
+        levels = coarsen(on_disk, columns, tolerances, num_parts, run.seed, lambda n, m: kaminpar_fits(n, m, memory),
+                         scratch, memory // BUCKET_SHARE)
+        return [_file_run(on_disk, None, num_parts, run, tolerance, index, then, levels)
+                for index, tolerance in enumerate(tolerances)]
 
 
 def _in_input_ids(owner: np.ndarray, order: Optional[np.ndarray]) -> np.ndarray:
@@ -203,12 +244,12 @@ def _in_input_ids(owner: np.ndarray, order: Optional[np.ndarray]) -> np.ndarray:
     return mapped
 
 
-def _single_part(owners: list[np.ndarray], then) -> list[tuple[np.ndarray, float, Any]]:
+def _single_part(owners: list[np.ndarray], then: Optional[Then]) -> list[KaminparResult]:
     """One part: every node in part 0, no KaMinPar run (`then` still runs, in this process)."""
-    return [(owner, 0.0, facts) for owner, facts in (_then(then, i, owner) for i, owner in enumerate(owners))]
+    return [KaminparResult(owner, 0.0, facts, []) for owner, facts in (_then(then, i, owner) for i, owner in enumerate(owners))]
 
 
-def _then(then, index: int, owner: np.ndarray) -> tuple[np.ndarray, Any]:
+def _then(then: Optional[Then], index: int, owner: np.ndarray) -> tuple[np.ndarray, Any]:
     """`then(index, owner)`, or the owner unchanged and no facts without one."""
     return then(index, owner) if then is not None else (owner, None)
 
@@ -249,7 +290,7 @@ def _write_parhip(scratch: ScratchDir, name: str, xadj: np.ndarray, adjncy: np.n
     return path
 
 
-def _write_structure(out, flags: int, xadj: np.ndarray, adjncy: np.ndarray, adjncy_at: int,
+def _write_structure(out: BinaryIO, flags: int, xadj: np.ndarray, adjncy: np.ndarray, adjncy_at: int,
                      order: Optional[np.ndarray]) -> None:
     """Header, byte offsets and neighbour ids, from the start of `out`, renumbered by `order` unless None."""
     n, m = int(xadj.shape[0] - 1), int(adjncy.shape[0])
@@ -265,7 +306,7 @@ def _write_structure(out, flags: int, xadj: np.ndarray, adjncy: np.ndarray, adjn
         out.write(np.asarray(adjncy[start:start + WRITE_CHUNK]).astype("<u4").tobytes())
 
 
-def _copied(like: Path, out, nbytes: int, path: Path) -> bool:
+def _copied(like: Path, out: BinaryIO, nbytes: int, path: Path) -> bool:
     """Bytes [0, nbytes) of `like` copied into `out` inside the kernel; False where the kernel cannot."""
     out.flush()
     with open(like, "rb") as source:

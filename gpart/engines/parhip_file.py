@@ -36,11 +36,17 @@ WRITE_CHUNK = 1 << 22
 
 @dataclass(frozen=True)
 class ParhipFile:
-    """A weighted ParHiP file of `num_nodes` nodes and `num_entries` adjacency entries at `path`."""
+    """A weighted ParHiP file of `num_nodes` nodes and `num_entries` adjacency entries at `path`; with
+    `edge_weighted`, int32 edge weights follow the vertex weights (a coarse graph of gpart.engines.coarse_file)."""
 
     path: Path
     num_nodes: int
     num_entries: int
+    edge_weighted: bool = False
+
+    @property
+    def flags(self) -> int:
+        return WEIGHTED_FLAGS & ~FLAG_NO_EDGE_WEIGHTS if self.edge_weighted else WEIGHTED_FLAGS
 
     @property
     def adjncy_at(self) -> int:
@@ -51,8 +57,29 @@ class ParhipFile:
         return self.adjncy_at + 4 * self.num_entries
 
     @property
-    def nbytes(self) -> int:
+    def edge_weights_at(self) -> int:
         return self.weights_at + 8 * self.num_nodes
+
+    @property
+    def nbytes(self) -> int:
+        return self.edge_weights_at + (4 * self.num_entries if self.edge_weighted else 0)
+
+    def list_starts(self) -> np.ndarray:
+        """Where each node's list starts among the adjacency entries (int64 [n + 1]), read from the offsets."""
+        offsets = np.fromfile(self.path, dtype="<u8", count=self.num_nodes + 1, offset=HEADER_BYTES)
+        return ((offsets - np.uint64(self.adjncy_at)) // np.uint64(4)).astype(np.int64)
+
+    def vertex_weights(self) -> np.ndarray:
+        """The vertex weights (int64 [n]) as the file holds them."""
+        return np.fromfile(self.path, dtype="<i8", count=self.num_nodes, offset=self.weights_at)
+
+    def edge_weights(self) -> Optional[np.ndarray]:
+        """The edge weights (int32 [m]) mapped read-only, or None for a file without them (every weight 1)."""
+        if not self.edge_weighted:
+            return None
+        if self.num_entries == 0:
+            return np.empty(0, dtype=np.int32)
+        return np.memmap(self.path, dtype="<i4", mode="r", offset=self.edge_weights_at, shape=(self.num_entries,))
 
     def adjacency(self) -> np.ndarray:
         """The neighbour ids (uint32 [m]), mapped read-only from the file."""

@@ -58,7 +58,7 @@ def symmetric_parhip(graph: Graph, scratch: ScratchDir, budget: int,
     stage = or_null(progress).stage("symmetrise on disk", total=float(max(2 * e, 1)), unit="edges")
     with stage:
         counts = _endpoint_counts(graph, stage)
-        starts = _range_starts(counts, max(MIN_BUCKET_ENTRIES, budget // BUCKET_BYTES_PER_ENTRY))
+        starts = range_starts(counts, max(MIN_BUCKET_ENTRIES, budget // BUCKET_BYTES_PER_ENTRY))
         raw = int(counts.sum())
         del counts
         path = scratch.file("symmetric.parhip", HEADER_BYTES + 8 * (n + 1) + 4 * raw + 8 * n)
@@ -97,7 +97,7 @@ def _endpoint_counts(graph: Graph, stage) -> np.ndarray:
     return counts
 
 
-def _range_starts(counts: np.ndarray, per_bucket: int) -> np.ndarray:
+def range_starts(counts: np.ndarray, per_bucket: int) -> np.ndarray:
     """First node of each bucket: consecutive node ranges of at most `per_bucket` raw entries (a node with
     more alone in its range); int64, starting at 0."""
     if counts.shape[0] == 0:

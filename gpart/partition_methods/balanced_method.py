@@ -33,7 +33,7 @@ from gpart.partition_methods.kaminpar_method import (
     KaminparOptions,
     kaminpar_params,
 )
-from gpart.partition_methods.memory import assign_bytes, needs_lean_preset, runs_compressed
+from gpart.partition_methods.memory import assign_bytes, coarsened_kaminpar_memory, needs_lean_preset, runs_compressed
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.metis_method import MetisMethod, MetisOptions
 from gpart.partition_methods.options import KaminparRunOptions
@@ -213,19 +213,23 @@ def _kaminpar_tries(graph: Graph, adj: Adjacency,
     with progress.stage("kaminpar"):
         kaminpar_run = KaminparRun(seed=options.seed, imbalance=[w.imbalance for w in weightings], threads=options.threads,
                                    preset=options.preset_for(adj.on_disk is not None and needs_lean_preset(
-                                       BalancedMethod, graph.num_nodes, graph.num_edges, max_memory)), order=order)
+                                       BalancedMethod, graph.num_nodes, graph.num_edges, max_memory)), order=order,
+                                   memory=None if adj.on_disk is None else coarsened_kaminpar_memory(
+                                       BalancedMethod, graph.num_nodes, graph.num_edges, max_memory))
         runs = kaminpar_partitions(xadj, adjncy, weights, num_parts, kaminpar_run,
                                    workers=_side_by_side(options.threads, max_memory, graph.num_edges),
                                    then=measured_and_repaired, on_disk=adj.on_disk)
     del weights
     version = kaminpar_version()
     tries = []
-    for w, (owner, seconds, facts) in zip(weightings, runs):
+    for w, (owner, seconds, facts, disk_levels) in zip(weightings, runs):
         entry = {"backend": "kaminpar", "weight": ["nodes", "in_edges", *w.masks], "weighting": w.name,
                  "imbalance": w.imbalance, **facts["measured"], "seconds": seconds}
         tried.append(entry)
         run = dict(kaminpar_params(options, kaminpar_run.preset, w.imbalance, adjncy, order, version), weighting=w.name,
                    node_share=w.node_share)
+        if disk_levels:
+            run["disk_levels"] = disk_levels
         measured = facts["measured"]
         if "repaired" in facts:
             measured = facts["repaired"]

@@ -15,7 +15,7 @@ from gpart.engines.kaminpar import KaminparRun, KaminparUnavailable, kaminpar_pa
 from gpart.engines.metis import balance_column
 from gpart.formats.partition.book import ArrayBook, PartitionBook
 from gpart.partition_methods.adjacency import symmetric_adjacency
-from gpart.partition_methods.memory import needs_lean_preset, runs_compressed
+from gpart.partition_methods.memory import coarsened_kaminpar_memory, needs_lean_preset, runs_compressed
 from gpart.partition_methods.method import MethodContext, PartitionMethod, PathLike
 from gpart.partition_methods.options import BalanceOptions, KaminparRunOptions
 from gpart.partition_methods.typed_input import TypedInput
@@ -78,15 +78,19 @@ def kaminpar_book(graph: Graph, num_parts: int, options: KaminparOptions, progre
     with symmetric_adjacency(graph, on_disk is not None, scratch_dir, budget, progress) as adj, progress.stage("kaminpar"):
         try:
             run = KaminparRun(seed=options.seed, imbalance=options.imbalance, threads=options.threads,
-                              preset=options.preset_for(lean),
-                              order=adj.order)
-            [(owner, _, _)] = kaminpar_partitions(adj.xadj, adj.adjncy, [weights], num_parts, run, on_disk=adj.on_disk)
+                              preset=options.preset_for(lean), order=adj.order,
+                              memory=None if on_disk is None else coarsened_kaminpar_memory(
+                                  KaminparMethod, graph.num_nodes, graph.num_edges, budget))
+            [result] = kaminpar_partitions(adj.xadj, adj.adjncy, [weights], num_parts, run, on_disk=adj.on_disk)
+            owner = result.owner
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise GpartError(graph.source, f"KaMinPar failed: {exc}") from None
         params = kaminpar_params(options, run.preset, options.imbalance, adj.adjncy, adj.order, version)
     params.update(balance=balance, balance_edges=bool(balance_edges), vertex_weights="combined" if weights is not None else "unit")
     if on_disk is not None:
         params["adjacency"] = "compressed"
+    if result.disk_levels:
+        params["disk_levels"] = result.disk_levels
     return ArrayBook(owner, num_parts), params
 
 

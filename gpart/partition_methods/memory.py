@@ -1,5 +1,10 @@
 """What a partition method needs in memory before it runs: the planner's check for the methods
-that hold the whole adjacency (needs_adjacency), and the choice of their compressed path."""
+that hold the whole adjacency (needs_adjacency), and the choice of their compressed path.
+
+The compressed path has two estimates: with KaMinPar on the whole graph (`compressed_bytes`, per node and
+per edge), and, where that would not fit, with the graph first coarsened on disk until KaMinPar's share of the
+budget holds it (gpart.engines.disk_levels): then only the per-node arrays grow with the graph, and the least
+it needs is `least_compressed_bytes`."""
 
 from __future__ import annotations
 
@@ -21,6 +26,31 @@ def compressed_bytes(method: PartitionMethod, num_nodes: int, num_edges: int) ->
     if not method.compressed_bytes_per_edge:
         return None
     return FIXED_BYTES + method.compressed_bytes_per_node * num_nodes + method.compressed_bytes_per_edge * num_edges
+
+
+# The least KaMinPar's process is given on a graph coarsened on disk: its interpreter and a coarsest graph of about
+# a million nodes and ten million adjacency entries (gpart.engines.disk_levels.kaminpar_fits)
+COARSEST_KAMINPAR_BYTES = 256 << 20
+
+
+def least_compressed_bytes(method: PartitionMethod, num_nodes: int, num_edges: int) -> Optional[int]:
+    """The least the method's compressed path needs: KaMinPar on the whole graph, or on a graph coarsened on disk
+    (the per-node arrays and COARSEST_KAMINPAR_BYTES); None for a method without one."""
+    whole = compressed_bytes(method, num_nodes, num_edges)
+    if whole is None:
+        return None
+    return min(whole, FIXED_BYTES + method.compressed_bytes_per_node * num_nodes + COARSEST_KAMINPAR_BYTES)
+
+
+def coarsened_kaminpar_memory(method: PartitionMethod, num_nodes: int, num_edges: int,
+                              max_memory: Optional[int]) -> Optional[int]:
+    """On the compressed path, the memory KaMinPar's process is given where the graph must first be coarsened on
+    disk (KaMinPar on the whole graph would not fit `max_memory`): what the per-node arrays leave; None where no
+    coarsening is needed."""
+    whole = compressed_bytes(method, num_nodes, num_edges)
+    if max_memory is None or whole is None or whole <= max_memory:
+        return None
+    return max(COARSEST_KAMINPAR_BYTES, max_memory - FIXED_BYTES - method.compressed_bytes_per_node * num_nodes)
 
 
 def needs_lean_preset(method: PartitionMethod, num_nodes: int, num_edges: int, max_memory: Optional[int]) -> bool:
@@ -52,7 +82,7 @@ def check_assign_memory(method: PartitionMethod, num_edges: int, max_memory: int
     if need <= max_memory:
         return
     names = ", ".join(instead[:-1]) + " or " + instead[-1] if len(instead) > 1 else "".join(instead)
-    compressed = None if num_nodes is None else compressed_bytes(method, num_nodes, num_edges)
+    compressed = None if num_nodes is None else least_compressed_bytes(method, num_nodes, num_edges)
     if compressed is None:
         raise InputError(where, f"method {method.name!r} needs about {need / 2**30:.1f} GiB for {num_edges:,} edges "
                                 f"({method.bytes_per_edge} bytes per edge), more than the {max_memory / 2**30:.1f} GiB allowed "
@@ -60,7 +90,7 @@ def check_assign_memory(method: PartitionMethod, num_edges: int, max_memory: int
     if compressed > max_memory:
         raise InputError(where, f"method {method.name!r} needs about {compressed / 2**30:.1f} GiB even compressed for "
                                 f"{num_nodes:,} nodes and {num_edges:,} edges ({method.compressed_bytes_per_node} bytes per "
-                                f"node, {method.compressed_bytes_per_edge} per edge), more than the {max_memory / 2**30:.1f} GiB "
+                                f"node and KaMinPar's share), more than the {max_memory / 2**30:.1f} GiB "
                                 f"allowed; raise --max-memory to at least {-(-compressed // 2**20)}MiB or use --method {names}")
     if num_nodes is not None:
         _check_preset_memory(method, num_nodes, num_edges, max_memory, where, getattr(options, "preset", None))

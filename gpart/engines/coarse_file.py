@@ -1,0 +1,149 @@
+"""The graph of clusters (one coarsening level) of a graph on disk, written as an edge-weighted ParHiP file.
+
+    coarse, coarse_weights = coarse_file(graph, cluster, count, weights, scratch, budget)
+
+Cluster c is node c of the coarse graph: its vertex weights are the sums of
+its members' (every column of `weights`; the file holds the first), and two clusters are joined by one edge weighing the sum of the
+edges between their members (edges inside a cluster are dropped). Built like
+gpart.engines.symmetric_file's file, by an external bucket sort: every fine
+adjacency entry u-v goes as the key `cluster(u) * count + cluster(v)` with its
+weight to the bucket of cluster(u)'s range (gpart.engines.spill), and each
+bucket is sorted, its equal keys summed, and its lists written in range order.
+The edge weights go to a scratch file first (the file's layout puts them after
+the vertex weights, which sit after an adjacency of a length known only at the
+end) and are copied into place inside the kernel.
+
+Memory: O(clusters) plus one bucket (at most `budget` bytes of keys, weights
+and their sort); disk: 12 bytes per fine entry of scratch while building, then
+the file (8 bytes per coarse entry, 16 per cluster).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from gpart.base.errors import InputError
+from gpart.bytes.copy import KernelCopyUnsupported, kernel_copy
+from gpart.bytes.sink import pwrite_all
+from gpart.bytes.written_pages import WrittenPages, drop_written
+from gpart.engines.disk_graph import DiskGraph
+from gpart.engines.parhip_file import HEADER_BYTES, WRITE_CHUNK, ParhipFile, write_header
+from gpart.engines.spill import ROW_CHUNK, RowsOf, bucket_rows
+from gpart.engines.symmetric_file import MIN_BUCKET_ENTRIES, range_starts
+from gpart.formats.files.scratch import ScratchDir
+
+# A bucket's working memory per raw entry: the int64 key and weight read, the sort order, the sorted copies, the
+# run starts and sums.
+BUCKET_BYTES_PER_ENTRY = 48
+EDGE_WEIGHT_LIMIT = 2**31 - 1  # the file's edge weights are int32 (KaMinPar's edge weight type)
+
+
+def coarse_file(graph: DiskGraph, cluster: np.ndarray, count: int, weights: np.ndarray, scratch: ScratchDir,
+                budget: int) -> tuple[ParhipFile, np.ndarray]:
+    """The graph of the clusters `cluster` (0..count-1 per node of `graph`) as an edge-weighted ParHiP file in
+    `scratch`, building with at most about `budget` bytes of bucket memory, and the clusters' vertex weights
+    ([count, c] from the nodes' `weights` [n, c]; column 0 is in the file)."""
+    raw = np.bincount(cluster, weights=np.diff(graph.xadj), minlength=count).astype(np.int64)
+    starts = range_starts(raw, max(MIN_BUCKET_ENTRIES, budget // BUCKET_BYTES_PER_ENTRY))
+    most = int(raw.sum())
+    del raw
+    path = scratch.file("coarse.parhip", HEADER_BYTES + 8 * (count + 1) + 12 * most + 8 * count)
+    with ScratchDir(path.parent) as buckets_dir:
+        buckets = bucket_rows(buckets_dir, graph.file.num_entries, starts.shape[0],
+                              _bucketed_pairs(graph, cluster, count, starts), {"key": np.dtype(np.int64), "weight": np.dtype(np.int64)})
+        weights_fd = buckets_dir.open_file("coarse-edge-weights", 4 * most)
+        xadj = np.zeros(count + 1, dtype=np.int64)
+        bounds = np.append(starts, count)
+        with open(path, "r+b") as out:
+            adjncy_at = HEADER_BYTES + 8 * (count + 1)
+            pages = WrittenPages(out.fileno(), start=adjncy_at)
+            for b in range(starts.shape[0]):
+                nodes = (int(bounds[b]), int(bounds[b + 1]))
+                _write_bucket(buckets.rows(b, "key"), buckets.rows(b, "weight"), count, nodes, xadj,
+                              (out.fileno(), adjncy_at, weights_fd), graph.file.path)
+                if pages.due(adjncy_at + 4 * int(xadj[nodes[1]])):
+                    pages.wrote(adjncy_at + 4 * int(xadj[nodes[1]]))
+            file = ParhipFile(path, count, int(xadj[-1]), edge_weighted=True)
+            coarse_weights = _cluster_weights(weights, cluster, count)
+            _write_rest(out, file, xadj, coarse_weights[:, 0], weights_fd, buckets_dir)
+    return file, coarse_weights
+
+
+def _bucketed_pairs(graph: DiskGraph, cluster: np.ndarray, count: int, starts: np.ndarray) -> RowsOf:
+    """spill.RowsOf over the fine adjacency entries: for entries [start, stop) between two clusters, the key
+    cluster(u) * count + cluster(v), the entry's weight and the bucket of cluster(u)."""
+    adjncy, edge_weights = graph.file.adjacency(), graph.file.edge_weights()
+
+    def rows_of(start: int, stop: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        cu = cluster[_sources(graph.xadj, start, stop)].astype(np.int64)
+        cv = cluster[np.asarray(adjncy[start:stop], dtype=np.int64)].astype(np.int64)
+        between = cu != cv
+        weight = np.ones(int(between.sum()), dtype=np.int64) if edge_weights is None else \
+            np.asarray(edge_weights[start:stop], dtype=np.int64)[between]
+        cu, cv = cu[between], cv[between]
+        return np.searchsorted(starts, cu, side="right") - 1, {"key": cu * count + cv, "weight": weight}
+
+    return rows_of
+
+
+def _sources(xadj: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """The node whose list holds each adjacency entry of [start, stop)."""
+    first = int(np.searchsorted(xadj, start, side="right")) - 1
+    last = int(np.searchsorted(xadj, stop, side="left"))
+    ends = np.clip(xadj[first + 1:last + 1], start, stop) - np.clip(xadj[first:last], start, stop)
+    return np.repeat(np.arange(first, last, dtype=np.int64), ends)
+
+
+def _write_bucket(keys: np.ndarray, weights: np.ndarray, count: int, nodes: tuple[int, int], xadj: np.ndarray,
+                  files: tuple[int, int, int], source: Path) -> None:
+    """One bucket's lists (clusters [first, stop) = `nodes`): equal keys summed, the neighbour ids written after
+    xadj[first]'s entries and their weights at the same place of the weights file; xadj[first + 1:stop + 1] set."""
+    fd, adjncy_at, weights_fd = files
+    first, stop = nodes
+    at = int(xadj[first])
+    if keys.shape[0] == 0:
+        xadj[first + 1:stop + 1] = at
+        return
+    order = np.argsort(keys)
+    keys = keys[order]
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    summed = np.add.reduceat(weights[order], starts)
+    del order
+    keys = keys[starts]
+    if int(summed.max()) > EDGE_WEIGHT_LIMIT:
+        raise InputError(source, f"an edge of the coarse graph weighs {int(summed.max()):,}, past KaMinPar's int32 edge weights")
+    lengths = np.bincount(keys // count - first, minlength=stop - first)
+    pwrite_all(fd, (keys % count).astype("<u4"), adjncy_at + 4 * at)
+    pwrite_all(weights_fd, summed.astype("<i4"), 4 * at)
+    xadj[first + 1:stop + 1] = at + np.cumsum(lengths)
+
+
+def _cluster_weights(weights: np.ndarray, cluster: np.ndarray, count: int) -> np.ndarray:
+    """Each cluster's vertex weights: the sums of its members' (int64 [count, c], exact)."""
+    summed = np.zeros((count, weights.shape[1]), dtype=np.int64)
+    np.add.at(summed, cluster, weights)
+    return summed
+
+
+def _write_rest(out: BinaryIO, file: ParhipFile, xadj: np.ndarray, vertex_weights: np.ndarray, weights_fd: int,
+                scratch: ScratchDir) -> None:
+    """Header, byte offsets, vertex weights and (from the scratch file) edge weights of `file`; the file cut to
+    its length and dropped from the page cache."""
+    fd = out.fileno()
+    write_header(out, file.flags, file.num_nodes, file.num_entries)
+    for start in range(0, file.num_nodes + 1, WRITE_CHUNK):
+        pwrite_all(fd, (xadj[start:start + WRITE_CHUNK] * 4 + file.adjncy_at).astype("<u8"), HEADER_BYTES + 8 * start)
+    pwrite_all(fd, vertex_weights.astype("<i8"), file.weights_at)
+    nbytes = 4 * file.num_entries
+    try:
+        kernel_copy(weights_fd, fd, 0, file.edge_weights_at, nbytes, scratch.path or file.path, file.path)
+    except KernelCopyUnsupported:
+        for start in range(0, nbytes, 4 * ROW_CHUNK):
+            block = os.pread(weights_fd, min(4 * ROW_CHUNK, nbytes - start), start)
+            pwrite_all(fd, np.frombuffer(block, dtype=np.uint8), file.edge_weights_at + start)
+    os.ftruncate(fd, file.nbytes)
+    drop_written(fd)

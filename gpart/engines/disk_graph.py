@@ -1,0 +1,64 @@
+"""A ParHiP graph on disk read in node ranges: what the on-disk levels (clusters, contraction, refinement) pass over.
+
+    graph = DiskGraph.open(parhip_file)
+    for first, stop in graph.ranges():
+        rows, neighbours, weights = graph.lists(first, stop)   # entries of nodes [first, stop)
+
+Only the list starts (8 bytes a node) are held; neighbour ids and edge weights are mapped from the file, one range
+at a time, so a pass holds at most RANGE_ENTRIES entries and their
+temporaries whatever the graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from gpart.engines.parhip_file import ParhipFile
+
+# Adjacency entries per range. Each temporary of a range (a sort key, its order, the gathered labels: 8 bytes an
+# entry) stays under 1 MiB, so glibc takes it from its heap: gpart's entry points make every allocation of 1 MiB
+# or more a mapping of its own (gpart.base.memory.return_large_frees), and ranges of 1M entries spent a third of
+# their time in the kernel zeroing fresh pages (R-MAT 1M/10M: 19 of 56 s).
+RANGE_ENTRIES = 1 << 16
+
+
+@dataclass
+class DiskGraph:
+    """The graph of `file` and its list starts `xadj` (int64 [n + 1], in memory)."""
+
+    file: ParhipFile
+    xadj: np.ndarray
+
+    @classmethod
+    def open(cls, file: ParhipFile) -> "DiskGraph":
+        return cls(file, file.list_starts())
+
+    @property
+    def num_nodes(self) -> int:
+        return self.file.num_nodes
+
+    def ranges(self, entries: int = RANGE_ENTRIES, rows: Optional[int] = None) -> list[tuple[int, int]]:
+        """Consecutive node ranges [first, stop) covering every node, each of at most `entries` adjacency entries
+        and `rows` nodes (None: any number); a node with more entries alone in its range."""
+        n = self.num_nodes
+        bounds, first = [], 0
+        while first < n:
+            stop = int(np.searchsorted(self.xadj, self.xadj[first] + entries, side="right")) - 1
+            stop = min(max(stop, first + 1), n if rows is None else first + rows, n)
+            bounds.append((first, stop))
+            first = stop
+        return bounds
+
+    def lists(self, first: int, stop: int) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+        """The entries of nodes [first, stop): each one's node relative to `first` (int64), its neighbour (int64)
+        and its edge weight (int64; None where the file has none: every weight 1)."""
+        start, end = int(self.xadj[first]), int(self.xadj[stop])
+        degree = np.diff(self.xadj[first:stop + 1])
+        rows = np.repeat(np.arange(stop - first, dtype=np.int64), degree)
+        neighbours = np.asarray(self.file.adjacency()[start:end], dtype=np.int64)
+        edge_weights = self.file.edge_weights()
+        weights = None if edge_weights is None else np.asarray(edge_weights[start:end], dtype=np.int64)
+        return rows, neighbours, weights

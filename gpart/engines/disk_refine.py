@@ -1,0 +1,79 @@
+"""Balanced label-propagation refinement of a partition of a graph on disk: the uncoarsening step of an on-disk level.
+
+    owner = disk_refine(graph, owner, weights, num_parts, max_part_weight, seed)
+
+A partition of the coarse graph, projected to its clusters' members, is as
+good as it was on the coarse graph; moving single nodes of the finer graph
+then lowers the cut (KaMinPar's own uncoarsening refines every level with
+label propagation the same way). Over gpart.engines.disk_graph ranges: per
+range, one bincount of (node, part of neighbour) gives each node its edge
+weight towards every part; the nodes with a positive gain towards their best
+part move, a seeded random half of them a round (two neighbours moving
+towards each other's parts at once would each gain alone and undo it
+together), best gain first per receiving part while the part stays within
+`max_part_weight` in vertex weight. Moves count for the ranges after them.
+A partition within the bound stays within it.
+
+Memory: the owners, the part weights, and one range's [rows, parts] weights
+(ranges hold at most RANGE_ENTRIES entries and RANGE_ENTRIES / parts rows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpart.engines.disk_graph import RANGE_ENTRIES, DiskGraph
+
+REFINE_ROUNDS = 8
+SETTLED = 0.0002  # a round moving fewer than this share of the nodes ends the refinement
+
+
+def disk_refine(graph: DiskGraph, owner: np.ndarray, weights: np.ndarray, num_parts: int, max_part_weight: int,
+                seed: int, rounds: int = REFINE_ROUNDS) -> np.ndarray:
+    """`owner` (int32 [n]) with nodes moved to lower the cut, no part's weight (the sum of its nodes' `weights`,
+    int64 [n]) past `max_part_weight` (nor past its weight before, where that was more)."""
+    owner = owner.astype(np.int32, copy=True)
+    part_weight = np.zeros(num_parts, dtype=np.int64)
+    np.add.at(part_weight, owner, weights)
+    limit = np.maximum(part_weight, max_part_weight)
+    rng = np.random.default_rng(seed)
+    ranges = graph.ranges(RANGE_ENTRIES, rows=max(1, RANGE_ENTRIES // num_parts))
+    for _ in range(rounds):
+        moved = sum(_move(graph, (first, stop), owner, (weights, part_weight, limit), num_parts, rng)
+                    for first, stop in ranges)
+        if moved < SETTLED * graph.num_nodes:
+            break
+    return owner
+
+
+def _move(graph: DiskGraph, nodes: tuple[int, int], owner: np.ndarray, loads: tuple[np.ndarray, np.ndarray, np.ndarray],
+          num_parts: int, rng: np.random.Generator) -> int:
+    """One round's moves of the nodes [first, stop) = `nodes`; how many moved. `loads`: the nodes' weights, the
+    parts' (updated) and their limits."""
+    first, stop = nodes
+    weights, part_weight, limit = loads
+    rows, neighbours, edge_weights = graph.lists(first, stop)
+    size = stop - first
+    if rows.size == 0:
+        return 0
+    towards = np.bincount(rows * num_parts + owner[neighbours], weights=edge_weights,
+                          minlength=size * num_parts).reshape(size, num_parts)
+    own = owner[first:stop].astype(np.int64)
+    best = np.argmax(towards, axis=1)
+    local = np.arange(size)
+    gain = towards[local, best] - towards[local, own]
+    movers = np.flatnonzero((gain > 0) & (rng.random(size) < 0.5))
+    if movers.size == 0:
+        return 0
+    movers = movers[np.lexsort((-gain[movers], best[movers]))]  # by receiver, best gain first
+    target, weight = best[movers], weights[first + movers]
+    arriving = np.cumsum(weight)
+    starts = np.flatnonzero(np.concatenate(([True], target[1:] != target[:-1])))
+    before = np.repeat(arriving[starts] - weight[starts], np.diff(np.append(starts, target.shape[0])))
+    # (counting every earlier candidate of the receiver, moved or not, and no departures: conservative)
+    keep = part_weight[target] + arriving - before <= limit[target]
+    movers, target, weight = movers[keep], target[keep], weight[keep]
+    part_weight -= np.bincount(own[movers], weights=weight, minlength=num_parts).astype(np.int64)
+    part_weight += np.bincount(target, weights=weight, minlength=num_parts).astype(np.int64)
+    owner[first + movers] = target
+    return int(movers.shape[0])
