@@ -73,6 +73,31 @@ def test_clusters_stay_within_every_limit_and_are_numbered_by_first_node():
         assert np.array_equal(again, cluster)  # seeded
 
 
+def test_clusters_and_refinement_do_not_depend_on_the_thread_count(monkeypatch):
+    """Ranges are proposed two at a time from the same state and applied in order: one thread or two, the same."""
+    import functools
+
+    import gpart.engines.disk_clusters as clusters_module
+    import gpart.engines.disk_refine as refine_module
+    from gpart.engines.disk_graph import pass_in_batches
+
+    graph = graph_of(FACEBOOK)
+    with ScratchDir() as scratch:
+        file, xadj = symmetric_parhip(graph, scratch, 1 << 24)
+        disk = DiskGraph.open(file)
+        weights = two_weightings(xadj)
+        start = (np.arange(graph.num_nodes) * 7 % 4).astype(np.int32)
+        results = []
+        for threads in (2, 1):
+            one = functools.partial(pass_in_batches, threads=threads)
+            monkeypatch.setattr(clusters_module, "pass_in_batches", one)
+            monkeypatch.setattr(refine_module, "pass_in_batches", one)
+            cluster, _ = disk_clusters(disk, weights, np.array([50, 3000]), seed=2)
+            owner = disk_refine(disk, start, weights[:, 1], 4, int(weights[:, 1].sum() * 1.05 / 4), seed=2)
+            results.append((cluster, owner))
+        assert np.array_equal(results[0][0], results[1][0]) and np.array_equal(results[0][1], results[1][1])
+
+
 def reference_contraction(xadj, adjncy, edge_weights, cluster, count):
     """The graph of clusters in memory: each cluster's sorted neighbour list and summed edge weights."""
     rows = np.repeat(np.arange(xadj.shape[0] - 1), np.diff(xadj))

@@ -11,11 +11,13 @@ KaMinPar runs share one coarsening), each with its own limit.
 
 One range of nodes moves at once (vectorised: one sort of (node, neighbour's
 cluster) keys gives each node its weight towards every cluster around it),
-and its moves count for the ranges after it. Moving a whole range at once
+and its moves count for the ranges after it; two ranges are proposed at once
+on two threads from the same state and applied in order
+(gpart.engines.disk_graph.pass_in_batches). Moving a whole range at once
 lets two neighbours swap clusters past each other (each joins the other's
 singleton and both stay alone), so each round a seeded random half of the
 would-be movers moves, and none joins a cluster that every member is leaving.
-Ties go to the node's own cluster, then at random (seeded). Clusters are
+Ties go to the node's own cluster, then at random (seeded per round and range). Clusters are
 numbered by their first node, so a graph in locality order (the breadth-first
 renumbering of the compressed path) keeps it.
 
@@ -30,7 +32,7 @@ from typing import Optional
 
 import numpy as np
 
-from gpart.engines.disk_graph import DiskGraph
+from gpart.engines.disk_graph import DiskGraph, pass_in_batches
 
 # KaMinPar's label propagation clustering runs 5 rounds a level; past the third, R-MAT 1M/10M moved 5% more nodes
 # for 40% more time
@@ -50,38 +52,50 @@ def disk_clusters(graph: DiskGraph, weights: np.ndarray, max_weight: np.ndarray,
     label = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
     weights = np.asfortranarray(weights, dtype=np.int64)  # columns contiguous: each is gathered on its own
     cluster_weight = weights.copy(order="F")
-    rng = np.random.default_rng(seed)
     ranges = graph.ranges()
-    for _ in range(rounds):
-        moved = sum(_relabel(graph, (first, stop), label, (weights, cluster_weight), max_weight, rng)
-                    for first, stop in ranges)
-        if moved < SETTLED * n:
+
+    def apply(moves: tuple[np.ndarray, np.ndarray]) -> int:
+        return _apply(moves, label, (weights, cluster_weight), max_weight)
+
+    for round_index in range(rounds):
+        def propose(index: int, nodes: tuple[int, int], round_index: int = round_index) -> tuple[np.ndarray, np.ndarray]:
+            rng = np.random.default_rng([seed, round_index, index])
+            return _proposed(graph, nodes, label, (weights, cluster_weight), max_weight, rng)
+
+        if pass_in_batches(ranges, propose, apply) < SETTLED * n:
             break
     return _numbered(label)
 
 
-def _relabel(graph: DiskGraph, nodes: tuple[int, int], label: np.ndarray, weights: tuple[np.ndarray, np.ndarray],
-             max_weight: np.ndarray, rng: np.random.Generator) -> int:
-    """Move the nodes of [first, stop) = `nodes` to their best cluster (see the module); the number that moved.
-    `weights`: the nodes' and the clusters' ([n, c] each; the clusters' updated)."""
+def _proposed(graph: DiskGraph, nodes: tuple[int, int], label: np.ndarray, weights: tuple[np.ndarray, np.ndarray],
+              max_weight: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The nodes of [first, stop) = `nodes` that would move and their best clusters (see the module), a random
+    half of them; reads the state only. `weights`: the nodes' and the clusters' ([n, c] each)."""
     first, stop = nodes
     vertex_weight, cluster_weight = weights
     rows, neighbours, edge_weights = graph.lists(first, stop)
     if rows.size == 0:
-        return 0
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     node, cluster, towards = _weights_towards(rows, label[neighbours].astype(np.int64), edge_weights, first)
     own = label[node] == cluster
     room = np.ones(node.shape[0], dtype=bool)
     for j in range(max_weight.shape[0]):  # a gather per column (a row gather of [pairs, c] took twice as long)
         room &= cluster_weight[:, j][cluster] + vertex_weight[:, j][node] <= max_weight[j]
-    fits = own | room
-    score = np.where(fits, (towards << (_TIE_BITS + 1)) | (own.astype(np.int64) << _TIE_BITS)
+    score = np.where(own | room, (towards << (_TIE_BITS + 1)) | (own.astype(np.int64) << _TIE_BITS)
                      | rng.integers(0, 1 << _TIE_BITS, size=node.shape[0]), -1)
     best = _best_per_node(node, score)
     best = best[score[best] >= 0]
     movers, target = node[best], cluster[best]
     keep = (label[movers] != target) & (rng.random(movers.shape[0]) < 0.5)
-    movers, target = movers[keep], target[keep]
+    return movers[keep], target[keep]
+
+
+def _apply(moves: tuple[np.ndarray, np.ndarray], label: np.ndarray, weights: tuple[np.ndarray, np.ndarray],
+           max_weight: np.ndarray) -> int:
+    """Move the proposed nodes that still may (no cluster that all its members leave, none past `max_weight`);
+    the number that moved."""
+    movers, target = moves
+    vertex_weight, cluster_weight = weights
     keep = ~np.isin(target, _emptied(label[movers], vertex_weight[movers], cluster_weight))
     movers, target = _within_weight(movers[keep], target[keep], vertex_weight, cluster_weight, max_weight)
     moving_weight = vertex_weight[movers]

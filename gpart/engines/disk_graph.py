@@ -4,6 +4,8 @@
     for first, stop in graph.ranges():
         rows, neighbours, weights = graph.lists(first, stop)   # entries of nodes [first, stop)
 
+    moved = pass_in_batches(graph.ranges(), propose, apply)  # the ranges' moves, two ranges at a time
+
 Only the list starts (8 bytes a node) are held; neighbour ids and edge weights are mapped from the file, one range
 at a time, so a pass holds at most RANGE_ENTRIES entries and their
 temporaries whatever the graph.
@@ -11,18 +13,24 @@ temporaries whatever the graph.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional, Sequence, TypeVar
 
 import numpy as np
 
+from gpart.base.spans import ARRAY_THREADS
 from gpart.engines.parhip_file import ParhipFile
+
+P = TypeVar("P")
 
 # Adjacency entries per range. Each temporary of a range (a sort key, its order, the gathered labels: 8 bytes an
 # entry) stays under 1 MiB, so glibc takes it from its heap: gpart's entry points make every allocation of 1 MiB
 # or more a mapping of its own (gpart.base.memory.return_large_frees), and ranges of 1M entries spent a third of
 # their time in the kernel zeroing fresh pages (R-MAT 1M/10M: 19 of 56 s).
 RANGE_ENTRIES = 1 << 16
+# Ranges proposed at once from the same state (then applied in order): two, for this machine's two cores.
+BATCH_RANGES = 2
 
 
 @dataclass
@@ -62,3 +70,19 @@ class DiskGraph:
         edge_weights = self.file.edge_weights()
         weights = None if edge_weights is None else np.asarray(edge_weights[start:end], dtype=np.int64)
         return rows, neighbours, weights
+
+
+def pass_in_batches(ranges: Sequence[tuple[int, int]], propose: Callable[[int, tuple[int, int]], P],
+                    apply: Callable[[P], int], threads: int = ARRAY_THREADS) -> int:
+    """One pass of moves over `ranges`: `propose(index, range)` for BATCH_RANGES consecutive ranges, all reading the
+    state as the batch found it (at once on `threads` threads: numpy's sorts and gathers run without the GIL);
+    then `apply(proposal)` for each, in range order, in this thread, the only one that changes the state. So the
+    result depends neither on timing nor on `threads`. Returns the sum of what `apply` returned (the nodes that
+    moved)."""
+    moved = 0
+    with ThreadPoolExecutor(max(1, threads), thread_name_prefix="gpart-range") as pool:
+        for first in range(0, len(ranges), BATCH_RANGES):
+            batch = range(first, min(first + BATCH_RANGES, len(ranges)))
+            for proposal in list(pool.map(lambda i: propose(i, ranges[i]), batch)):
+                moved += apply(proposal)
+    return moved

@@ -11,7 +11,9 @@ weight towards every part; the nodes with a positive gain towards their best
 part move, a seeded random half of them a round (two neighbours moving
 towards each other's parts at once would each gain alone and undo it
 together), best gain first per receiving part while the part stays within
-`max_part_weight` in vertex weight. Moves count for the ranges after them.
+`max_part_weight` in vertex weight. Moves count for the ranges after them
+(two ranges proposed at once from the same state, then applied in order:
+gpart.engines.disk_graph.pass_in_batches).
 A partition within the bound stays within it.
 
 Memory: the owners, the part weights, and one range's [rows, parts] weights
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpart.engines.disk_graph import RANGE_ENTRIES, DiskGraph
+from gpart.engines.disk_graph import RANGE_ENTRIES, DiskGraph, pass_in_batches
 
 REFINE_ROUNDS = 8
 SETTLED = 0.0002  # a round moving fewer than this share of the nodes ends the refinement
@@ -36,26 +38,30 @@ def disk_refine(graph: DiskGraph, owner: np.ndarray, weights: np.ndarray, num_pa
     part_weight = np.zeros(num_parts, dtype=np.int64)
     np.add.at(part_weight, owner, weights)
     limit = np.maximum(part_weight, max_part_weight)
-    rng = np.random.default_rng(seed)
     ranges = graph.ranges(RANGE_ENTRIES, rows=max(1, RANGE_ENTRIES // num_parts))
-    for _ in range(rounds):
-        moved = sum(_move(graph, (first, stop), owner, (weights, part_weight, limit), num_parts, rng)
-                    for first, stop in ranges)
-        if moved < SETTLED * graph.num_nodes:
+
+    def apply(moves: tuple[np.ndarray, np.ndarray, np.ndarray]) -> int:
+        return _apply(moves, owner, (weights, part_weight, limit), num_parts)
+
+    for round_index in range(rounds):
+        def propose(index: int, nodes: tuple[int, int],
+                    round_index: int = round_index) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            return _proposed(graph, nodes, owner, num_parts, np.random.default_rng([seed, round_index, index]))
+
+        if pass_in_batches(ranges, propose, apply) < SETTLED * graph.num_nodes:
             break
     return owner
 
 
-def _move(graph: DiskGraph, nodes: tuple[int, int], owner: np.ndarray, loads: tuple[np.ndarray, np.ndarray, np.ndarray],
-          num_parts: int, rng: np.random.Generator) -> int:
-    """One round's moves of the nodes [first, stop) = `nodes`; how many moved. `loads`: the nodes' weights, the
-    parts' (updated) and their limits."""
+def _proposed(graph: DiskGraph, nodes: tuple[int, int], owner: np.ndarray, num_parts: int,
+              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The nodes of [first, stop) = `nodes` with a positive gain towards their best part (a random half of
+    them), those parts and the nodes' current ones, grouped by receiver, best gain first; reads the state only."""
     first, stop = nodes
-    weights, part_weight, limit = loads
     rows, neighbours, edge_weights = graph.lists(first, stop)
     size = stop - first
     if rows.size == 0:
-        return 0
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     towards = np.bincount(rows * num_parts + owner[neighbours], weights=edge_weights,
                           minlength=size * num_parts).reshape(size, num_parts)
     own = owner[first:stop].astype(np.int64)
@@ -63,17 +69,26 @@ def _move(graph: DiskGraph, nodes: tuple[int, int], owner: np.ndarray, loads: tu
     local = np.arange(size)
     gain = towards[local, best] - towards[local, own]
     movers = np.flatnonzero((gain > 0) & (rng.random(size) < 0.5))
+    movers = movers[np.lexsort((-gain[movers], best[movers]))]  # by receiver, best gain first
+    return first + movers, best[movers], own[movers]
+
+
+def _apply(moves: tuple[np.ndarray, np.ndarray, np.ndarray], owner: np.ndarray,
+           loads: tuple[np.ndarray, np.ndarray, np.ndarray], num_parts: int) -> int:
+    """Move the proposed nodes whose receiver stays within its limit, in their order; how many moved. `loads`: the
+    nodes' weights, the parts' (updated) and their limits."""
+    movers, target, own = moves
     if movers.size == 0:
         return 0
-    movers = movers[np.lexsort((-gain[movers], best[movers]))]  # by receiver, best gain first
-    target, weight = best[movers], weights[first + movers]
+    weights, part_weight, limit = loads
+    weight = weights[movers]
     arriving = np.cumsum(weight)
     starts = np.flatnonzero(np.concatenate(([True], target[1:] != target[:-1])))
     before = np.repeat(arriving[starts] - weight[starts], np.diff(np.append(starts, target.shape[0])))
     # (counting every earlier candidate of the receiver, moved or not, and no departures: conservative)
     keep = part_weight[target] + arriving - before <= limit[target]
-    movers, target, weight = movers[keep], target[keep], weight[keep]
-    part_weight -= np.bincount(own[movers], weights=weight, minlength=num_parts).astype(np.int64)
+    movers, target, own, weight = movers[keep], target[keep], own[keep], weight[keep]
+    part_weight -= np.bincount(own, weights=weight, minlength=num_parts).astype(np.int64)
     part_weight += np.bincount(target, weights=weight, minlength=num_parts).astype(np.int64)
-    owner[first + movers] = target
+    owner[movers] = target
     return int(movers.shape[0])
