@@ -7,14 +7,16 @@ its members' (every column of `weights`; the file holds the first), and two clus
 edges between their members (edges inside a cluster are dropped). Built like
 gpart.engines.symmetric_file's file, by an external bucket sort: every fine
 adjacency entry u-v goes as the key `cluster(u) * count + cluster(v)` with its
-weight to the bucket of cluster(u)'s range (gpart.engines.spill), and each
-bucket is sorted, its equal keys summed, and its lists written in range order.
+weight to the bucket of cluster(u)'s range (gpart.engines.spill; entries
+inside a cluster too, so that each bucket's size is known before the one
+pass), and each bucket drops those, is sorted, its equal keys summed, and its
+lists written in range order.
 The edge weights go to a scratch file first (the file's layout puts them after
 the vertex weights, which sit after an adjacency of a length known only at the
 end) and are copied into place inside the kernel.
 
 Memory: O(clusters) plus one bucket (at most `budget` bytes of keys, weights
-and their sort); disk: 12 bytes per fine entry of scratch while building, then
+and their sort); disk: 16 bytes per fine entry of scratch while building, then
 the file (8 bytes per coarse entry, 16 per cluster).
 """
 
@@ -36,9 +38,9 @@ from gpart.engines.spill import ROW_CHUNK, RowsOf, bucket_rows
 from gpart.engines.symmetric_file import MIN_BUCKET_ENTRIES, range_starts
 from gpart.formats.files.scratch import ScratchDir
 
-# A bucket's working memory per raw entry: the int64 key and weight read, the sort order, the sorted copies, the
-# run starts and sums.
-BUCKET_BYTES_PER_ENTRY = 48
+# A bucket's working memory per raw entry: the int64 key and weight read, the kept entries, the sort order, the
+# sorted copies, the run starts and sums.
+BUCKET_BYTES_PER_ENTRY = 56
 EDGE_WEIGHT_LIMIT = 2**31 - 1  # the file's edge weights are int32 (KaMinPar's edge weight type)
 
 
@@ -50,11 +52,13 @@ def coarse_file(graph: DiskGraph, cluster: np.ndarray, count: int, weights: np.n
     raw = np.bincount(cluster, weights=np.diff(graph.xadj), minlength=count).astype(np.int64)
     starts = range_starts(raw, max(MIN_BUCKET_ENTRIES, budget // BUCKET_BYTES_PER_ENTRY))
     most = int(raw.sum())
+    counts = np.add.reduceat(raw, starts) if count else np.zeros(1, dtype=np.int64)
     del raw
     path = scratch.file("coarse.parhip", HEADER_BYTES + 8 * (count + 1) + 12 * most + 8 * count)
     with ScratchDir(path.parent) as buckets_dir:
         buckets = bucket_rows(buckets_dir, graph.file.num_entries, starts.shape[0],
-                              _bucketed_pairs(graph, cluster, count, starts), {"key": np.dtype(np.int64), "weight": np.dtype(np.int64)})
+                              _bucketed_pairs(graph, cluster, count, starts), {"key": np.dtype(np.int64), "weight": np.dtype(np.int64)},
+                              counts=counts)
         weights_fd = buckets_dir.open_file("coarse-edge-weights", 4 * most)
         xadj = np.zeros(count + 1, dtype=np.int64)
         bounds = np.append(starts, count)
@@ -74,17 +78,17 @@ def coarse_file(graph: DiskGraph, cluster: np.ndarray, count: int, weights: np.n
 
 
 def _bucketed_pairs(graph: DiskGraph, cluster: np.ndarray, count: int, starts: np.ndarray) -> RowsOf:
-    """spill.RowsOf over the fine adjacency entries: for entries [start, stop) between two clusters, the key
-    cluster(u) * count + cluster(v), the entry's weight and the bucket of cluster(u)."""
+    """spill.RowsOf over the fine adjacency entries: for entries [start, stop), the key cluster(u) * count +
+    cluster(v), the entry's weight and the bucket of cluster(u). Entries inside a cluster go too (dropped when
+    their bucket is written): each bucket's count is then known beforehand, and the bucketing reads the
+    adjacency once instead of twice."""
     adjncy, edge_weights = graph.file.adjacency(), graph.file.edge_weights()
 
     def rows_of(start: int, stop: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         cu = cluster[_sources(graph.xadj, start, stop)].astype(np.int64)
         cv = cluster[np.asarray(adjncy[start:stop], dtype=np.int64)].astype(np.int64)
-        between = cu != cv
-        weight = np.ones(int(between.sum()), dtype=np.int64) if edge_weights is None else \
-            np.asarray(edge_weights[start:stop], dtype=np.int64)[between]
-        cu, cv = cu[between], cv[between]
+        weight = np.ones(stop - start, dtype=np.int64) if edge_weights is None else \
+            np.asarray(edge_weights[start:stop], dtype=np.int64)
         return np.searchsorted(starts, cu, side="right") - 1, {"key": cu * count + cv, "weight": weight}
 
     return rows_of
@@ -108,8 +112,12 @@ def _write_bucket(keys: np.ndarray, weights: np.ndarray, count: int, nodes: tupl
     if keys.shape[0] == 0:
         xadj[first + 1:stop + 1] = at
         return
-    order = np.argsort(keys)
+    between = np.flatnonzero(keys // count != keys % count)  # entries inside a cluster dropped
+    order = between[np.argsort(keys[between])]
     keys = keys[order]
+    if keys.shape[0] == 0:
+        xadj[first + 1:stop + 1] = at
+        return
     starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
     summed = np.add.reduceat(weights[order], starts)
     del order

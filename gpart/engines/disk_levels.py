@@ -22,7 +22,7 @@ the coarse partition can balance; parts stay within KaMinPar's bound,
 Memory: per level, the clusters (4 bytes a node) and vertex weights (8 bytes
 a node and weighting) until the way back; while a level is built or refined,
 its list starts (8 bytes a node) and one range or bucket (`budget`). Disk: each coarse file,
-and 12 bytes per entry of scratch while it is built.
+and 16 bytes per entry of scratch while it is built.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import numpy as np
 
 from gpart.engines.disk_graph import RANGE_ENTRIES, DiskGraph, pass_in_batches
 
-REFINE_ROUNDS = 8
+REFINE_ROUNDS = 12
 SETTLED = 0.0002  # a round moving fewer than this share of the nodes ends the refinement
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 
@@ -66,12 +66,14 @@ def _read_exactly(fd: int, out: np.ndarray, offset: int) -> None:
 
 
 def bucket_rows(scratch: ScratchDir, num_rows: int, num_buckets: int, rows_of: RowsOf,
-                dtypes: Mapping[str, np.dtype], chunk: int = ROW_CHUNK) -> Buckets:
-    """Group the rows produced by `rows_of` over [0, num_rows) into `num_buckets` buckets on disk."""
-    counts = np.zeros(num_buckets, dtype=np.int64)
-    for start in range(0, num_rows, chunk):
-        keys, _ = rows_of(start, min(start + chunk, num_rows))
-        counts += np.bincount(keys, minlength=num_buckets)
+                dtypes: Mapping[str, np.dtype], chunk: int = ROW_CHUNK, counts: Optional[np.ndarray] = None) -> Buckets:
+    """Group the rows produced by `rows_of` over [0, num_rows) into `num_buckets` buckets on disk. `counts`: the
+    rows of each bucket where the caller knows them (pass 1 is then skipped)."""
+    if counts is None:
+        counts = np.zeros(num_buckets, dtype=np.int64)
+        for start in range(0, num_rows, chunk):
+            keys, _ = rows_of(start, min(start + chunk, num_rows))
+            counts += np.bincount(keys, minlength=num_buckets)
     offsets = np.zeros(num_buckets + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     total = int(offsets[-1])
