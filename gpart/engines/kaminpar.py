@@ -24,6 +24,10 @@ child that then measures and repairs its result. The `terapart` preset
 (memory-lean coarsening, taken where nothing else fits) runs from that
 child in a fresh interpreter (gpart.engines.kaminpar_process): in a forked
 child its partition moved with the state of the process that forked it.
+Where KaMinPar would not hold even the compressed graph in the memory it is
+given (`KaminparRun.memory`), the file is first coarsened on disk, once for
+every weighting, and KaMinPar partitions the coarsest level
+(gpart.engines.disk_levels).
 """
 
 from __future__ import annotations
@@ -153,7 +157,8 @@ def kaminpar_partitions(
     if num_parts == 1:
         return _single_part([np.zeros(n, dtype=np.int32) for _ in weightings], then)
     imbalance, order = run.imbalance, run.order
-    tolerances = [float(t) for t in imbalance] if isinstance(imbalance, Sequence) else [float(imbalance)] * len(weightings)
+    tolerances = ([float(t) for t in imbalance] if isinstance(imbalance, (Sequence, np.ndarray))
+                  else [float(imbalance)] * len(weightings))
     if len(tolerances) != len(weightings):
         raise ValueError(f"{len(tolerances)} tolerances for {len(weightings)} weightings")
     if on_disk is not None:
