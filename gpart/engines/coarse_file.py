@@ -82,7 +82,7 @@ def _bucketed_pairs(graph: DiskGraph, cluster: np.ndarray, count: int, starts: n
     cluster(v), the entry's weight and the bucket of cluster(u). Entries inside a cluster go too (dropped when
     their bucket is written): each bucket's count is then known beforehand, and the bucketing reads the
     adjacency once instead of twice."""
-    adjncy, edge_weights = graph.file.adjacency(), graph.file.edge_weights()
+    adjncy, edge_weights = graph.adjncy, graph.edge_weights
 
     def rows_of(start: int, stop: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         cu = cluster[_sources(graph.xadj, start, stop)].astype(np.int64)

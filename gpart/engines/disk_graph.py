@@ -35,14 +35,17 @@ BATCH_RANGES = 2
 
 @dataclass
 class DiskGraph:
-    """The graph of `file` and its list starts `xadj` (int64 [n + 1], in memory)."""
+    """The graph of `file`: its list starts `xadj` (int64 [n + 1], in memory), and its neighbour ids and edge
+    weights (None: every weight 1) mapped once for all the ranges."""
 
     file: ParhipFile
     xadj: np.ndarray
+    adjncy: np.ndarray
+    edge_weights: Optional[np.ndarray]
 
     @classmethod
     def open(cls, file: ParhipFile) -> "DiskGraph":
-        return cls(file, file.list_starts())
+        return cls(file, file.list_starts(), file.adjacency(), file.edge_weights())
 
     @property
     def num_nodes(self) -> int:
@@ -66,9 +69,8 @@ class DiskGraph:
         start, end = int(self.xadj[first]), int(self.xadj[stop])
         degree = np.diff(self.xadj[first:stop + 1])
         rows = np.repeat(np.arange(stop - first, dtype=np.int64), degree)
-        neighbours = np.asarray(self.file.adjacency()[start:end], dtype=np.int64)
-        edge_weights = self.file.edge_weights()
-        weights = None if edge_weights is None else np.asarray(edge_weights[start:end], dtype=np.int64)
+        neighbours = np.asarray(self.adjncy[start:end], dtype=np.int64)
+        weights = None if self.edge_weights is None else np.asarray(self.edge_weights[start:end], dtype=np.int64)
         return rows, neighbours, weights
 
 
