@@ -32,7 +32,7 @@ from gpart.base.errors import InputError
 from gpart.bytes.copy import KernelCopyUnsupported, kernel_copy
 from gpart.bytes.sink import pwrite_all
 from gpart.bytes.written_pages import WrittenPages, drop_written
-from gpart.engines.disk_graph import DiskGraph
+from gpart.engines.disk_graph import DiskGraph, run_starts
 from gpart.engines.parhip_file import HEADER_BYTES, WRITE_CHUNK, ParhipFile, write_header
 from gpart.engines.spill import ROW_CHUNK, RowsOf, bucket_rows
 from gpart.engines.symmetric_file import MIN_BUCKET_ENTRIES, range_starts
@@ -109,16 +109,13 @@ def _write_bucket(keys: np.ndarray, weights: np.ndarray, count: int, nodes: tupl
     fd, adjncy_at, weights_fd = files
     first, stop = nodes
     at = int(xadj[first])
-    if keys.shape[0] == 0:
-        xadj[first + 1:stop + 1] = at
-        return
     between = np.flatnonzero(keys // count != keys % count)  # entries inside a cluster dropped
     order = between[np.argsort(keys[between])]
     keys = keys[order]
     if keys.shape[0] == 0:
         xadj[first + 1:stop + 1] = at
         return
-    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    starts = run_starts(keys)
     summed = np.add.reduceat(weights[order], starts)
     del order
     keys = keys[starts]

@@ -32,7 +32,7 @@ from typing import Optional
 
 import numpy as np
 
-from gpart.engines.disk_graph import DiskGraph, pass_in_batches
+from gpart.engines.disk_graph import DiskGraph, fits_in_order, pass_in_batches, run_starts
 
 # KaMinPar's label propagation clustering runs 5 rounds a level. A round moving fewer than SETTLED of the nodes
 # ends it: R-MAT 1M/10M moved 41, 16, 7.6, 3.7 and 1.8% of its nodes in rounds 1-5 (the fifth 5% of the moves
@@ -40,7 +40,6 @@ from gpart.engines.disk_graph import DiskGraph, pass_in_batches
 # levels keep more of the cut: 3 rounds took 120M edges to two levels and 1.053x the in-memory cut)
 CLUSTER_ROUNDS = 5
 SETTLED = 0.05
-  # a round moving fewer than this share of the nodes ends the clustering
 _LABEL_BITS = 32  # a (node in range, cluster) key: the cluster in the low bits
 _TIE_BITS = 16  # score = weight, then own cluster, then a random tie-break
 
@@ -114,12 +113,12 @@ def _weights_towards(rows: np.ndarray, clusters: np.ndarray, edge_weights: Optio
     key = (rows << _LABEL_BITS) | clusters
     if edge_weights is None:
         key.sort()
-        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        starts = run_starts(key)
         towards = np.diff(np.append(starts, key.shape[0]))
     else:
         order = np.argsort(key, kind="stable")
         key = key[order]
-        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        starts = run_starts(key)
         towards = np.add.reduceat(edge_weights[order], starts)
     pairs = key[starts]
     return (pairs >> _LABEL_BITS) + first, pairs & ((1 << _LABEL_BITS) - 1), towards.astype(np.int64)
@@ -127,11 +126,11 @@ def _weights_towards(rows: np.ndarray, clusters: np.ndarray, edge_weights: Optio
 
 def _best_per_node(node: np.ndarray, score: np.ndarray) -> np.ndarray:
     """Index of the highest score of each node's run (`node` grouped ascending), the first of equal ones."""
-    starts = np.flatnonzero(np.concatenate(([True], node[1:] != node[:-1])))
+    starts = run_starts(node)
     best = np.maximum.reduceat(score, starts)
     lengths = np.diff(np.append(starts, node.shape[0]))
     at = np.flatnonzero(score == np.repeat(best, lengths))
-    return at[np.concatenate(([True], node[at][1:] != node[at][:-1]))]
+    return at[run_starts(node[at])]
 
 
 def _emptied(left: np.ndarray, weight: np.ndarray, cluster_weight: np.ndarray) -> np.ndarray:
@@ -151,10 +150,7 @@ def _within_weight(movers: np.ndarray, target: np.ndarray, weight: np.ndarray, c
         return movers, target
     order = np.argsort(target, kind="stable")
     movers, target = movers[order], target[order]
-    arriving = np.cumsum(weight[movers], axis=0)
-    starts = np.flatnonzero(np.concatenate(([True], target[1:] != target[:-1])))
-    before = np.repeat(arriving[starts] - weight[movers[starts]], np.diff(np.append(starts, target.shape[0])), axis=0)
-    keep = np.all(cluster_weight[target] + arriving - before <= max_weight, axis=1)
+    keep = fits_in_order(target, weight[movers], cluster_weight, max_weight)
     return movers[keep], target[keep]
 
 

@@ -88,3 +88,21 @@ def pass_in_batches(ranges: Sequence[tuple[int, int]], propose: Callable[[int, t
             for proposal in list(pool.map(lambda i: propose(i, ranges[i]), batch)):
                 moved += apply(proposal)
     return moved
+
+
+def run_starts(values: np.ndarray) -> np.ndarray:
+    """Where each run of equal values starts in `values` (grouped: equal values adjacent); empty for none."""
+    if values.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+
+
+def fits_in_order(receiver: np.ndarray, weight: np.ndarray, load: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """Which moves fit: moves grouped by `receiver` (in the order they claim room), each with `weight` ([k], or
+    [k, c] for c limits); a move fits when its receiver's `load` plus the weight of its moves up to this one
+    stays within `limit` (every column). The earlier moves count whether they fit or not: conservative."""
+    arriving = np.cumsum(weight, axis=0)
+    starts = run_starts(receiver)
+    before = np.repeat(arriving[starts] - weight[starts], np.diff(np.append(starts, receiver.shape[0])), axis=0)
+    within = load[receiver] + arriving - before <= limit
+    return within if within.ndim == 1 else np.all(within, axis=1)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpart.engines.disk_graph import RANGE_ENTRIES, DiskGraph, pass_in_batches
+from gpart.engines.disk_graph import RANGE_ENTRIES, DiskGraph, fits_in_order, pass_in_batches
 
 REFINE_ROUNDS = 12
 SETTLED = 0.0002  # a round moving fewer than this share of the nodes ends the refinement
@@ -82,11 +82,7 @@ def _apply(moves: tuple[np.ndarray, np.ndarray, np.ndarray], owner: np.ndarray,
         return 0
     weights, part_weight, limit = loads
     weight = weights[movers]
-    arriving = np.cumsum(weight)
-    starts = np.flatnonzero(np.concatenate(([True], target[1:] != target[:-1])))
-    before = np.repeat(arriving[starts] - weight[starts], np.diff(np.append(starts, target.shape[0])))
-    # (counting every earlier candidate of the receiver, moved or not, and no departures: conservative)
-    keep = part_weight[target] + arriving - before <= limit[target]
+    keep = fits_in_order(target, weight, part_weight, limit[target])  # departures not counted: conservative
     movers, target, own, weight = movers[keep], target[keep], own[keep], weight[keep]
     part_weight -= np.bincount(own, weights=weight, minlength=num_parts).astype(np.int64)
     part_weight += np.bincount(target, weights=weight, minlength=num_parts).astype(np.int64)
