@@ -1,0 +1,31 @@
+"""The sorts behind the on-disk bucketing: spill.bucket_rows keeps each bucket's rows in input order with few
+buckets (16-bit bucket ids, a radix sort) and with many, and a block's CSC order (csc_order._position_order) is
+the stable order of its positions, with or without the packed sort."""
+
+import numpy as np
+import pytest
+
+from gpart.engines.spill import bucket_rows
+from gpart.formats.files.scratch import ScratchDir
+from gpart.pipeline.csc_order import _position_order
+
+
+@pytest.mark.parametrize("num_buckets", [3, 70_000])  # 16-bit bucket ids, and past them
+@pytest.mark.parametrize("known_counts", [False, True])
+def test_buckets_hold_their_rows_in_input_order(tmp_path, num_buckets, known_counts):
+    rng = np.random.default_rng(1)
+    bucket = rng.integers(0, num_buckets, 50_000)
+    values = rng.integers(0, 2**40, 50_000)
+    counts = np.bincount(bucket, minlength=num_buckets) if known_counts else None
+    with ScratchDir(tmp_path) as scratch:
+        grouped = bucket_rows(scratch, 50_000, num_buckets, lambda a, b: (bucket[a:b], {"v": values[a:b]}),
+                              {"v": np.dtype(np.int64)}, chunk=7_000, counts=counts)
+        for b in rng.choice(num_buckets, 20):
+            assert np.array_equal(grouped.rows(int(b), "v"), values[bucket == b])
+
+
+@pytest.mark.parametrize("first, top", [(1_000, 5_000), (0, 2**62)])  # packed, and past 63 bits: an argsort
+def test_a_blocks_order_is_the_stable_order_of_its_positions(first, top):
+    position = np.random.default_rng(2).integers(first, top, 40_000)
+    position[::7] = first  # repeats keep their edge-id (input) order
+    assert np.array_equal(_position_order(position.copy(), first), np.argsort(position, kind="stable"))
