@@ -11,8 +11,8 @@ Method, an external bucket sort by source range:
    endpoint occurrences (self-loops left out): the raw length of its list;
 2. the nodes are cut into consecutive ranges whose raw lists hold at most
    `budget // BUCKET_BYTES_PER_ENTRY` entries (a node past that alone);
-3. gpart.engines.spill.bucket_rows writes every entry as the int64 key
-   u*N+v into its range's bucket in a scratch file (16 bytes per input edge
+3. gpart.engines.spill.bucket_rows writes every entry as the uint64 key
+   u<<32|v into its range's bucket in a scratch file (16 bytes per input edge
    on disk, removed when the file is built);
 4. bucket by bucket, in range order: its keys are sorted, repeats dropped,
    and the neighbour ids written as uint32 into the ParHiP file; the list
@@ -45,6 +45,7 @@ from gpart.formats.files.scratch import ScratchDir
 # their sources and uint32 neighbour ids.
 BUCKET_BYTES_PER_ENTRY = 32
 MIN_BUCKET_ENTRIES = 1 << 16
+_NEIGHBOUR_BITS = 32  # a key: source << 32 | neighbour (ids < 2^32, KaMinPar's): shifts, not int64 divisions
 
 
 def symmetric_parhip(graph: Graph, scratch: ScratchDir, budget: int,
@@ -60,11 +61,12 @@ def symmetric_parhip(graph: Graph, scratch: ScratchDir, budget: int,
         counts = _endpoint_counts(graph, stage)
         starts = range_starts(counts, max(MIN_BUCKET_ENTRIES, budget // BUCKET_BYTES_PER_ENTRY))
         raw = int(counts.sum())
+        per_bucket = np.add.reduceat(counts, starts) if n else np.zeros(1, dtype=np.int64)
         del counts
         path = scratch.file("symmetric.parhip", HEADER_BYTES + 8 * (n + 1) + 4 * raw + 8 * n)
         with ScratchDir(path.parent) as buckets_dir:
             buckets = bucket_rows(buckets_dir, e, starts.shape[0], _bucketed_keys(graph, starts, stage),
-                                  {"key": np.dtype(np.int64)})
+                                  {"key": np.dtype(np.uint64)}, counts=per_bucket)
             xadj = np.zeros(n + 1, dtype=np.int64)
             with open(path, "r+b") as out:
                 adjncy_at = HEADER_BYTES + 8 * (n + 1)
@@ -72,7 +74,7 @@ def symmetric_parhip(graph: Graph, scratch: ScratchDir, budget: int,
                 bounds = np.append(starts, n)
                 for b in range(starts.shape[0]):
                     nodes = (int(bounds[b]), int(bounds[b + 1]))
-                    _write_bucket(buckets.rows(b, "key"), n, nodes, xadj, out.fileno(), adjncy_at)
+                    _write_bucket(buckets.rows(b, "key"), nodes, xadj, out.fileno(), adjncy_at)
                     if pages.due(adjncy_at + 4 * int(xadj[nodes[1]])):
                         pages.wrote(adjncy_at + 4 * int(xadj[nodes[1]]))
                 m = int(xadj[-1])
@@ -124,22 +126,22 @@ def _chunk(graph: Graph, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def _bucketed_keys(graph: Graph, starts: np.ndarray, stage):
-    """spill.RowsOf: for edges [start, stop), the keys u*N+v and v*N+u and the bucket of each key's source."""
-    n = graph.num_nodes
+    """spill.RowsOf: for edges [start, stop), the keys u<<32|v and v<<32|u (uint64) and the bucket of each key's
+    source. (The bucket sizes come from the endpoint counts: bucket_rows makes one pass, not two.)"""
 
     def rows_of(start: int, stop: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         s, d = _chunk(graph, start, stop)
         sources = np.concatenate([s, d])
-        keys = sources * n
-        keys[:s.shape[0]] += d
-        keys[s.shape[0]:] += s
-        stage.advance(float(stop - start) / 2)  # two passes of bucket_rows
+        keys = sources.astype(np.uint64) << np.uint64(_NEIGHBOUR_BITS)
+        keys[:s.shape[0]] |= d.astype(np.uint64)
+        keys[s.shape[0]:] |= s.astype(np.uint64)
+        stage.advance(float(stop - start))
         return np.searchsorted(starts, sources, side="right") - 1, {"key": keys}
 
     return rows_of
 
 
-def _write_bucket(keys: np.ndarray, n: int, nodes: tuple[int, int], xadj: np.ndarray, fd: int, adjncy_at: int) -> None:
+def _write_bucket(keys: np.ndarray, nodes: tuple[int, int], xadj: np.ndarray, fd: int, adjncy_at: int) -> None:
     """The lists of one bucket (its raw keys, sources in [first, stop) = `nodes`) written after xadj[first]'s
     entries; xadj[first + 1:stop + 1] set."""
     first, stop = nodes
@@ -153,6 +155,6 @@ def _write_bucket(keys: np.ndarray, n: int, nodes: tuple[int, int], xadj: np.nda
     np.not_equal(keys[1:], keys[:-1], out=keep[1:])
     keys = keys[keep]
     del keep
-    lengths = np.bincount(keys // n - first, minlength=stop - first)
-    pwrite_all(fd, (keys % n).astype("<u4"), adjncy_at + 4 * at)
+    lengths = np.bincount((keys >> np.uint64(_NEIGHBOUR_BITS)).astype(np.int64) - first, minlength=stop - first)
+    pwrite_all(fd, keys.astype("<u4"), adjncy_at + 4 * at)  # the low 32 bits: the neighbour
     xadj[first + 1:stop + 1] = at + np.cumsum(lengths)
