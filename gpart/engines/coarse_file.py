@@ -6,8 +6,8 @@ Cluster c is node c of the coarse graph: its vertex weights are the sums of
 its members' (every column of `weights`; the file holds the first), and two clusters are joined by one edge weighing the sum of the
 edges between their members (edges inside a cluster are dropped). Built like
 gpart.engines.symmetric_file's file, by an external bucket sort: every fine
-adjacency entry u-v goes as the key `cluster(u) * count + cluster(v)` with its
-weight to the bucket of cluster(u)'s range (gpart.engines.spill; entries
+adjacency entry u-v goes as the key `cluster(u) << 32 | cluster(v)` with its
+weight (a level with edge weights; each weighs 1 on one without) to the bucket of cluster(u)'s range (gpart.engines.spill; entries
 inside a cluster too, so that each bucket's size is known before the one
 pass), and each bucket drops those, is sorted, its equal keys summed, and its
 lists written in range order.
@@ -16,7 +16,8 @@ the vertex weights, which sit after an adjacency of a length known only at the
 end) and are copied into place inside the kernel.
 
 Memory: O(clusters) plus one bucket (at most `budget` bytes of keys, weights
-and their sort); disk: 16 bytes per fine entry of scratch while building, then
+and their sort); disk: 16 bytes per fine entry of scratch while building (8
+where the level has no edge weights), then
 the file (8 bytes per coarse entry, 16 per cluster).
 """
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Optional
 
 import numpy as np
 
@@ -42,6 +43,9 @@ from gpart.formats.files.scratch import ScratchDir
 # sorted copies, the run starts and sums.
 BUCKET_BYTES_PER_ENTRY = 56
 EDGE_WEIGHT_LIMIT = 2**31 - 1  # the file's edge weights are int32 (KaMinPar's edge weight type)
+# A key: cluster(u) << 32 | cluster(v) (cluster ids < 2^32, KaMinPar's vertex ids): shifts, not int64 divisions
+_NEIGHBOUR_BITS = np.uint64(32)
+_NEIGHBOUR_MASK = np.uint64(2**32 - 1)
 
 
 def coarse_file(graph: DiskGraph, cluster: np.ndarray, count: int, weights: np.ndarray, scratch: ScratchDir,
@@ -56,9 +60,10 @@ def coarse_file(graph: DiskGraph, cluster: np.ndarray, count: int, weights: np.n
     del raw
     path = scratch.file("coarse.parhip", HEADER_BYTES + 8 * (count + 1) + 12 * most + 8 * count)
     with ScratchDir(path.parent) as buckets_dir:
+        columns = {"key": np.dtype(np.uint64)} if graph.edge_weights is None else \
+            {"key": np.dtype(np.uint64), "weight": np.dtype(np.int64)}  # no weights: each entry weighs 1
         buckets = bucket_rows(buckets_dir, graph.file.num_entries, starts.shape[0],
-                              _bucketed_pairs(graph, cluster, count, starts), {"key": np.dtype(np.int64), "weight": np.dtype(np.int64)},
-                              counts=counts)
+                              _bucketed_pairs(graph, cluster, starts), columns, counts=counts)
         weights_fd = buckets_dir.open_file("coarse-edge-weights", 4 * most)
         xadj = np.zeros(count + 1, dtype=np.int64)
         bounds = np.append(starts, count)
@@ -67,8 +72,9 @@ def coarse_file(graph: DiskGraph, cluster: np.ndarray, count: int, weights: np.n
             pages = WrittenPages(out.fileno(), start=adjncy_at)
             for b in range(starts.shape[0]):
                 nodes = (int(bounds[b]), int(bounds[b + 1]))
-                _write_bucket(buckets.rows(b, "key"), buckets.rows(b, "weight"), count, nodes, xadj,
-                              (out.fileno(), adjncy_at, weights_fd), graph.file.path)
+                weight = buckets.rows(b, "weight") if "weight" in columns else None
+                _write_bucket(buckets.rows(b, "key"), weight, nodes, xadj, (out.fileno(), adjncy_at, weights_fd),
+                              graph.file.path)
                 if pages.due(adjncy_at + 4 * int(xadj[nodes[1]])):
                     pages.wrote(adjncy_at + 4 * int(xadj[nodes[1]]))
             file = ParhipFile(path, count, int(xadj[-1]), edge_weighted=True)
@@ -77,9 +83,9 @@ def coarse_file(graph: DiskGraph, cluster: np.ndarray, count: int, weights: np.n
     return file, coarse_weights
 
 
-def _bucketed_pairs(graph: DiskGraph, cluster: np.ndarray, count: int, starts: np.ndarray) -> RowsOf:
-    """spill.RowsOf over the fine adjacency entries: for entries [start, stop), the key cluster(u) * count +
-    cluster(v), the entry's weight and the bucket of cluster(u). Entries inside a cluster go too (dropped when
+def _bucketed_pairs(graph: DiskGraph, cluster: np.ndarray, starts: np.ndarray) -> RowsOf:
+    """spill.RowsOf over the fine adjacency entries: for entries [start, stop), the key cluster(u) << 32 |
+    cluster(v) (uint64), the entry's weight (where the graph has edge weights) and the bucket of cluster(u). Entries inside a cluster go too (dropped when
     their bucket is written): each bucket's count is then known beforehand, and the bucketing reads the
     adjacency once instead of twice."""
     adjncy, edge_weights = graph.adjncy, graph.edge_weights
@@ -87,9 +93,10 @@ def _bucketed_pairs(graph: DiskGraph, cluster: np.ndarray, count: int, starts: n
     def rows_of(start: int, stop: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         cu = cluster[_sources(graph.xadj, start, stop)].astype(np.int64)
         cv = cluster[np.asarray(adjncy[start:stop], dtype=np.int64)].astype(np.int64)
-        weight = np.ones(stop - start, dtype=np.int64) if edge_weights is None else \
-            np.asarray(edge_weights[start:stop], dtype=np.int64)
-        return np.searchsorted(starts, cu, side="right") - 1, {"key": cu * count + cv, "weight": weight}
+        rows = {"key": (cu.astype(np.uint64) << _NEIGHBOUR_BITS) | cv.astype(np.uint64)}
+        if edge_weights is not None:
+            rows["weight"] = np.asarray(edge_weights[start:stop], dtype=np.int64)
+        return np.searchsorted(starts, cu, side="right") - 1, rows
 
     return rows_of
 
@@ -102,27 +109,32 @@ def _sources(xadj: np.ndarray, start: int, stop: int) -> np.ndarray:
     return np.repeat(np.arange(first, last, dtype=np.int64), ends)
 
 
-def _write_bucket(keys: np.ndarray, weights: np.ndarray, count: int, nodes: tuple[int, int], xadj: np.ndarray,
+def _write_bucket(keys: np.ndarray, weights: Optional[np.ndarray], nodes: tuple[int, int], xadj: np.ndarray,
                   files: tuple[int, int, int], source: Path) -> None:
-    """One bucket's lists (clusters [first, stop) = `nodes`): equal keys summed, the neighbour ids written after
-    xadj[first]'s entries and their weights at the same place of the weights file; xadj[first + 1:stop + 1] set."""
+    """One bucket's lists (clusters [first, stop) = `nodes`): equal keys summed (their `weights`; None: 1 each),
+    the neighbour ids written after xadj[first]'s entries and their weights at the same place of the weights
+    file; xadj[first + 1:stop + 1] set."""
     fd, adjncy_at, weights_fd = files
     first, stop = nodes
     at = int(xadj[first])
-    between = np.flatnonzero(keys // count != keys % count)  # entries inside a cluster dropped
-    order = between[np.argsort(keys[between])]
-    keys = keys[order]
+    between = (keys >> _NEIGHBOUR_BITS) != (keys & _NEIGHBOUR_MASK)  # entries inside a cluster dropped
+    if weights is None:  # a plain sort (no order to carry), then run lengths
+        keys = np.sort(keys[between])
+    else:
+        order = np.flatnonzero(between)
+        order = order[np.argsort(keys[order])]
+        keys, weights = keys[order], weights[order]
+        del order
     if keys.shape[0] == 0:
         xadj[first + 1:stop + 1] = at
         return
     starts = run_starts(keys)
-    summed = np.add.reduceat(weights[order], starts)
-    del order
+    summed = np.diff(np.append(starts, keys.shape[0])) if weights is None else np.add.reduceat(weights, starts)
     keys = keys[starts]
     if int(summed.max()) > EDGE_WEIGHT_LIMIT:
         raise InputError(source, f"an edge of the coarse graph weighs {int(summed.max()):,}, past KaMinPar's int32 edge weights")
-    lengths = np.bincount(keys // count - first, minlength=stop - first)
-    pwrite_all(fd, (keys % count).astype("<u4"), adjncy_at + 4 * at)
+    lengths = np.bincount((keys >> _NEIGHBOUR_BITS).astype(np.int64) - first, minlength=stop - first)
+    pwrite_all(fd, keys.astype("<u4"), adjncy_at + 4 * at)  # the low 32 bits: the neighbour
     pwrite_all(weights_fd, summed.astype("<i4"), 4 * at)
     xadj[first + 1:stop + 1] = at + np.cumsum(lengths)
 
