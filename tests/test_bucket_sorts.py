@@ -1,10 +1,11 @@
-"""The sorts behind the on-disk bucketing: spill.bucket_rows keeps each bucket's rows in input order with few
+"""The sorts behind the on-disk bucketing: a coarse bucket's pairs summed (packed or not), spill.bucket_rows keeps each bucket's rows in input order with few
 buckets (16-bit bucket ids, a radix sort) and with many, and a block's CSC order (csc_order._position_order) is
 the stable order of its positions, with or without the packed sort."""
 
 import numpy as np
 import pytest
 
+from gpart.engines.coarse_file import _pairs_summed
 from gpart.engines.spill import bucket_rows
 from gpart.formats.files.scratch import ScratchDir
 from gpart.pipeline.csc_order import _position_order
@@ -29,3 +30,16 @@ def test_a_blocks_order_is_the_stable_order_of_its_positions(first, top):
     position = np.random.default_rng(2).integers(first, top, 40_000)
     position[::7] = first  # repeats keep their edge-id (input) order
     assert np.array_equal(_position_order(position.copy(), first), np.argsort(position, kind="stable"))
+
+
+@pytest.mark.parametrize("count", [5_000, 2**31])  # pairs and index packed into 64 bits, and an argsort
+@pytest.mark.parametrize("weighted", [True, False])
+def test_a_coarse_buckets_pairs_are_summed(count, weighted):
+    rng = np.random.default_rng(3)
+    u, v = rng.integers(0, 60, 30_000) * (count // 60), rng.integers(count - 50, count, 30_000)
+    keys = (u.astype(np.uint64) << np.uint64(32)) | v.astype(np.uint64)
+    weights = rng.integers(1, 9, 30_000) if weighted else None
+    pairs, summed = _pairs_summed(keys, weights, count)
+    expected, inverse = np.unique(keys, return_inverse=True)
+    assert np.array_equal(pairs, expected)
+    assert np.array_equal(summed, np.bincount(inverse, weights=weights).astype(np.int64))

@@ -14,11 +14,14 @@ read (gpart.bytes.written_pages): a memory cgroup counts them.
 from __future__ import annotations
 
 import os
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Mapping, Optional
+from typing import Callable, Iterator, Mapping, Optional, TypeVar
 
 import numpy as np
 
+from gpart.base.spans import ARRAY_THREADS
 from gpart.bytes.sink import pwrite_all
 from gpart.bytes.written_pages import drop_cached, drop_written
 from gpart.formats.files.scratch import ScratchDir
@@ -28,6 +31,10 @@ ROW_CHUNK = 1 << 20  # rows per pass step: bounds the chunk temporaries to tens 
 # rows_of(start, stop) -> (bucket of each row, {column: values}) for input rows [start, stop);
 # it may drop rows (e.g. self-loops) as long as both passes see the same rows.
 RowsOf = Callable[[int, int], tuple[np.ndarray, Mapping[str, np.ndarray]]]
+T = TypeVar("T")
+# Buckets prepared at once by prepared_in_order (plus the one its caller holds): a caller sizes its buckets to
+# 1 / (BUCKETS_AT_ONCE + 1) of its budget.
+BUCKETS_AT_ONCE = ARRAY_THREADS
 
 
 @dataclass
@@ -101,3 +108,17 @@ def _narrow(keys: np.ndarray, num_buckets: int) -> np.ndarray:
     """Bucket ids as uint16 where they fit: numpy's stable sort of 16-bit integers is a radix sort, 5-8x the
     merge sort of int64 ids (1M rows, 16-5000 buckets: 36-74 ms against 7-9)."""
     return keys.astype(np.uint16) if num_buckets <= 1 << 16 else keys
+
+
+def prepared_in_order(count: int, prepare: Callable[[int], T], threads: int = BUCKETS_AT_ONCE) -> Iterator[T]:
+    """prepare(b) for b = 0..count-1 (e.g. read a bucket and sort it: numpy's sorts run without the GIL), up to
+    `threads` at once on threads, yielded in bucket order while the next ones are prepared: the caller writes
+    bucket b (in order: its place follows bucket b-1's) while b+1.. sort."""
+    with ThreadPoolExecutor(max(1, threads), thread_name_prefix="gpart-bucket") as pool:
+        pending: deque[Future[T]] = deque()
+        for bucket in range(count):
+            pending.append(pool.submit(prepare, bucket))
+            if len(pending) >= max(1, threads):
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()

@@ -16,10 +16,11 @@ Method, an external bucket sort by source range:
    on disk, removed when the file is built);
 4. bucket by bucket, in range order: its keys are sorted, repeats dropped,
    and the neighbour ids written as uint32 into the ParHiP file; the list
-   starts accumulate into xadj.
+   starts accumulate into xadj. The next buckets sort on other threads while
+   one is written (spill.prepared_in_order).
 
-Memory: O(nodes) (the counts and xadj, int64) plus one bucket's keys and
-their temporaries, never an E-sized array; disk: 16 bytes per input edge
+Memory: O(nodes) (the counts and xadj, int64) plus the buckets in hand
+(`budget` for all of them) and their temporaries, never an E-sized array; disk: 16 bytes per input edge
 of scratch while building, then the file (8 bytes per kept edge + 16 per
 node).
 """
@@ -38,7 +39,7 @@ from gpart.bytes.reader import drop_pages
 from gpart.bytes.sink import pwrite_all
 from gpart.bytes.written_pages import WrittenPages, drop_written
 from gpart.engines.parhip_file import HEADER_BYTES, WEIGHTED_FLAGS, WRITE_CHUNK, ParhipFile, write_header
-from gpart.engines.spill import ROW_CHUNK, bucket_rows
+from gpart.engines.spill import BUCKETS_AT_ONCE, ROW_CHUNK, bucket_rows, prepared_in_order
 from gpart.formats.files.scratch import ScratchDir
 
 # A bucket's working memory per raw entry: its int64 keys, the sorted copy's repeat mask, the kept keys,
@@ -59,7 +60,8 @@ def symmetric_parhip(graph: Graph, scratch: ScratchDir, budget: int,
     stage = or_null(progress).stage("symmetrise on disk", total=float(max(2 * e, 1)), unit="edges")
     with stage:
         counts = _endpoint_counts(graph, stage)
-        starts = range_starts(counts, max(MIN_BUCKET_ENTRIES, budget // BUCKET_BYTES_PER_ENTRY))
+        per_entry = BUCKET_BYTES_PER_ENTRY * (BUCKETS_AT_ONCE + 1)  # buckets sorting while one is written
+        starts = range_starts(counts, max(MIN_BUCKET_ENTRIES, budget // per_entry))
         raw = int(counts.sum())
         per_bucket = np.add.reduceat(counts, starts) if n else np.zeros(1, dtype=np.int64)
         del counts
@@ -72,9 +74,15 @@ def symmetric_parhip(graph: Graph, scratch: ScratchDir, budget: int,
                 adjncy_at = HEADER_BYTES + 8 * (n + 1)
                 pages = WrittenPages(out.fileno(), start=adjncy_at)  # the lists are written front to back
                 bounds = np.append(starts, n)
-                for b in range(starts.shape[0]):
+
+                def lists(b: int) -> tuple[np.ndarray, np.ndarray]:
+                    return _bucket_lists(buckets.rows(b, "key"), (int(bounds[b]), int(bounds[b + 1])))
+
+                for b, (neighbours, lengths) in enumerate(prepared_in_order(starts.shape[0], lists)):
                     nodes = (int(bounds[b]), int(bounds[b + 1]))
-                    _write_bucket(buckets.rows(b, "key"), nodes, xadj, out.fileno(), adjncy_at)
+                    at = int(xadj[nodes[0]])
+                    pwrite_all(out.fileno(), neighbours, adjncy_at + 4 * at)
+                    xadj[nodes[0] + 1:nodes[1] + 1] = at + np.cumsum(lengths)
                     if pages.due(adjncy_at + 4 * int(xadj[nodes[1]])):
                         pages.wrote(adjncy_at + 4 * int(xadj[nodes[1]]))
                 m = int(xadj[-1])
@@ -141,14 +149,12 @@ def _bucketed_keys(graph: Graph, starts: np.ndarray, stage):
     return rows_of
 
 
-def _write_bucket(keys: np.ndarray, nodes: tuple[int, int], xadj: np.ndarray, fd: int, adjncy_at: int) -> None:
-    """The lists of one bucket (its raw keys, sources in [first, stop) = `nodes`) written after xadj[first]'s
-    entries; xadj[first + 1:stop + 1] set."""
+def _bucket_lists(keys: np.ndarray, nodes: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """One bucket's lists (its raw keys, sources in [first, stop) = `nodes`): the neighbour ids (uint32, list
+    after list, each ascending, repeats dropped) and each list's length."""
     first, stop = nodes
-    at = int(xadj[first])
     if keys.shape[0] == 0:
-        xadj[first + 1:stop + 1] = at
-        return
+        return np.zeros(0, dtype="<u4"), np.zeros(stop - first, dtype=np.int64)
     keys.sort()
     keep = np.empty(keys.shape[0], dtype=bool)
     keep[0] = True
@@ -156,5 +162,4 @@ def _write_bucket(keys: np.ndarray, nodes: tuple[int, int], xadj: np.ndarray, fd
     keys = keys[keep]
     del keep
     lengths = np.bincount((keys >> np.uint64(_NEIGHBOUR_BITS)).astype(np.int64) - first, minlength=stop - first)
-    pwrite_all(fd, keys.astype("<u4"), adjncy_at + 4 * at)  # the low 32 bits: the neighbour
-    xadj[first + 1:stop + 1] = at + np.cumsum(lengths)
+    return keys.astype("<u4"), lengths  # the low 32 bits: the neighbour
