@@ -61,9 +61,10 @@ BOUNDED_FLOOR_BYTES = 160 << 20
 WRITE_QUEUE_BYTES = 16 << 20  # chunks handed to the writer thread and not yet written (bounded pass)
 # Rows of node or edge data the bounded pass reads, reorders or gathers at once (the in-memory pass: CHUNK_BYTES)
 BOUNDED_CHUNK_BYTES = 16 << 20
-# Per node: a halo mark (1 byte) and, while blocks are cut, the in-degree count (4) with one chunk's
-# bincount (8) (gpart.pipeline.csc_order.OwnerBucketOrder).
-BOUNDED_NODE_BYTES = 13
+# Per node: a halo mark that holds the halo's local ids (4 bytes; gpart.pipeline.write_arrays.write_topology_blocks)
+# and, while blocks are cut, the in-degree count (4) with one chunk's bincount (8)
+# (gpart.pipeline.csc_order.OwnerBucketOrder).
+BOUNDED_NODE_BYTES = 16
 # Per edge of a block at once: the block read and sorted (key, source, order, sorted copies) and the
 # position lookups and halo ranks of its sources (gpart.pipeline.write_arrays.write_topology_blocks).
 BLOCK_BYTES_PER_EDGE = 96
