@@ -25,6 +25,7 @@ from gpart.partition_methods.balanced_method import BalancedMethod
 from gpart.partition_methods.memory import (
     assign_bytes,
     check_assign_memory,
+    coarsened_kaminpar_memory,
     compressed_bytes,
     least_compressed_bytes,
     needs_lean_preset,
@@ -144,22 +145,35 @@ def test_too_little_memory_even_compressed_is_one_line_before_any_work(tmp_path,
     assert not (tmp_path / "out").exists()
 
 
-def test_a_preset_that_does_not_fit_is_one_line_before_any_work(tmp_path, capsys):
-    """Where only the memory-lean preset fits, --preset fast is refused up front (the default takes terapart)."""
+def test_a_preset_that_holds_more_than_the_lean_one_coarsens_on_disk_instead_of_stopping(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """Where only the memory-lean preset would hold the whole graph, --preset fast runs on levels coarsened on disk
+    until fast's estimate holds the coarsest (here: half the entries); without --preset, terapart takes the whole
+    graph as before."""
+    from gpart.engines import kaminpar as kaminpar_engine
+
     graph = rmat_graph(20000, 200000)
     path = tmp_path / "rmat.npz"
     np.savez(path, src=graph.src, dst=graph.dst, num_nodes=graph.num_nodes)
     limit = compressed_limit(graph.num_nodes, graph.num_edges, lean=True)
-    need = own_preset_bytes(METHOD, graph.num_nodes, graph.num_edges)
-    rc, out, err = run(capsys, "partition", path, "--parts", "4", "-o", tmp_path / "out", "--max-memory", str(limit),
-                       "--preset", "fast")
-    assert rc == 2 and not out
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "--preset fast needs about" in lines[0] and f"{-(-need // 2**20)}MiB" in lines[0], err
-    assert "drop --preset" in lines[0] and not (tmp_path / "out").exists()
-    for fits in ("terapart", None):  # asked for, or chosen by itself: no refusal
-        options = type("Options", (), {"preset": fits})()
-        check_assign_memory(METHOD, graph.num_edges, limit, str(path), ["stream"], graph.num_nodes, options)
+    assert coarsened_kaminpar_memory(METHOD, graph.num_nodes, graph.num_edges, limit, "fast") is not None
+    assert coarsened_kaminpar_memory(METHOD, graph.num_nodes, graph.num_edges, limit, "terapart") is None
+    assert coarsened_kaminpar_memory(METHOD, graph.num_nodes, graph.num_edges, limit) is None
+    entries = symmetric_csr(graph)[1].shape[0]
+    monkeypatch.setattr(kaminpar_engine, "kaminpar_fits",
+                        lambda nodes, adjacency, memory, lean=True: lean or adjacency <= entries // 2)
+    for preset, coarsened in (("fast", True), (None, False)):
+        out = tmp_path / f"out-{preset}"
+        rc, printed, err = run(capsys, "partition", path, "--parts", "4", "-o", out, "--max-memory", str(limit), "--json",
+                               *(["--preset", preset] if preset else []))
+        assert rc == 0, err
+        result = json.loads(printed)
+        params = result["params"]["backend_params"]
+        assert params["preset"] == (preset or "terapart")
+        levels = params.get("disk_levels", [])
+        assert bool(levels) == coarsened and (not levels or levels[-1]["entries"] <= entries // 2)
+        assert result["stats"]["node_balance"] <= 1.10 and result["stats"]["edge_balance"] <= 1.10
+        assert run(capsys, "verify", out, "--graph", path)[0] == 0
 
 
 def _distributed(rank: int, world_size: int, chunks: str, out: str, limit: int):

@@ -202,7 +202,7 @@ def test_the_default_coarsens_on_disk_where_kaminpar_would_not_fit(tmp_path, cap
     np.savez(path, src=graph.src, dst=graph.dst, num_nodes=graph.num_nodes)
     entries = symmetric_csr(graph)[1].shape[0]
     monkeypatch.setattr(balanced, "coarsened_kaminpar_memory", lambda *args: 1 << 30)
-    monkeypatch.setattr(kaminpar_engine, "kaminpar_fits", lambda nodes, adjacency, memory: adjacency <= entries // 2)
+    monkeypatch.setattr(kaminpar_engine, "kaminpar_fits", lambda nodes, adjacency, memory, lean=True: adjacency <= entries // 2)
     memory = partition_graph(graph, tmp_path / "memory", 8)
     limit = (least_compressed_bytes(balanced.BalancedMethod, graph.num_nodes, graph.num_edges) +
              compressed_bytes(balanced.BalancedMethod, graph.num_nodes, graph.num_edges)) // 2

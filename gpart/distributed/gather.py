@@ -60,7 +60,7 @@ def gathered_book(job: PartitionJob, method: PartitionMethod, options: MethodOpt
     error = None
     if root:  # before any edge moves: the method must fit rank 0, in memory or compressed
         try:
-            check_assign_memory(method, cg.num_edges, limit, os.fspath(cg.directory), bounded_method_names(), cg.num_nodes, options)
+            check_assign_memory(method, cg.num_edges, limit, os.fspath(cg.directory), bounded_method_names(), cg.num_nodes)
         except GpartError as exc:
             error = exc
     comm.agree(error, f"method {method.name!r} on rank 0")
@@ -164,7 +164,7 @@ def _assign_on_root(cg, src, dst, node_data, num_parts, method: PartitionMethod,
                     stage: Path) -> tuple[np.ndarray, bytes]:
     graph = Graph(cg.num_nodes, src, dst, node_data, source=os.fspath(cg.directory), input_format="chunked")
     limit = context.max_memory or default_max_memory()
-    check_assign_memory(method, graph.num_edges, limit, graph.source, bounded_method_names(), graph.num_nodes, options)
+    check_assign_memory(method, graph.num_edges, limit, graph.source, bounded_method_names(), graph.num_nodes)
     context = replace(context, max_memory=limit, scratch_dir=stage.parent if context.scratch_dir is None else context.scratch_dir)
     result = method.assign(graph, num_parts, options, context)
     return np.ascontiguousarray(result.book.owner_array, dtype=np.int32), json.dumps(result.params).encode()

@@ -50,11 +50,16 @@ Fits = Callable[[int, int], bool]  # fits(nodes, adjacency entries): KaMinPar ho
 # entries 401 MiB, 2.7M / 80M 1.43 GB; the edge-weighted graph of R-MAT 1M's clusters (312K / 15.7M) 208 MiB,
 # of the next level (160K / 7.9M) 127 MiB. The estimate is above each of them.
 KAMINPAR_BASE_BYTES, KAMINPAR_NODE_BYTES, KAMINPAR_ENTRY_BYTES = 64 << 20, 100, 20
+# The other presets (fast, default) hold more than terapart: 1.6x on the whole R-MAT 8M/120M job (fast 8.2 GB,
+# terapart 5.1 GB), counted here per node and per entry.
+OWN_PRESET_SHARE = 1.6
 
 
-def kaminpar_fits(nodes: int, entries: int, memory: int) -> bool:
-    """Whether KaMinPar's process holds a compressed graph of `nodes` and `entries` adjacency entries in `memory`."""
-    return KAMINPAR_BASE_BYTES + KAMINPAR_NODE_BYTES * nodes + KAMINPAR_ENTRY_BYTES * entries <= memory
+def kaminpar_fits(nodes: int, entries: int, memory: int, lean: bool = True) -> bool:
+    """Whether KaMinPar's process holds a compressed graph of `nodes` and `entries` adjacency entries in `memory`,
+    with a memory-lean preset (terapart) or (`lean` False) another."""
+    graph = KAMINPAR_NODE_BYTES * nodes + KAMINPAR_ENTRY_BYTES * entries
+    return KAMINPAR_BASE_BYTES + (graph if lean else int(graph * OWN_PRESET_SHARE)) <= memory
 
 
 @dataclass

@@ -215,7 +215,7 @@ def _kaminpar_tries(graph: Graph, adj: Adjacency,
                                    preset=options.preset_for(adj.on_disk is not None and needs_lean_preset(
                                        BalancedMethod, graph.num_nodes, graph.num_edges, max_memory)), order=order,
                                    memory=None if adj.on_disk is None else coarsened_kaminpar_memory(
-                                       BalancedMethod, graph.num_nodes, graph.num_edges, max_memory))
+                                       BalancedMethod, graph.num_nodes, graph.num_edges, max_memory, options.preset))
         runs = kaminpar_partitions(xadj, adjncy, weights, num_parts, kaminpar_run,
                                    workers=_side_by_side(options.threads, max_memory, graph.num_edges),
                                    then=measured_and_repaired, on_disk=adj.on_disk)

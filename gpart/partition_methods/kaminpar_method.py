@@ -80,7 +80,7 @@ def kaminpar_book(graph: Graph, num_parts: int, options: KaminparOptions, progre
             run = KaminparRun(seed=options.seed, imbalance=options.imbalance, threads=options.threads,
                               preset=options.preset_for(lean), order=adj.order,
                               memory=None if on_disk is None else coarsened_kaminpar_memory(
-                                  KaminparMethod, graph.num_nodes, graph.num_edges, budget))
+                                  KaminparMethod, graph.num_nodes, graph.num_edges, budget, options.preset))
             [result] = kaminpar_partitions(adj.xadj, adj.adjncy, [weights], num_parts, run, on_disk=adj.on_disk)
             owner = result.owner
         except (RuntimeError, ValueError, MemoryError) as exc:

@@ -8,7 +8,7 @@ it needs is `least_compressed_bytes`."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 from gpart.base.errors import InputError
 from gpart.base.memory import FIXED_BYTES
@@ -31,6 +31,7 @@ def compressed_bytes(method: PartitionMethod, num_nodes: int, num_edges: int) ->
 # The least KaMinPar's process is given on a graph coarsened on disk: its interpreter and a coarsest graph of about
 # a million nodes and ten million adjacency entries (gpart.engines.disk_levels.kaminpar_fits)
 COARSEST_KAMINPAR_BYTES = 256 << 20
+LEAN_PRESET_PREFIX = "terapart"  # KaMinPar's memory-lean presets (terapart, terapart-eco, ...)
 
 
 def least_compressed_bytes(method: PartitionMethod, num_nodes: int, num_edges: int) -> Optional[int]:
@@ -42,12 +43,14 @@ def least_compressed_bytes(method: PartitionMethod, num_nodes: int, num_edges: i
     return min(whole, FIXED_BYTES + method.compressed_bytes_per_node * num_nodes + COARSEST_KAMINPAR_BYTES)
 
 
-def coarsened_kaminpar_memory(method: PartitionMethod, num_nodes: int, num_edges: int,
-                              max_memory: Optional[int]) -> Optional[int]:
+def coarsened_kaminpar_memory(method: PartitionMethod, num_nodes: int, num_edges: int, max_memory: Optional[int],
+                              preset: Optional[str] = None) -> Optional[int]:
     """On the compressed path, the memory KaMinPar's process is given where the graph must first be coarsened on
-    disk (KaMinPar on the whole graph would not fit `max_memory`): what the per-node arrays leave; None where no
-    coarsening is needed."""
+    disk (KaMinPar on the whole graph would not fit `max_memory`: with the memory-lean preset, or with `preset`
+    where one is asked for): what the per-node arrays leave; None where no coarsening is needed."""
     whole = compressed_bytes(method, num_nodes, num_edges)
+    if whole is not None and preset is not None and not preset.startswith(LEAN_PRESET_PREFIX):
+        whole = own_preset_bytes(method, num_nodes, num_edges)
     if max_memory is None or whole is None or whole <= max_memory:
         return None
     return max(COARSEST_KAMINPAR_BYTES, max_memory - FIXED_BYTES - method.compressed_bytes_per_node * num_nodes)
@@ -73,11 +76,12 @@ def runs_compressed(method: PartitionMethod, num_nodes: int, num_edges: int, max
 
 
 def check_assign_memory(method: PartitionMethod, num_edges: int, max_memory: int, where: Optional[str],
-                        instead: Sequence[str], num_nodes: Optional[int] = None, options: Any = None) -> None:
+                        instead: Sequence[str], num_nodes: Optional[int] = None) -> None:
     """Stop before an assignment that holds the whole adjacency and would not fit `max_memory`, in memory nor
-    (where the method has one and `num_nodes` is given) on its compressed path, nor there with the KaMinPar
-    preset that `options` asks for; the message names the memory needed and suggests raising --max-memory or
-    the methods `instead` (gpart.partition_methods.registry.bounded_method_names)."""
+    (where the method has one and `num_nodes` is given) on its compressed path; the message names the memory
+    needed and suggests raising --max-memory or the methods `instead`
+    (gpart.partition_methods.registry.bounded_method_names). Any KaMinPar preset fits where the compressed path
+    does: the graph is coarsened on disk until the preset's estimate holds it (coarsened_kaminpar_memory)."""
     need = assign_bytes(method, num_edges)
     if need <= max_memory:
         return
@@ -92,16 +96,3 @@ def check_assign_memory(method: PartitionMethod, num_edges: int, max_memory: int
                                 f"{num_nodes:,} nodes and {num_edges:,} edges ({method.compressed_bytes_per_node} bytes per "
                                 f"node and KaMinPar's share), more than the {max_memory / 2**30:.1f} GiB "
                                 f"allowed; raise --max-memory to at least {-(-compressed // 2**20)}MiB or use --method {names}")
-    if num_nodes is not None:
-        _check_preset_memory(method, num_nodes, num_edges, max_memory, where, getattr(options, "preset", None))
-
-
-def _check_preset_memory(method: PartitionMethod, num_nodes: int, num_edges: int, max_memory: int, where: Optional[str],
-                         preset: Optional[str]) -> None:
-    """On the compressed path, a KaMinPar preset asked for that only the memory-lean one's estimate fits: stop."""
-    if preset is None or preset.startswith("terapart") or not needs_lean_preset(method, num_nodes, num_edges, max_memory):
-        return
-    need = own_preset_bytes(method, num_nodes, num_edges)
-    raise InputError(where, f"--preset {preset} needs about {need / 2**30:.1f} GiB on the compressed path for {num_nodes:,} "
-                            f"nodes and {num_edges:,} edges, more than the {max_memory / 2**30:.1f} GiB allowed; drop --preset "
-                            f"(the memory-lean terapart is then chosen) or raise --max-memory to at least {-(-need // 2**20)}MiB")

@@ -108,7 +108,7 @@ def partition_request(input: Union[PathLike, Graph], out_dir: PathLike, request:
         if request.add_reverse:
             with timer("add reverse edges"), or_null(progress).stage("add reverse edges"):
                 graph, reverse = with_reverse_edges(graph, scratch, limit)
-        check_assign_memory(chosen, graph.num_edges, limit, graph.source, bounded_method_names(), graph.num_nodes, options)
+        check_assign_memory(chosen, graph.num_edges, limit, graph.source, bounded_method_names(), graph.num_nodes)
         # the method may use `limit` (balanced skips a METIS fallback that cannot fit) and spills next to the output, not to /tmp
         context = MethodContext(or_null(progress), limit, stage.parent if request.scratch_dir is None else request.scratch_dir)
         with timer("assign"):
