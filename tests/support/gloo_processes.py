@@ -82,7 +82,24 @@ def run_distributed(
     Raises DistributedTestError naming the failing rank (with its traceback),
     or listing the ranks still running when `timeout_s` expires.
     `threads` sets torch's intra-op threads per worker (0: leave torch's default).
+    A port taken between free_port() and rank 0's listen (another test's
+    process got it first: EADDRINUSE) is a race of the harness, not a result:
+    the run starts again on a fresh port, at most PORT_TRIES times.
     """
+    for attempt in range(PORT_TRIES):
+        try:
+            return _run_once(fn, world_size, args, timeout_s, threads, pg_timeout_s)
+        except DistributedTestError as exc:
+            if "EADDRINUSE" not in str(exc) or attempt == PORT_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+PORT_TRIES = 3
+
+
+def _run_once(fn: Callable[..., Any], world_size: int, args: tuple, timeout_s: float, threads: int,
+              pg_timeout_s: float | None) -> list[Any]:
     import torch.multiprocessing as mp
 
     ctx = _context(mp)
