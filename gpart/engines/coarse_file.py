@@ -36,16 +36,13 @@ from gpart.bytes.written_pages import WrittenPages, drop_written
 from gpart.engines.disk_graph import DiskGraph, run_starts
 from gpart.engines.parhip_file import HEADER_BYTES, WRITE_CHUNK, ParhipFile, write_header
 from gpart.engines.spill import BUCKETS_AT_ONCE, ROW_CHUNK, RowsOf, bucket_rows, prepared_in_order
-from gpart.engines.symmetric_file import MIN_BUCKET_ENTRIES, range_starts
+from gpart.engines.symmetric_file import MIN_BUCKET_ENTRIES, NEIGHBOUR_BITS, NEIGHBOUR_MASK, range_starts
 from gpart.formats.files.scratch import ScratchDir
 
 # A bucket's working memory per raw entry: the int64 key and weight read, the kept entries, the sort order, the
 # sorted copies, the run starts and sums.
 BUCKET_BYTES_PER_ENTRY = 56
 EDGE_WEIGHT_LIMIT = 2**31 - 1  # the file's edge weights are int32 (KaMinPar's edge weight type)
-# A key: cluster(u) << 32 | cluster(v) (cluster ids < 2^32, KaMinPar's vertex ids): shifts, not int64 divisions
-_NEIGHBOUR_BITS = np.uint64(32)
-_NEIGHBOUR_MASK = np.uint64(2**32 - 1)
 
 
 def coarse_file(graph: DiskGraph, cluster: np.ndarray, count: int, weights: np.ndarray, scratch: ScratchDir,
@@ -94,15 +91,15 @@ def coarse_file(graph: DiskGraph, cluster: np.ndarray, count: int, weights: np.n
 
 def _bucketed_pairs(graph: DiskGraph, cluster: np.ndarray, starts: np.ndarray) -> RowsOf:
     """spill.RowsOf over the fine adjacency entries: for entries [start, stop), the key cluster(u) << 32 |
-    cluster(v) (uint64), the entry's weight (where the graph has edge weights) and the bucket of cluster(u). Entries inside a cluster go too (dropped when
-    their bucket is written): each bucket's count is then known beforehand, and the bucketing reads the
-    adjacency once instead of twice."""
+    cluster(v) (uint64, as symmetric_file's keys), the entry's weight (where the graph has edge weights) and the
+    bucket of cluster(u). Entries inside a cluster go too (dropped when their bucket is written): each bucket's
+    count is then known beforehand, and the bucketing reads the adjacency once instead of twice."""
     adjncy, edge_weights = graph.adjncy, graph.edge_weights
 
     def rows_of(start: int, stop: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         cu = cluster[_sources(graph.xadj, start, stop)].astype(np.int64)
         cv = cluster[np.asarray(adjncy[start:stop], dtype=np.int64)].astype(np.int64)
-        rows = {"key": (cu.astype(np.uint64) << _NEIGHBOUR_BITS) | cv.astype(np.uint64)}
+        rows = {"key": (cu.astype(np.uint64) << NEIGHBOUR_BITS) | cv.astype(np.uint64)}
         if edge_weights is not None:
             rows["weight"] = np.asarray(edge_weights[start:stop], dtype=np.int64)
         return np.searchsorted(starts, cu, side="right") - 1, rows
@@ -137,9 +134,9 @@ def _bucket_lists(keys: np.ndarray, weights: Optional[np.ndarray], nodes: tuple[
     neighbour ids (uint32, list after list, ascending), the summed weight of each and each list's length.
     Entries inside a cluster are dropped."""
     first, stop = nodes
-    between = (keys >> _NEIGHBOUR_BITS) != (keys & _NEIGHBOUR_MASK)
+    between = (keys >> NEIGHBOUR_BITS) != (keys & NEIGHBOUR_MASK)
     pairs, summed = _pairs_summed(keys[between], None if weights is None else weights[between], count)
-    lengths = np.bincount((pairs >> _NEIGHBOUR_BITS).astype(np.int64) - first, minlength=stop - first)
+    lengths = np.bincount((pairs >> NEIGHBOUR_BITS).astype(np.int64) - first, minlength=stop - first)
     return pairs.astype("<u4"), summed, lengths  # the low 32 bits: the neighbour
 
 
@@ -159,8 +156,8 @@ def _pairs_summed(keys: np.ndarray, weights: Optional[np.ndarray], count: int) -
         starts = run_starts(keys)
         return keys[starts], np.add.reduceat(weights[order], starts)
     low, index = np.uint64(pair_bits), np.uint64(index_bits)
-    packed = (keys >> _NEIGHBOUR_BITS) << low
-    packed |= keys & _NEIGHBOUR_MASK
+    packed = (keys >> NEIGHBOUR_BITS) << low
+    packed |= keys & NEIGHBOUR_MASK
     packed <<= index
     packed |= np.arange(keys.shape[0], dtype=np.uint64)
     packed.sort()
@@ -168,7 +165,7 @@ def _pairs_summed(keys: np.ndarray, weights: Optional[np.ndarray], count: int) -
     packed >>= index
     starts = run_starts(packed)
     pairs = packed[starts]
-    return ((pairs >> low) << _NEIGHBOUR_BITS) | (pairs & np.uint64((1 << pair_bits) - 1)), \
+    return ((pairs >> low) << NEIGHBOUR_BITS) | (pairs & np.uint64((1 << pair_bits) - 1)), \
         np.add.reduceat(summed_weights, starts)
 
 

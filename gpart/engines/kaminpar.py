@@ -234,8 +234,9 @@ def _coarsened_runs(on_disk: ParhipFile, weightings: Sequence[Optional[np.ndarra
     for j, weights in enumerate(weightings):  # in the file's order
         columns[:, j] = 1 if weights is None else (weights if run.order is None else np.asarray(weights)[run.order])
     with ScratchDir(on_disk.path.parent) as scratch:
-        levels = coarsen(on_disk, columns, tolerances, num_parts, run.seed, lambda n, m: kaminpar_fits(n, m, memory, _lean(run.preset)),
-                         scratch, memory // BUCKET_SHARE)
+        lean = _lean(run.preset)
+        levels = coarsen(on_disk, columns, tolerances, num_parts, run.seed,
+                         lambda n, m: kaminpar_fits(n, m, memory, lean), scratch, memory // BUCKET_SHARE)
         return [_file_run(on_disk, None, num_parts, run, tolerance, index, then, levels)
                 for index, tolerance in enumerate(tolerances)]
 

@@ -20,9 +20,9 @@ Method, an external bucket sort by source range:
    one is written (spill.prepared_in_order).
 
 Memory: O(nodes) (the counts and xadj, int64) plus the buckets in hand
-(`budget` for all of them) and their temporaries, never an E-sized array; disk: 16 bytes per input edge
-of scratch while building, then the file (8 bytes per kept edge + 16 per
-node).
+(`budget` for all of them) and their temporaries, never an E-sized array;
+disk: 16 bytes per input edge of scratch while building, then the file (8
+bytes per kept edge + 16 per node).
 """
 
 from __future__ import annotations
@@ -46,7 +46,9 @@ from gpart.formats.files.scratch import ScratchDir
 # their sources and uint32 neighbour ids.
 BUCKET_BYTES_PER_ENTRY = 32
 MIN_BUCKET_ENTRIES = 1 << 16
-_NEIGHBOUR_BITS = 32  # a key: source << 32 | neighbour (ids < 2^32, KaMinPar's): shifts, not int64 divisions
+# A list entry's key: source << 32 | neighbour (uint64; ids < 2^32, KaMinPar's): shifts, not int64 divisions
+NEIGHBOUR_BITS = np.uint64(32)
+NEIGHBOUR_MASK = np.uint64(2**32 - 1)
 
 
 def symmetric_parhip(graph: Graph, scratch: ScratchDir, budget: int,
@@ -140,7 +142,7 @@ def _bucketed_keys(graph: Graph, starts: np.ndarray, stage):
     def rows_of(start: int, stop: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         s, d = _chunk(graph, start, stop)
         sources = np.concatenate([s, d])
-        keys = sources.astype(np.uint64) << np.uint64(_NEIGHBOUR_BITS)
+        keys = sources.astype(np.uint64) << NEIGHBOUR_BITS
         keys[:s.shape[0]] |= d.astype(np.uint64)
         keys[s.shape[0]:] |= s.astype(np.uint64)
         stage.advance(float(stop - start))
@@ -161,5 +163,5 @@ def _bucket_lists(keys: np.ndarray, nodes: tuple[int, int]) -> tuple[np.ndarray,
     np.not_equal(keys[1:], keys[:-1], out=keep[1:])
     keys = keys[keep]
     del keep
-    lengths = np.bincount((keys >> np.uint64(_NEIGHBOUR_BITS)).astype(np.int64) - first, minlength=stop - first)
+    lengths = np.bincount((keys >> NEIGHBOUR_BITS).astype(np.int64) - first, minlength=stop - first)
     return keys.astype("<u4"), lengths  # the low 32 bits: the neighbour

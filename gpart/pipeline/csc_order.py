@@ -77,8 +77,7 @@ class OwnerBucketOrder:
         self.buckets = bucket_rows(scratch, int(dst.shape[0]), num_blocks, rows_of,
                                    {"key": np.dtype(np.int64), "src": np.dtype(np.int64)}, counts=block_sizes)
         with ThreadPoolExecutor(ARRAY_THREADS, thread_name_prefix="gpart-block-sort") as pool:
-            for _ in pool.map(self._sort_block, range(num_blocks)):
-                pass
+            list(pool.map(self._sort_block, range(num_blocks)))  # a block's error is raised here
 
     def block_of(self, position: np.ndarray) -> np.ndarray:
         """The block of each position: the last block starting at or before it."""
