@@ -116,11 +116,25 @@ def test_the_graph_of_clusters_on_disk_is_the_one_in_memory(bucket_budget, monke
     import gpart.engines.coarse_file as coarse_module
 
     monkeypatch.setattr(coarse_module, "MIN_BUCKET_ENTRIES", 1)
+    reserved = []  # disk reserved for the coarse file and its edge weights: as written, not per fine entry
+    real_file, real_reserve = ScratchDir.file, coarse_module.reserve
+
+    def file_of(self, name, nbytes):
+        reserved.extend([nbytes] if name.startswith("coarse") else [])
+        return real_file(self, name, nbytes)
+
+    def reserve(fd, offset, nbytes, path):
+        reserved.append(nbytes)
+        real_reserve(fd, offset, nbytes, path)
+
+    monkeypatch.setattr(ScratchDir, "file", file_of)
+    monkeypatch.setattr(coarse_module, "reserve", reserve)
     graph = graph_of(FACEBOOK)
     with ScratchDir() as scratch:
         file, xadj = symmetric_parhip(graph, scratch, 1 << 24)
         level, level_xadj, weights = file, xadj, two_weightings(xadj)
         for _ in range(2):  # the second level reads an edge-weighted file
+            reserved.clear()
             disk = DiskGraph.open(level)
             cluster, count = disk_clusters(disk, weights, np.array([40, 2000]), seed=1)
             coarse, coarse_weights = coarse_module.coarse_file(disk, cluster, count, weights, scratch, bucket_budget)
@@ -135,6 +149,7 @@ def test_the_graph_of_clusters_on_disk_is_the_one_in_memory(bucket_budget, monke
             assert np.array_equal(coarse_weights, expected)
             assert np.array_equal(coarse.vertex_weights(), expected[:, 0])
             assert coarse.path.stat().st_size == coarse.nbytes
+            assert sum(reserved) <= coarse.nbytes + 4 * coarse.num_entries
             header = np.fromfile(coarse.path, dtype="<u8", count=3)
             assert int(header[0]) & 1 == 0  # edge weights present (ParHiP flag bit 1 clear)
             level, level_xadj, weights = coarse, want_xadj, coarse_weights

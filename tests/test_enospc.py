@@ -111,6 +111,22 @@ def test_close_of_a_buffered_file_on_a_full_disk(small_fs):
             pass
 
 
+def test_a_file_that_reserves_as_it_grows_names_itself_on_a_full_disk(small_fs):
+    """A file written piece by piece (the on-disk levels' coarse files) reserves each piece first: a full disk is
+    an OutputError naming the file, before the piece is written."""
+    from gpart.base.errors import OutputError
+    from gpart.bytes.sink import reserve
+
+    fs = small_fs(64)
+    fd = os.open(fs / "coarse.parhip", os.O_RDWR | os.O_CREAT)
+    try:
+        reserve(fd, 0, 16 << 10, fs / "coarse.parhip")  # fits
+        with pytest.raises(OutputError, match=r"coarse.parhip: cannot reserve 1,048,576 bytes: No space left on device"):
+            reserve(fd, 16 << 10, 1 << 20, fs / "coarse.parhip")
+    finally:
+        os.close(fd)
+
+
 def test_console_script_on_a_full_disk_has_no_traceback(small_fs):
     fs = small_fs(1024)
     proc = subprocess.run([sys.executable, "-m", "gpart.cli.main", "partition", str(CORA), "-p", "2", "--method", "range",

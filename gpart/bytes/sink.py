@@ -174,9 +174,20 @@ def preallocate(path: os.PathLike | str, nbytes: int) -> None:
     os.close(fd)
 
 
-def _reserve(fd: int, nbytes: int) -> None:
+def reserve(fd: int, offset: int, nbytes: int, path: os.PathLike | str) -> None:
+    """Reserve bytes [offset, offset + nbytes) of the open file `fd` (at `path`), growing it as a file written
+    piece by piece needs: a full disk is a one-line OutputError naming the file, before the piece is written."""
+    if nbytes <= 0:
+        return
     try:
-        os.posix_fallocate(fd, 0, nbytes)
+        _reserve(fd, nbytes, offset)
+    except OSError as exc:
+        raise OutputError(Path(path), f"cannot reserve {nbytes:,} bytes: {exc.strerror or exc}") from None
+
+
+def _reserve(fd: int, nbytes: int, offset: int = 0) -> None:
+    try:
+        os.posix_fallocate(fd, offset, nbytes)
         return
     except AttributeError:  # no posix_fallocate on this platform
         pass
@@ -184,7 +195,7 @@ def _reserve(fd: int, nbytes: int) -> None:
         if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
             raise
     zeros = bytes(min(nbytes, 1 << 20))
-    os.lseek(fd, 0, os.SEEK_SET)
+    os.lseek(fd, offset, os.SEEK_SET)
     left = nbytes
     while left > 0:
         left -= os.write(fd, zeros[: min(left, len(zeros))])
