@@ -2,6 +2,7 @@
 
     python benchmarks/bench_scale.py --sizes 10M --parts 8 16 --workdir /work/scratch-x
     python benchmarks/bench_scale.py --sizes 120M --parts 8 16 --cap 3GB --baseline-cap 13GB
+    python benchmarks/bench_scale.py --sizes 1B --families geometric --parts 8 --cap 16GB --no-baseline --workdir W
 
 For each family (R-MAT and geometric, benchmarks/scale_graphs.py, generated
 into --workdir when missing), size and part count, `gpart partition` runs
@@ -39,7 +40,8 @@ from scale_graphs import make
 from gpart.base.memory import format_size, parse_memory_size
 from tests.support.memcap import CGROUP_MEMORY, available, group_counter
 
-SIZES = {"10M": (1_000_000, 10_000_000), "120M": (8_000_000, 120_000_000)}  # R-MAT nodes, edges
+SIZES = {"10M": (1_000_000, 10_000_000), "120M": (8_000_000, 120_000_000),
+         "1B": (67_000_000, 1_000_000_000)}  # R-MAT nodes (15 edges a node), edges; 1B: 16 GB of input
 GEOMETRIC_DEGREE = 10  # geometric: edges / nodes
 MAX_MEMORY_SHARE = 0.9  # --max-memory of the compressed run, of its cap (the rest: page cache headroom)
 
