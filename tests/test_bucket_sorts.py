@@ -43,3 +43,12 @@ def test_a_coarse_buckets_pairs_are_summed(count, weighted):
     expected, inverse = np.unique(keys, return_inverse=True)
     assert np.array_equal(pairs, expected)
     assert np.array_equal(summed, np.bincount(inverse, weights=weights).astype(np.int64))
+
+
+def test_buckets_are_cut_small_only_where_a_weighted_levels_pairs_then_pack():
+    from gpart.engines.coarse_file import PACKED_BUCKET_ENTRIES, _bucket_entries
+
+    budget = 1 << 34  # a share worth 100M entries a bucket
+    assert _bucket_entries(budget, 11_000_000, weighted=False) > PACKED_BUCKET_ENTRIES  # no pairs packed: no cut
+    assert _bucket_entries(budget, 11_000_000, weighted=True) > PACKED_BUCKET_ENTRIES  # 16 bits left: too few to cut
+    assert _bucket_entries(budget, 2_000_000, weighted=True) == 1 << 22  # 21-bit ids: 22 bits of index

@@ -43,6 +43,10 @@ from gpart.formats.files.scratch import ScratchDir
 # sorted copies, the run starts and sums.
 BUCKET_BYTES_PER_ENTRY = 56
 EDGE_WEIGHT_LIMIT = 2**31 - 1  # the file's edge weights are int32 (KaMinPar's edge weight type)
+# The least entries a bucket is cut to so that its pairs pack (_bucket_entries): every chunk of the bucketing
+# writes one piece per bucket, and 65K-entry buckets took 30K buckets and 6,400 writes a chunk on the geometric
+# graph of 1B edges (11M clusters), where the bucketing stalled on them
+PACKED_BUCKET_ENTRIES = 1 << 20
 
 
 def coarse_file(graph: DiskGraph, cluster: np.ndarray, count: int, weights: np.ndarray, scratch: ScratchDir,
@@ -51,7 +55,7 @@ def coarse_file(graph: DiskGraph, cluster: np.ndarray, count: int, weights: np.n
     `scratch`, building with at most about `budget` bytes of bucket memory, and the clusters' vertex weights
     ([count, c] from the nodes' `weights` [n, c]; column 0 is in the file)."""
     raw = np.bincount(cluster, weights=np.diff(graph.xadj), minlength=count).astype(np.int64)
-    starts = range_starts(raw, _bucket_entries(budget, count))
+    starts = range_starts(raw, _bucket_entries(budget, count, graph.edge_weights is not None))
     counts = np.add.reduceat(raw, starts) if count else np.zeros(1, dtype=np.int64)
     del raw
     # Its lists and weights reserve disk as they are written: `most` (every fine entry) would reserve 16 bytes
@@ -118,13 +122,13 @@ def _sources(xadj: np.ndarray, start: int, stop: int) -> np.ndarray:
     return np.repeat(np.arange(first, last, dtype=np.int64), ends)
 
 
-def _bucket_entries(budget: int, count: int) -> int:
-    """Raw entries a bucket may hold: its share of `budget` (the buckets sorting while one is written), and few
-    enough that a pair of cluster ids and an entry's index pack into 64 bits (_pairs_summed) where that leaves
-    MIN_BUCKET_ENTRIES."""
+def _bucket_entries(budget: int, count: int, weighted: bool) -> int:
+    """Raw entries a bucket may hold: its share of `budget` (the buckets sorting while one is written), and, on a
+    `weighted` level, few enough that a pair of cluster ids and an entry's index pack into 64 bits
+    (_pairs_summed) where that leaves PACKED_BUCKET_ENTRIES or more."""
     entries = max(MIN_BUCKET_ENTRIES, budget // (BUCKET_BYTES_PER_ENTRY * (BUCKETS_AT_ONCE + 1)))
     packable = 1 << max(0, 64 - 2 * _bits(count))
-    return min(entries, packable) if packable >= MIN_BUCKET_ENTRIES else entries
+    return min(entries, packable) if weighted and packable >= PACKED_BUCKET_ENTRIES else entries
 
 
 def _bits(count: int) -> int:
