@@ -162,7 +162,7 @@ def kaminpar_partitions(
     if len(tolerances) != len(weightings):
         raise ValueError(f"{len(tolerances)} tolerances for {len(weightings)} weightings")
     if on_disk is not None:
-        if run.memory is None or kaminpar_fits(on_disk.num_nodes, on_disk.num_entries, run.memory, _lean(run.preset)):
+        if run.memory is None or kaminpar_fits(on_disk.num_nodes, on_disk.num_entries, run.memory, lean_preset(run.preset)):
             return [_file_run(on_disk, weights, num_parts, run, tolerance, index, then)
                     for index, (weights, tolerance) in enumerate(zip(weightings, tolerances))]
         return _coarsened_runs(on_disk, weightings, num_parts, run, tolerances, then)
@@ -234,15 +234,16 @@ def _coarsened_runs(on_disk: ParhipFile, weightings: Sequence[Optional[np.ndarra
     for j, weights in enumerate(weightings):  # in the file's order
         columns[:, j] = 1 if weights is None else (weights if run.order is None else np.asarray(weights)[run.order])
     with ScratchDir(on_disk.path.parent) as scratch:
-        lean = _lean(run.preset)
+        lean = lean_preset(run.preset)
         levels = coarsen(on_disk, columns, tolerances, num_parts, run.seed,
                          lambda n, m: kaminpar_fits(n, m, memory, lean), scratch, memory // BUCKET_SHARE)
         return [_file_run(on_disk, None, num_parts, run, tolerance, index, then, levels)
                 for index, tolerance in enumerate(tolerances)]
 
 
-def _lean(preset: str) -> bool:
-    """Whether `preset` is one of KaMinPar's memory-lean ones (terapart, terapart-eco)."""
+def lean_preset(preset: str) -> bool:
+    """Whether `preset` is one of KaMinPar's memory-lean ones (terapart, terapart-eco): the estimates of
+    gpart.engines.disk_levels.kaminpar_fits and of the planner (gpart.partition_methods.memory) tell them apart."""
     return preset.startswith("terapart")
 
 

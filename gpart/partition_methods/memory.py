@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 
 from gpart.base.errors import InputError
 from gpart.base.memory import FIXED_BYTES
+from gpart.engines.kaminpar import lean_preset
 from gpart.partition_methods.method import PartitionMethod
 
 
@@ -31,7 +32,6 @@ def compressed_bytes(method: PartitionMethod, num_nodes: int, num_edges: int) ->
 # The least KaMinPar's process is given on a graph coarsened on disk: its interpreter and a coarsest graph of about
 # a million nodes and ten million adjacency entries (gpart.engines.disk_levels.kaminpar_fits)
 COARSEST_KAMINPAR_BYTES = 256 << 20
-LEAN_PRESET_PREFIX = "terapart"  # KaMinPar's memory-lean presets (terapart, terapart-eco, ...)
 
 
 def least_compressed_bytes(method: PartitionMethod, num_nodes: int, num_edges: int) -> Optional[int]:
@@ -49,7 +49,7 @@ def coarsened_kaminpar_memory(method: PartitionMethod, num_nodes: int, num_edges
     disk (KaMinPar on the whole graph would not fit `max_memory`: with the memory-lean preset, or with `preset`
     where one is asked for): what the per-node arrays leave; None where no coarsening is needed."""
     whole = compressed_bytes(method, num_nodes, num_edges)
-    if whole is not None and preset is not None and not preset.startswith(LEAN_PRESET_PREFIX):
+    if whole is not None and preset is not None and not lean_preset(preset):
         whole = own_preset_bytes(method, num_nodes, num_edges)
     if max_memory is None or whole is None or whole <= max_memory:
         return None
