@@ -58,10 +58,11 @@ def graph(workdir: Path, family: str, size: str) -> tuple[Path, int]:
     return path, edges
 
 
-def run(path: Path, parts: int, out: Path, cap: int, max_memory: Optional[int]) -> dict:
-    """One `gpart partition` run in its own memory group capped at `cap`: its figures (or its failure)."""
-    gpart = str(Path(sys.executable).with_name("gpart"))
-    command = [gpart, "partition", str(path), "--parts", str(parts), "-o", str(out), "--force"]
+def run(path: Path, parts: int, out: Path, cap: int, max_memory: Optional[int], runner: list[str], timeout: float,
+        show_log: bool = False) -> dict:
+    """One `gpart partition` run (`runner`: the command that runs gpart) in its own memory group capped at `cap`:
+    its figures (or its failure); `show_log`: echo what the run printed to stderr."""
+    command = [*runner, "partition", str(path), "--parts", str(parts), "-o", str(out), "--force"]
     if max_memory is not None:
         command += ["--max-memory", str(max_memory)]
     group = CGROUP_MEMORY / f"bench-scale-{uuid.uuid4().hex[:8]}"
@@ -85,11 +86,13 @@ def run(path: Path, parts: int, out: Path, cap: int, max_memory: Optional[int]) 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     try:
-        child = subprocess.run(command, capture_output=True, text=True, preexec_fn=join_group, timeout=3600)
+        child = subprocess.run(command, capture_output=True, text=True, preexec_fn=join_group, timeout=timeout)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         done.set()
         watcher.join()
+        if show_log:
+            print(child.stderr, end="", flush=True)
         figures = {"ok": child.returncode == 0, "wall": wall, "peak": int((group / "memory.max_usage_in_bytes").read_text()),
                    "oom": "oom_kill 0" not in (group / "memory.oom_control").read_text(),
                    "cpu": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime), **peak}
@@ -146,11 +149,16 @@ def main() -> None:
     parser.add_argument("--baseline-cap", default="13GB", help="memory cap of the in-memory default (default 13GB)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the in-memory default")
     parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds a run may take (default 4 h)")
+    parser.add_argument("--runner", default=str(Path(sys.executable).with_name("gpart")),
+                        help="the command that runs gpart, split on spaces (e.g. a wrapper that times phases)")
+    parser.add_argument("--show-log", action="store_true", help="print each run's stderr (with a -v runner: stage times)")
     args = parser.parse_args()
     reason = available()
     if reason:
         sys.exit(f"bench_scale: needs cgroup v1 memory groups: {reason}")
     args.workdir.mkdir(parents=True, exist_ok=True)
+    runner = args.runner.split()
     print(machine_line())
     print(f"load: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}", flush=True)
     for size in args.sizes:
@@ -161,10 +169,11 @@ def main() -> None:
                 print(f"{family} {size} ({edges:,} edges), {parts} parts; compressed under a {format_size(cap)} cap", flush=True)
                 base = None
                 if not args.no_baseline:
-                    base = run(path, parts, args.workdir / "out", parse_memory_size(args.baseline_cap), None)
+                    base = run(path, parts, args.workdir / "out", parse_memory_size(args.baseline_cap), None, runner,
+                               args.timeout, args.show_log)
                     print(line("in-memory", edges, base), flush=True)
                 limit = parse_memory_size(args.max_memory) if args.max_memory else int(cap * MAX_MEMORY_SHARE)
-                mine = run(path, parts, args.workdir / "out", cap, limit)
+                mine = run(path, parts, args.workdir / "out", cap, limit, runner, args.timeout, args.show_log)
                 print(line("compressed", edges, mine), flush=True)
                 if base and base["ok"] and mine["ok"]:
                     ratio = mine["stats"]["edge_cut_ratio"] / max(base["stats"]["edge_cut_ratio"], 1e-12)

@@ -58,6 +58,9 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
                    "stream), e.g. 8GB (default: 3/4 of its available RAM, or of its cgroup memory limit where lower). "
                    "Past the in-memory path's need the default and kaminpar take their compressed path; past that, "
                    "one line up front.")
+@click.option("--scratch-dir", "scratch_dir", metavar="DIR", default=None,
+              help="Existing directory, on every rank's machine, for its scratch files (default: beside DIR): "
+                   "the shuffled rows and, on rank 0, the compressed adjacency.")
 @click.option("--add-reverse", is_flag=True, help="Not supported here yet (refused): run `gpart partition CHUNKS --add-reverse` on one machine.")
 @click.option("--force", is_flag=True, help="Replace an existing result in DIR.")
 @timeout_option
@@ -65,7 +68,7 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
 @quiet_option
 @json_option
 def partition(chunks: str, num_parts: int, out_dir: str, method: str | None, assignment: str | None, seed: int, imbalance: float | None, preset: str | None,
-              halo: int, max_message: str, max_memory: str | None, add_reverse: bool, force: bool, timeout_s: float, verbose: bool,
+              halo: int, max_message: str, max_memory: str | None, scratch_dir: str | None, add_reverse: bool, force: bool, timeout_s: float, verbose: bool,
               quiet: bool, as_json: bool) -> None:
     """Partition the chunked graph CHUNKS (gpart chunk) into P partitions under DIR, on every rank.
 
@@ -89,8 +92,9 @@ def partition(chunks: str, num_parts: int, out_dir: str, method: str | None, ass
     comm = init_from_env(timeout_s)
     log = (lambda line: click.echo(line, err=True)) if verbose else None
     method_options = given_method_options(click.get_current_context())
-    if max_memory is not None:
-        method_options["max_memory"] = max_memory
+    for name, value in (("max_memory", max_memory), ("scratch_dir", scratch_dir)):
+        if value is not None:
+            method_options[name] = value
     info = partition_chunks(chunks, out_dir, num_parts, method, halo=halo, force=force, max_message=_size(max_message),
                             timeout_s=timeout_s, comm=comm, log=log, **method_options)
     if comm.rank != 0 or quiet:

@@ -43,8 +43,12 @@ from gpart.pipeline.partition import partition_graph
 @preset_option
 @click.option("--max-memory", "max_memory", metavar="SIZE", default=None,
               help="Memory the run may use, e.g. 2GB or 512MiB (default: 3/4 of the available RAM, or of the cgroup memory limit where lower). Past it, edges are "
-                   "bucketed by owner into scratch files next to OUT instead of sorted in memory; methods that "
-                   "need the whole adjacency in memory (balanced, metis, kaminpar) stop with an error up front.")
+                   "bucketed by owner into scratch files instead of sorted in memory, and the default and kaminpar build "
+                   "the adjacency compressed on disk (coarsened there until KaMinPar fits); metis, which holds the "
+                   "whole adjacency, stops with an error up front.")
+@click.option("--scratch-dir", "scratch_dir", metavar="DIR", default=None,
+              help="Existing directory for scratch files (default: beside OUT): put it on a disk with room, "
+                   "up to about 60-100 bytes per input edge on the compressed path. Its files are removed when the run ends.")
 @click.option("--passes", type=click.IntRange(min=1), default=None,
               help="Streaming passes of --method stream: the first places every node, the next restream (up to 8), "
                    "the rest refine (default 20 in all). More passes: better cut, one more read of the spilled edges each.")
@@ -66,7 +70,7 @@ from gpart.pipeline.partition import partition_graph
 @click.option("-v", "--verbose", is_flag=True, help="Print each stage's wall time and the peak RSS so far.")
 @json_option
 def partition(input: str, src_col: str | None, dst_col: str | None, header: bool | None, split: str | None, num_parts: int, out_dir: str, method: str, assignment: str | None, storage: str, add_reverse: bool, halo: int,
-              seed: int, imbalance: float | None, threads: int | None, preset: str | None, max_memory: str | None, passes: int | None, objective: str, algorithm: str, trials: int, iterations: int | None,
+              seed: int, imbalance: float | None, threads: int | None, preset: str | None, max_memory: str | None, scratch_dir: str | None, passes: int | None, objective: str, algorithm: str, trials: int, iterations: int | None,
               balance: tuple[str, ...], balance_edges: bool, node_data: tuple[str, ...], edge_data: tuple[str, ...],
               force: bool, quiet: bool, verbose: bool, as_json: bool) -> None:
     """Split the graph INPUT into P partitions under OUT.
@@ -86,6 +90,7 @@ def partition(input: str, src_col: str | None, dst_col: str | None, header: bool
       gpart partition sample_data/cora.npz --parts 4 -o parts/
       gpart partition sample_data/cora.npz --parts 4 --method kaminpar --balance-edges -o parts/
       gpart partition sample_data/cora.npz --parts 4 --method stream --max-memory 1GB -o parts/
+      gpart partition sample_data/cora.npz --parts 4 --max-memory 1GB --scratch-dir /tmp -o parts/
       gpart partition sample_data/cora.npz --parts 4 --method stream --passes 4 -o parts/
       gpart partition sample_data/cora_hetero.npz --parts 4 -o hparts/
       gpart partition sample_data/cora.npz --parts 4 --add-reverse -o parts/
@@ -102,7 +107,7 @@ def partition(input: str, src_col: str | None, dst_col: str | None, header: bool
         manifest = partition_graph(
             graph_input(input, src_col, dst_col, header, split), out_dir, num_parts, named,
             storage=storage, halo=halo, force=force, node_data=node_specs or None, edge_data=edge_specs or None, add_reverse=add_reverse,
-            progress=progress, verbose_log=log, max_memory=max_memory, **given_method_options(ctx),
+            progress=progress, verbose_log=log, max_memory=max_memory, scratch_dir=scratch_dir, **given_method_options(ctx),
         )
     if as_json:
         print_json(_summary(manifest, out_dir))

@@ -26,6 +26,17 @@ from gpart.bytes.sink import map_new_file, preallocate
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+def checked_parent(parent: PathLike) -> Path:
+    """`parent` as a directory scratch directories can be made in (e.g. --scratch-dir), checked before any work:
+    OutputError, one line, where it is missing, not a directory or not writable."""
+    path = Path(parent)
+    if not path.is_dir():
+        raise OutputError(path, "scratch directory does not exist" if not path.exists() else "scratch path is not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise OutputError(path, "scratch directory is not writable")
+    return path
+
+
 class ScratchDir:
     """A private temporary directory for scratch arrays; use as a context manager."""
 

@@ -35,7 +35,7 @@ from gpart.distributed.halo import fetch_halo_rows
 from gpart.distributed.partition_job import ID_BYTES, Log, PartitionJob, edge_blocks, node_blocks, round_bytes
 from gpart.distributed.placement import Output, check_my_files, commit_output, layouts_from_json, layouts_json, stage_output
 from gpart.distributed.shuffle import PartFiles, column, shuffle, take_rows
-from gpart.formats.files.scratch import ScratchDir
+from gpart.formats.files.scratch import ScratchDir, checked_parent
 from gpart.formats.input.chunked import ChunkedGraph, check_same_layout
 from gpart.formats.partition.book import PartitionBook
 from gpart.formats.partition.writer import PartitionManifest, PartitionWriter, data_key, part_entry
@@ -136,7 +136,9 @@ def _method_run(chunks: PathLike, method: Optional[str], method_params: dict) ->
     """The method (from the registry, as partition_graph picks it), its validated options and its context."""
     where = os.fspath(chunks)
     params = dict(method_params)
-    context = MethodContext(max_memory=parse_memory_size(params.pop("max_memory", None)), scratch_dir=params.pop("scratch_dir", None))
+    scratch = params.pop("scratch_dir", None)  # this rank's own: each host may spill to a disk of its own
+    context = MethodContext(max_memory=parse_memory_size(params.pop("max_memory", None)),
+                            scratch_dir=None if scratch is None else checked_parent(scratch))
     chosen = resolve_method(method, params, where)
     return MethodRun(chosen, method_options(chosen, params, where), context)
 
@@ -203,7 +205,8 @@ def _run(job: PartitionJob, out: Output, run: MethodRun) -> tuple[list[dict], di
     nodes = node_order(book)
     job.say("assign", start)
     error, parts, book_json = None, [], {}
-    with ScratchDir(stage.parent, prefix=f"{stage.name}-scratch-{comm.rank}-") as scratch:
+    spill = stage.parent if run.context.scratch_dir is None else run.context.scratch_dir
+    with ScratchDir(spill, prefix=f"{stage.name}-scratch-{comm.rank}-") as scratch:
         start = time.perf_counter()
         edge_files = _shuffle_edges(job, book, scratch.path)
         job.say("shuffle edges", start)

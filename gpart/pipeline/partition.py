@@ -28,6 +28,7 @@ from gpart.base.graph import Graph
 from gpart.base.memory import default_max_memory, parse_memory_size, return_large_frees
 from gpart.base.progress import Progress, StageTimer, or_null
 from gpart.formats.files.commit import staged_output
+from gpart.formats.files.scratch import checked_parent
 from gpart.formats.input.readers import read_graph
 from gpart.formats.input.typed import is_typed_npz
 from gpart.partition_methods.memory import check_assign_memory
@@ -98,8 +99,9 @@ def partition_request(input: Union[PathLike, Graph], out_dir: PathLike, request:
     where = input.source if isinstance(input, Graph) else os.fspath(input)
     chosen = resolve_method(request.method, method_params, where)
     options = method_options(chosen, method_params, where)  # before any work: a bad option stops here
+    spill = None if request.scratch_dir is None else checked_parent(request.scratch_dir)
     with staged_output(out_dir, force=request.force, inputs=inputs) as stage, \
-            reverse_scratch_dir(request.add_reverse, stage) as scratch:
+            reverse_scratch_dir(request.add_reverse, stage, spill) as scratch:
         with timer("read graph"):
             graph = _load_graph(input, request.node_data, request.edge_data)
         check_graph(graph, num_parts, source)
@@ -110,12 +112,12 @@ def partition_request(input: Union[PathLike, Graph], out_dir: PathLike, request:
                 graph, reverse = with_reverse_edges(graph, scratch, limit)
         check_assign_memory(chosen, graph.num_edges, limit, graph.source, bounded_method_names(), graph.num_nodes)
         # the method may use `limit` (balanced skips a METIS fallback that cannot fit) and spills next to the output, not to /tmp
-        context = MethodContext(or_null(progress), limit, stage.parent if request.scratch_dir is None else request.scratch_dir)
+        context = MethodContext(or_null(progress), limit, stage.parent if spill is None else spill)
         with timer("assign"):
             assignment = chosen.assign(graph, num_parts, options, context)
         plan = ResultPlan(assignment.method, assignment.params, request.storage, request.halo, request.node_data,
                           request.edge_data, reverse=reverse)
-        manifest = write_within(limit, graph, assignment.book, stage, plan, progress, timer)
+        manifest = write_within(limit, graph, assignment.book, stage, plan, progress, timer, spill)
     return manifest
 
 

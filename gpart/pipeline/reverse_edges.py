@@ -53,12 +53,16 @@ class ReverseEdges:
     input_edge: np.ndarray  # int64 [num_reverse_edges], copies in stored id order
 
 
-def reverse_scratch_dir(add_reverse: bool, stage: Optional[Path] = None) -> ContextManager[Optional[ScratchDir]]:
-    """The scratch directory that holds a graph with reverse edges: beside the staging directory `stage`
-    (SPEC.md 4.6 names), or in the temporary directory; nothing without `add_reverse`."""
+def reverse_scratch_dir(add_reverse: bool, stage: Optional[Path] = None,
+                        parent: Optional[Path] = None) -> ContextManager[Optional[ScratchDir]]:
+    """The scratch directory that holds a graph with reverse edges: in `parent` (default: beside the staging
+    directory `stage`) named after `stage` (SPEC.md 4.6 names), or in the temporary directory; nothing without
+    `add_reverse`."""
     if not add_reverse:
         return contextlib.nullcontext()
-    return ScratchDir() if stage is None else ScratchDir(stage.parent, prefix=f"{stage.name}-scratch-")
+    if stage is None:
+        return ScratchDir(parent)
+    return ScratchDir(stage.parent if parent is None else parent, prefix=f"{stage.name}-scratch-")
 
 
 def with_reverse_edges(graph: Graph, scratch: ScratchDir, max_memory: int) -> tuple[Graph, ReverseEdges]:

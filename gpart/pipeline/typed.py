@@ -28,7 +28,7 @@ from gpart.bytes.reader import release_rows
 from gpart.engines.balance import share_balance
 from gpart.formats.files.commit import check_output_dir
 from gpart.formats.files.dtypes import dtype_name
-from gpart.formats.files.scratch import ScratchDir
+from gpart.formats.files.scratch import ScratchDir, checked_parent
 from gpart.formats.input.typed import HeteroGraph, read_hetero_graph
 from gpart.formats.partition.typed import EDGE_TYPE_DTYPE, EDGE_TYPE_KEY, HETERO_KEY, HeteroMeta, edge_data_key, etype_key, node_data_key, part_counts_json
 from gpart.formats.partition.writer import part_dir
@@ -80,11 +80,12 @@ def partition_typed(input: Union[PathLike, HeteroGraph], out_dir: PathLike, requ
     if num_parts < 1 or num_parts > total:
         raise InputError(where, f"cannot split {total} nodes into {num_parts} parts")
     check_output_dir(out_dir, force, [where] if where else [])  # before any work: an existing result without --force
-    parent = Path(os.path.abspath(out_dir)).parent
-    # spill next to the output, as for homogeneous input; the repair after `stream` is skipped past `limit`
-    context = MethodContext(or_null(progress), limit, parent if request.scratch_dir is None else request.scratch_dir)
-    # the erased ids live in scratch files next to the output (mapped, pages released as the pass goes)
-    with ScratchDir(parent) as scratch:
+    # spill next to the output (or into the scratch directory asked for), as for homogeneous input; the repair
+    # after `stream` is skipped past `limit`
+    spill = Path(os.path.abspath(out_dir)).parent if request.scratch_dir is None else checked_parent(request.scratch_dir)
+    context = MethodContext(or_null(progress), limit, spill)
+    # the erased ids live in scratch files there (mapped, pages released as the pass goes)
+    with ScratchDir(spill) as scratch:
         reverse = None
         if request.add_reverse:  # the reverse relations become edge types of the typed graph (gpart.pipeline.reverse_edges)
             with or_null(progress).stage("add reverse edges"):
@@ -96,7 +97,8 @@ def partition_typed(input: Union[PathLike, HeteroGraph], out_dir: PathLike, requ
         # the writer chooses the in-memory or the bounded pass within `limit`, as for homogeneous input
         plan = ResultPlan(chosen.name, params, request.storage, request.halo, extension=ext, reverse=reverse)
         return partition_with_book(erased, book, out_dir, plan, force=force, progress=progress,
-                                   verbose_log=request.verbose_log, max_memory=limit)
+                                   verbose_log=request.verbose_log, max_memory=limit,
+                                   scratch_dir=request.scratch_dir)
 
 
 # --------------------------------------------------------------------------- typed arrays of the result

@@ -50,11 +50,12 @@ EDGE_CHUNK = 1 << 22
 
 def partition_with_book(graph: Graph, book: PartitionBook, out_dir: PathLike, plan: ResultPlan, *, force: bool = False,
                         progress: Optional[Progress] = None, verbose_log: VerboseLog = None,
-                        max_memory: Union[str, int, None] = None) -> dict[str, Any]:
+                        max_memory: Union[str, int, None] = None, scratch_dir: Optional[PathLike] = None) -> dict[str, Any]:
     """Write the partition result of `graph` under an assignment already made (`book`), as `plan` says.
 
     `max_memory` (bytes or '2GB'; default: a fraction of the available RAM)
-    chooses the in-memory or the bounded pass as partition_graph does.
+    chooses the in-memory or the bounded pass as partition_graph does; the bounded pass spills into
+    `scratch_dir` (default: beside the output).
     `plan.extension` (typed graphs, gpart.pipeline.typed) adds arrays and manifest fields:
     `nodes(writer, owned, halos) -> [array entries per partition]` beside the node data,
     `edges(writer, p, part, chunks, topology)` after each partition's topology:
@@ -72,19 +73,19 @@ def partition_with_book(graph: Graph, book: PartitionBook, out_dir: PathLike, pl
     inputs = [graph.source] if graph.source and Path(graph.source).exists() else []
     with staged_output(out_dir, force=force, inputs=inputs) as stage:
         limit = parse_memory_size(max_memory) or default_max_memory()
-        return write_within(limit, graph, book, stage, plan, progress, timer)
+        return write_within(limit, graph, book, stage, plan, progress, timer, scratch_dir)
 
 
 def write_within(limit: int, graph: Graph, book: PartitionBook, stage: Path, plan: ResultPlan, progress: Optional[Progress],
-                 timer: StageTimer) -> dict[str, Any]:
+                 timer: StageTimer, scratch_dir: Optional[PathLike] = None) -> dict[str, Any]:
     """_write_result within `limit` bytes (SPEC.md 4.6): in memory with as many layout threads as fit
     (gpart.pipeline.memory_plan.layout_threads), or, where the in-memory pass does not fit, with edges bucketed
-    on disk in a scratch directory next to the output."""
+    on disk in a scratch directory in `scratch_dir` (default: next to the output)."""
     threads = layout_threads(graph.num_nodes, graph.num_edges, book.num_parts, limit)
     if threads:
         resident = resident_sources(graph.num_nodes, graph.num_edges, book.num_parts, threads, limit)
         return _write_result(graph, book, stage, plan, LayoutPass(threads=threads, resident_sources=resident), progress, timer)
-    with ScratchDir(stage.parent, prefix=f"{stage.name}-scratch-") as scratch:
+    with ScratchDir(stage.parent if scratch_dir is None else scratch_dir, prefix=f"{stage.name}-scratch-") as scratch:
         budget = bounded_budget(limit, graph.num_nodes, book_node_bytes(book))
         layouts = LayoutPass(scratch=scratch, block_edges=block_edges_for(budget))
         return _write_result(graph, book, stage, plan, layouts, progress, timer)
