@@ -149,3 +149,29 @@ def test_distributed_ranks_spill_into_their_own_scratch_dirs_and_agree_on_a_miss
     partition_graph(tmp_path / "chunks", tmp_path / "single", 4, "random")
     _same_result(tmp_path / "single", tmp_path / "dist")
     assert list((scratch / "host0").iterdir()) == [] and list((scratch / "host1").iterdir()) == []
+
+
+def test_too_little_scratch_disk_for_the_compressed_path_is_one_line_before_any_work(tmp_path, monkeypatch, scratch_parents):
+    pytest.importorskip("kaminpar", reason="KaMinPar has wheels for Linux x86_64 only")
+    from collections import namedtuple
+
+    from test_compressed_partition import compressed_limit, rmat_graph
+
+    from gpart.base.errors import OutputError
+    from gpart.engines.symmetric_file import least_scratch_bytes
+
+    graph = rmat_graph(20000, 200000, seed=2)
+    need = least_scratch_bytes(graph.num_nodes, graph.num_edges)
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(scratch_module.shutil, "disk_usage", lambda path: usage(need * 4, need * 3, need - 1))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with pytest.raises(OutputError) as refused:
+        partition_graph(graph, tmp_path / "out", 4, max_memory=compressed_limit(graph.num_nodes, graph.num_edges),
+                        scratch_dir=scratch)
+    line = refused.value.one_line()
+    assert "\n" not in line and str(scratch) in line and "--scratch-dir" in line and "GiB" in line, line
+    assert scratch_parents == [] and not (tmp_path / "out").exists()  # no scratch made, no output
+    monkeypatch.setattr(scratch_module.shutil, "disk_usage", lambda path: usage(need * 4, need * 3, need))
+    assert partition_graph(graph, tmp_path / "out", 4, max_memory=compressed_limit(graph.num_nodes, graph.num_edges),
+                           scratch_dir=scratch)["params"]["adjacency"] == "compressed"

@@ -37,6 +37,19 @@ def checked_parent(parent: PathLike) -> Path:
     return path
 
 
+def check_free_disk(parent: Optional[PathLike], need: int, what: str) -> None:
+    """Stop before any work where the disk of `parent` (None: the temporary directory) has less than `need` bytes
+    free for `what`: OutputError, one line, naming the directory, the bytes and --scratch-dir."""
+    where = Path(tempfile.gettempdir()) if parent is None else Path(parent)
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:  # cannot tell: the preallocation still stops a full disk with one line
+        return
+    if free < need:
+        raise OutputError(where, f"{what} needs about {need / 2**30:.1f} GiB of scratch disk here, "
+                                 f"{free / 2**30:.1f} GiB is free; free some or point --scratch-dir at a larger disk")
+
+
 class ScratchDir:
     """A private temporary directory for scratch arrays; use as a context manager."""
 

@@ -26,8 +26,8 @@ from gpart.base.progress import Progress
 from gpart.engines.locality_order import locality_order
 from gpart.engines.parhip_file import ParhipFile, renumbered_file
 from gpart.engines.symmetric import symmetric_csr
-from gpart.engines.symmetric_file import symmetric_parhip
-from gpart.formats.files.scratch import ScratchDir
+from gpart.engines.symmetric_file import least_scratch_bytes, symmetric_parhip
+from gpart.formats.files.scratch import ScratchDir, check_free_disk
 from gpart.partition_methods.method import PathLike
 
 # The share of the memory budget the on-disk build's buckets may use (the rest: the node arrays beside it).
@@ -59,6 +59,7 @@ def symmetric_adjacency(graph: Graph, compressed: bool, scratch_dir: Optional[Pa
         xadj, adjncy = symmetric_csr(graph, progress)
         yield Adjacency(xadj, adjncy, _order(xadj, adjncy, progress))
         return
+    check_free_disk(scratch_dir, least_scratch_bytes(graph.num_nodes, graph.num_edges), "the compressed adjacency")
     with ScratchDir(scratch_dir) as scratch:
         source, xadj = symmetric_parhip(graph, scratch, (budget or 1 << 30) // BUCKET_SHARE, progress)
         adjncy = source.adjacency()
