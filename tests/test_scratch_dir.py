@@ -175,3 +175,30 @@ def test_too_little_scratch_disk_for_the_compressed_path_is_one_line_before_any_
     monkeypatch.setattr(scratch_module.shutil, "disk_usage", lambda path: usage(need * 4, need * 3, need))
     assert partition_graph(graph, tmp_path / "out", 4, max_memory=compressed_limit(graph.num_nodes, graph.num_edges),
                            scratch_dir=scratch)["params"]["adjacency"] == "compressed"
+
+
+def _short_of_disk(rank: int, world_size: int, chunks: str, out: str, limit: int) -> str:
+    from collections import namedtuple
+
+    from gpart.distributed.partition_chunks import partition_chunks
+
+    usage = namedtuple("usage", "total used free")
+    scratch_module.shutil.disk_usage = lambda path: usage(1 << 40, 1 << 40, 1 << 20)  # 1 MiB free on every disk
+    try:
+        partition_chunks(chunks, out, 4, None, timeout_s=60, max_memory=limit)
+    except GpartError as exc:
+        return exc.one_line()
+    return "no error"
+
+
+def test_rank_0_without_scratch_disk_for_the_gathered_graph_stops_every_rank_before_the_gather(tmp_path):
+    pytest.importorskip("kaminpar", reason="KaMinPar has wheels for Linux x86_64 only")
+    from test_compressed_partition import compressed_limit, rmat_graph
+
+    graph = rmat_graph(20000, 200000, seed=5)
+    write_chunked(graph, tmp_path / "chunks", 3)
+    limit = compressed_limit(graph.num_nodes, graph.num_edges)
+    results = run_distributed(_short_of_disk, 2, str(tmp_path / "chunks"), str(tmp_path / "dist"), limit, timeout_s=120)
+    assert "gathered edges" in results[0] and "--scratch-dir" in results[0] and "\n" not in results[0], results
+    assert "gathered edges" in results[1], results  # the other rank quotes rank 0's error
+    assert not (tmp_path / "dist").exists()

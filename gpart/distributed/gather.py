@@ -38,7 +38,8 @@ from gpart.bytes.sink import pwrite_all
 from gpart.bytes.written_pages import drop_written
 from gpart.distributed.partition_job import PartitionJob, edge_blocks, node_blocks, round_bytes
 from gpart.distributed.shuffle import column, shuffle
-from gpart.formats.files.scratch import ScratchDir
+from gpart.engines.symmetric_file import least_scratch_bytes
+from gpart.formats.files.scratch import ScratchDir, check_free_disk
 from gpart.formats.partition.book import ArrayBook, PartitionBook
 from gpart.partition_methods.memory import check_assign_memory, runs_compressed
 from gpart.partition_methods.method import MethodContext, PartitionMethod
@@ -61,6 +62,9 @@ def gathered_book(job: PartitionJob, method: PartitionMethod, options: MethodOpt
     if root:  # before any edge moves: the method must fit rank 0, in memory or compressed
         try:
             check_assign_memory(method, cg.num_edges, limit, os.fspath(cg.directory), bounded_method_names(), cg.num_nodes)
+            if runs_compressed(method, cg.num_nodes, cg.num_edges, limit):  # the gathered edges stay on disk beside it
+                check_free_disk(scratch_parent, 16 * cg.num_edges + least_scratch_bytes(cg.num_nodes, cg.num_edges),
+                                "rank 0's gathered edges and compressed adjacency")
         except GpartError as exc:
             error = exc
     comm.agree(error, f"method {method.name!r} on rank 0")
