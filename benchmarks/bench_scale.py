@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import shutil
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Optional
 
@@ -38,7 +36,7 @@ from harness import dir_bytes, machine_line  # first: puts the repository root o
 from scale_graphs import make
 
 from gpart.base.memory import format_size, parse_memory_size
-from tests.support.memcap import CGROUP_MEMORY, available, group_counter
+from tests.support.memcap import MemoryGroup, available
 
 SIZES = {"10M": (1_000_000, 10_000_000), "120M": (8_000_000, 120_000_000),
          "1B": (67_000_000, 1_000_000_000)}  # R-MAT nodes (15 edges a node), edges; 1B: 16 GB of input
@@ -59,64 +57,46 @@ def graph(workdir: Path, family: str, size: str) -> tuple[Path, int]:
 
 
 def run(path: Path, parts: int, out: Path, cap: int, max_memory: Optional[int], runner: list[str], timeout: float,
-        show_log: bool = False) -> dict:
+        show_log: bool = False, keep: bool = False) -> dict:
     """One `gpart partition` run (`runner`: the command that runs gpart) in its own memory group capped at `cap`:
-    its figures (or its failure); `show_log`: echo what the run printed to stderr."""
+    its figures (or its failure); `show_log`: echo what the run printed to stderr; `keep`: leave the output."""
     command = [*runner, "partition", str(path), "--parts", str(parts), "-o", str(out), "--force"]
     if max_memory is not None:
         command += ["--max-memory", str(max_memory)]
-    group = CGROUP_MEMORY / f"bench-scale-{uuid.uuid4().hex[:8]}"
-    group.mkdir()
-    (group / "memory.limit_in_bytes").write_text(str(int(cap)))
     base = dir_bytes(out.parent)
-    peak = {"disk": 0, "rss": 0}
+    peak = {"disk": 0}
     done = threading.Event()
+    with MemoryGroup(cap, "bench-scale") as group:
 
-    def watch() -> None:  # scratch and output on disk; the group's anonymous memory (memory.stat total_rss)
-        while not done.wait(0.5):
-            peak["disk"] = max(peak["disk"], dir_bytes(out.parent) - base)
-            peak["rss"] = max(peak["rss"], _charged_rss(group))
+        def watch() -> None:  # scratch and output on disk; the group's anonymous memory
+            while not done.wait(0.5):
+                peak["disk"] = max(peak["disk"], dir_bytes(out.parent) - base)
+                group.sample()
 
-    def join_group() -> None:
-        with open(group / "cgroup.procs", "w") as fh:
-            fh.write(str(os.getpid()))
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    try:
-        child = subprocess.run(command, capture_output=True, text=True, preexec_fn=join_group, timeout=timeout)
-        wall = time.perf_counter() - start
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        try:
+            child = subprocess.run(command, capture_output=True, text=True, preexec_fn=group.join, timeout=timeout)
+        finally:
+            done.set()
+            watcher.join()
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        done.set()
-        watcher.join()
         if show_log:
             print(child.stderr, end="", flush=True)
-        figures = {"ok": child.returncode == 0, "wall": wall, "peak": int((group / "memory.max_usage_in_bytes").read_text()),
-                   "oom": "oom_kill 0" not in (group / "memory.oom_control").read_text(),
+        figures = {"ok": child.returncode == 0, "wall": time.perf_counter() - start, "peak": group.peak,
+                   "oom": group.oom_killed, "rss": group.anon_peak,
                    "cpu": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime), **peak}
-    finally:
-        done.set()
-        for _ in range(50):
-            try:
-                group.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
     if child.returncode == 0:
         manifest = json.loads((out / "manifest.json").read_text())
         figures.update(stats=manifest["stats"], adjacency=manifest["params"].get("adjacency", "memory"),
                        levels=manifest["params"].get("backend_params", {}).get("disk_levels", []))
     else:
         figures["error"] = (child.stderr.strip().splitlines() or ["?"])[-1][:200]
-    shutil.rmtree(out, ignore_errors=True)
+    if not keep:
+        shutil.rmtree(out, ignore_errors=True)
     return figures
-
-
-def _charged_rss(group: Path) -> int:
-    """Anonymous memory charged to a memory group now (0 when it is gone)."""
-    return group_counter(group, "memory.stat", "total_rss")
 
 
 def line(label: str, edges: int, f: dict) -> str:

@@ -43,33 +43,55 @@ def available() -> Optional[str]:
     return None
 
 
+class MemoryGroup:
+    """A fresh memory group limited to `limit_bytes`, removed when the with-block ends; `join` (a Popen preexec_fn)
+    puts the starting child in it, so every byte the child allocates is charged there."""
+
+    def __init__(self, limit_bytes: int, name: str = "gpart-cap"):
+        self.path = CGROUP_MEMORY / f"{name}-{uuid.uuid4().hex[:8]}"
+        self.limit = int(limit_bytes)
+        self.anon_peak = 0  # the largest anonymous memory seen by sample()
+
+    def __enter__(self) -> "MemoryGroup":
+        self.path.mkdir()
+        (self.path / "memory.limit_in_bytes").write_text(str(self.limit))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _remove(self.path)
+
+    def join(self) -> None:
+        with open(self.path / "cgroup.procs", "w") as fh:
+            fh.write(str(os.getpid()))
+
+    def sample(self) -> None:
+        """Note the group's anonymous memory now (memory.stat total_rss) toward anon_peak."""
+        self.anon_peak = max(self.anon_peak, group_counter(self.path, "memory.stat", "total_rss"))
+
+    @property
+    def peak(self) -> int:
+        """The group's peak charge (RSS + page cache), memory.max_usage_in_bytes."""
+        return int((self.path / "memory.max_usage_in_bytes").read_text())
+
+    @property
+    def oom_killed(self) -> bool:
+        return _oom_kills(self.path) > 0
+
+
 def run_capped(command: Sequence[str], limit_bytes: int, timeout: float = 600.0,
                env: Optional[dict[str, str]] = None, cwd: Optional[str] = None) -> CappedRun:
     """Run `command` in a fresh memory group limited to `limit_bytes`; return what happened."""
-    group = CGROUP_MEMORY / f"gpart-cap-{uuid.uuid4().hex[:8]}"
-    group.mkdir()
-    try:
-        (group / "memory.limit_in_bytes").write_text(str(int(limit_bytes)))
-        procs = str(group / "cgroup.procs")
-
-        def join_group() -> None:  # runs in the child before exec, so every byte it allocates is charged
-            with open(procs, "w") as fh:
-                fh.write(str(os.getpid()))
-
+    with MemoryGroup(limit_bytes) as group:
         start = time.perf_counter()
         child = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 preexec_fn=join_group, env=env, cwd=cwd)
+                                 preexec_fn=group.join, env=env, cwd=cwd)
         try:
             stdout, stderr = child.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             child.kill()
             stdout, stderr = child.communicate()
         seconds = time.perf_counter() - start
-        group_peak = int((group / "memory.max_usage_in_bytes").read_text())
-        oom = _oom_kills(group) > 0
-        return CappedRun(child.returncode, stdout, stderr, seconds, group_peak, oom)
-    finally:
-        _remove(group)
+        return CappedRun(child.returncode, stdout, stderr, seconds, group.peak, group.oom_killed)
 
 
 def _oom_kills(group: Path) -> int:
