@@ -48,7 +48,7 @@ from gpart.pipeline.partition import partition_graph
                    "whole adjacency, stops with an error up front.")
 @click.option("--scratch-dir", "scratch_dir", metavar="DIR", default=None,
               help="Existing directory for scratch files (default: beside OUT): put it on a disk with room, "
-                   "up to about 60-100 bytes per input edge on the compressed path. Its files are removed when the run ends.")
+                   "about 35-80 bytes per input edge at the peak on the compressed path. Its files are removed when the run ends.")
 @click.option("--passes", type=click.IntRange(min=1), default=None,
               help="Streaming passes of --method stream: the first places every node, the next restream (up to 8), "
                    "the rest refine (default 20 in all). More passes: better cut, one more read of the spilled edges each.")
