@@ -17,7 +17,7 @@ import click
 from gpart.base.work_paths import abandoned_removed
 from gpart.cli.options.method import DescribedOption, MethodChoice, distributed_method_help, given_method_options, imbalance_option, preset_option
 from gpart.cli.output.exit_codes import REPORTED, exit_code
-from gpart.cli.output.ui import json_option, parse_boundaries, print_json, quiet_option, stdout
+from gpart.cli.output.ui import json_option, parse_boundaries, print_json, quiet_option, scratch_dir_option, stdout
 
 EPILOG = "Launch with torchrun (torchrun --nproc-per-node W -m gpart.distributed ...) or plain python for one process."
 
@@ -58,9 +58,8 @@ timeout_option = click.option("--timeout", "timeout_s", type=float, default=600.
                    "stream), e.g. 8GB (default: 3/4 of its available RAM, or of its cgroup memory limit where lower). "
                    "Past the in-memory path's need the default and kaminpar take their compressed path; past that, "
                    "one line up front.")
-@click.option("--scratch-dir", "scratch_dir", metavar="DIR", default=None,
-              help="Existing directory, on every rank's machine, for its scratch files (default: beside DIR): "
-                   "the shuffled rows and, on rank 0, the compressed adjacency.")
+@scratch_dir_option("each rank's", "on its own machine, default beside DIR; the shuffled rows and, on rank 0, the "
+                                   "gathered edges and the compressed adjacency")
 @click.option("--add-reverse", is_flag=True, help="Not supported here yet (refused): run `gpart partition CHUNKS --add-reverse` on one machine.")
 @click.option("--force", is_flag=True, help="Replace an existing result in DIR.")
 @timeout_option

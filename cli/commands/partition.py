@@ -11,7 +11,19 @@ from rich.table import Table
 from gpart.cli.options.input import graph_input, input_options
 from gpart.cli.options.method import DescribedOption, MethodChoice, given_method_options, imbalance_option, method_help, preset_option
 from gpart.cli.options.params import parse_name_paths
-from gpart.cli.output.ui import data_options, force_option, human_bytes, json_option, print_json, progress_for, quiet_option, stderr, stdout, train_balance_text
+from gpart.cli.output.ui import (
+    data_options,
+    force_option,
+    human_bytes,
+    json_option,
+    print_json,
+    progress_for,
+    quiet_option,
+    scratch_dir_option,
+    stderr,
+    stdout,
+    train_balance_text,
+)
 from gpart.partition_methods.registry import DEFAULT_METHOD
 from gpart.pipeline.partition import partition_graph
 
@@ -46,9 +58,8 @@ from gpart.pipeline.partition import partition_graph
                    "bucketed by owner into scratch files instead of sorted in memory, and the default and kaminpar build "
                    "the adjacency compressed on disk (coarsened there until KaMinPar fits); metis, which holds the "
                    "whole adjacency, stops with an error up front.")
-@click.option("--scratch-dir", "scratch_dir", metavar="DIR", default=None,
-              help="Existing directory for scratch files (default: beside OUT): put it on a disk with room, "
-                   "about 35-80 bytes per input edge at the peak on the compressed path. Its files are removed when the run ends.")
+@scratch_dir_option("the run's", "default beside OUT; put it on a disk with room, about 35-80 bytes per input edge at the "
+                                 "peak on the compressed path")
 @click.option("--passes", type=click.IntRange(min=1), default=None,
               help="Streaming passes of --method stream: the first places every node, the next restream (up to 8), "
                    "the rest refine (default 20 in all). More passes: better cut, one more read of the spilled edges each.")

@@ -118,6 +118,13 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print machin
 force_option = click.option("--force", is_flag=True, help="Replace what gpart wrote at the output (a result of any kind); never other data.")
 
 
+def scratch_dir_option(whose: str, holds: str):
+    """--scratch-dir DIR: where a partition run's scratch files go (`whose` directory, beside what by default; what
+    it `holds`)."""
+    return click.option("--scratch-dir", "scratch_dir", metavar="DIR", default=None,
+                        help=f"Existing directory for {whose} scratch files: {holds}. Its files are removed when the run ends.")
+
+
 def data_options(node_help: str, edge_help: str):
     """--node-data and --edge-data NAME=PATH, repeatable (partition and verify name extra arrays so)."""
     def wrap(command):
