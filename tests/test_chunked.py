@@ -61,6 +61,43 @@ def test_edge_data_chunks_follow_the_edge_chunks(tmp_path):
     assert np.array_equal(back.edge_data["edge_w"], g.edge_data["edge_w"])
 
 
+def test_spilled_chunks_are_mapped_scratch_files_with_the_same_rows(tmp_path, monkeypatch, cora_chunks):
+    """Joined into a scratch directory (a partition run's), a chunked graph costs page cache, not anonymous memory:
+    every array is a read-only map of a file there, with the rows of the in-memory join, in blocks of any size."""
+    import gpart.formats.files.scratch as scratch_module
+    from gpart.base.graph import Graph
+    from gpart.formats.files.scratch import ScratchDir
+    from gpart.formats.input.chunked import write_chunked
+
+    g = Graph.from_arrays(np.arange(7) % 5, (np.arange(7) + 1) % 5, 5, feat=np.arange(15, dtype=np.float16).reshape(5, 3))
+    g.edge_data["edge_w"] = np.arange(14, dtype=np.float32).reshape(7, 2)
+    write_chunked(g, tmp_path / "c", 3)
+    monkeypatch.setattr(scratch_module, "CONCAT_BLOCK_BYTES", 24)  # several blocks per chunk
+    for directory in (tmp_path / "c", cora_chunks):
+        in_memory = read_chunked_graph(directory)
+        with ScratchDir(tmp_path) as spill:
+            back = read_graph(directory, spill=spill)
+            arrays = {"src": back.src, "dst": back.dst, **back.node_data, **back.edge_data}
+            expected = {"src": in_memory.src, "dst": in_memory.dst, **in_memory.node_data, **in_memory.edge_data}
+            assert arrays.keys() == expected.keys()
+            for name, arr in arrays.items():
+                assert isinstance(arr, np.memmap) and not arr.flags.writeable, name
+                assert Path(arr.filename).parent == spill.path, name
+                assert arr.dtype == expected[name].dtype and np.array_equal(arr, expected[name]), name
+    assert not [p for p in tmp_path.iterdir() if ".gpart-scratch" in p.name]
+
+
+def test_a_chunked_input_is_partitioned_from_scratch_files_to_the_same_bytes(tmp_path, capsys, cora_chunks):
+    rc, _, err = run(capsys, "partition", cora_chunks, "--parts", 3, "-o", tmp_path / "from_chunks", "-q")
+    assert rc == 0, err
+    rc, _, err = run(capsys, "partition", CORA, "--parts", 3, "-o", tmp_path / "from_npz", "-q")
+    assert rc == 0, err
+    for path in sorted((tmp_path / "from_npz").rglob("*")):
+        if path.is_file() and path.name != "manifest.json":
+            assert path.read_bytes() == (tmp_path / "from_chunks" / path.relative_to(tmp_path / "from_npz")).read_bytes()
+    assert not [p for p in tmp_path.iterdir() if ".gpart-" in p.name]
+
+
 def _error(directory) -> str:
     with pytest.raises(InputError) as info:
         read_graph(directory)

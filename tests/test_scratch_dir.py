@@ -5,6 +5,7 @@ the same bytes, and a directory that cannot take them is one line before any wor
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +83,7 @@ def test_the_bounded_write_pass_and_reverse_copies_spill_there_too(tmp_path, scr
     for name, where in (("plain", None), ("spilled", scratch)):
         scratch_parents.clear()
         partition_graph(CORA, tmp_path / "out" / name, 4, "random", add_reverse=True, scratch_dir=where)
-        assert len(scratch_parents) == 2  # the reverse copies and the bounded write pass
+        assert len(scratch_parents) == 3  # the input's (a chunked input's joined chunks), the reverse copies, the write pass
         assert set(scratch_parents) == {tmp_path / "out" if where is None else scratch}
     _same_result(tmp_path / "out" / "plain", tmp_path / "out" / "spilled")
     assert list(scratch.iterdir()) == []
@@ -171,7 +172,8 @@ def test_too_little_scratch_disk_for_the_compressed_path_is_one_line_before_any_
                         scratch_dir=scratch)
     line = refused.value.one_line()
     assert "\n" not in line and str(scratch) in line and "--scratch-dir" in line and "GiB" in line, line
-    assert scratch_parents == [] and not (tmp_path / "out").exists()  # no scratch made, no output
+    assert len(scratch_parents) == 1 and list(scratch.iterdir()) == []  # the input's scratch only, removed
+    assert not (tmp_path / "out").exists()
     monkeypatch.setattr(scratch_module.shutil, "disk_usage", lambda path: usage(need * 4, need * 3, need))
     assert partition_graph(graph, tmp_path / "out", 4, max_memory=compressed_limit(graph.num_nodes, graph.num_edges),
                            scratch_dir=scratch)["params"]["adjacency"] == "compressed"
@@ -202,3 +204,22 @@ def test_rank_0_without_scratch_disk_for_the_gathered_graph_stops_every_rank_bef
     assert "gathered edges" in results[0] and "--scratch-dir" in results[0] and "\n" not in results[0], results
     assert "gathered edges" in results[1], results  # the other rank quotes rank 0's error
     assert not (tmp_path / "dist").exists()
+
+
+def test_a_killed_runs_scratch_beside_the_output_is_swept_by_the_next_run(tmp_path):
+    """A SIGKILLed run leaves its scratch directories (`.<out>.gpart-staging-<pid>-<id>-scratch-<id>`, a distributed
+    rank's with its rank); the next run writing there removes those of dead processes, not of live ones."""
+    import subprocess
+    import sys
+
+    from gpart.formats.files.commit import sweep_stale_work
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    left = [tmp_path / f".out.gpart-staging-{pid}-0123abcd-scratch-k2_x9q", tmp_path / f".out.gpart-staging-{pid}-0123abcd-scratch-1-ab_c"]
+    alive = tmp_path / f".out.gpart-staging-{os.getpid()}-0123abcd-scratch-zz"
+    for path in (*left, alive):
+        (path / "0001-src").parent.mkdir()
+        (path / "0001-src").write_bytes(b"x" * 64)
+    assert sorted(sweep_stale_work(tmp_path, "out")) == sorted(left)
+    assert [p.name for p in tmp_path.iterdir()] == [alive.name]

@@ -50,9 +50,11 @@ def safe_relpath(path: Any, what: str = "file name", where: Optional[os.PathLike
 # Writers work under hidden siblings of their target, `.<target>.gpart-<kind>-<pid>-<hex>`:
 #   staging  a result being built (a directory)         old   a replaced result being removed
 #   tmp      a file being written                        next  an export's commit record (filelist)
-# The pid lets a later run tell the leftovers of a dead process from the work of a live one.
+# The pid lets a later run tell the leftovers of a dead process from the work of a live one. A staging name may
+# carry `-scratch-<id>`: a scratch directory beside it (SPEC.md 4.6), a killed run's leftover swept the same way.
 WORK_KINDS = ("staging", "old", "tmp", "next")
-_WORK_RE = re.compile(r"^\.(?P<target>.+)\.gpart-(?P<kind>staging|old|tmp|next)-(?P<pid>[0-9]+)-(?P<token>[0-9a-f]{8})$")
+_WORK_RE = re.compile(r"^\.(?P<target>.+)\.gpart-(?P<kind>staging|old|tmp|next)-(?P<pid>[0-9]+)-(?P<token>[0-9a-f]{8})"
+                      r"(?:-scratch-[A-Za-z0-9_-]+)?$")
 
 
 @dataclass(frozen=True)

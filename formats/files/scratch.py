@@ -15,15 +15,18 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Optional, Union
+from typing import Iterable, Optional, Union
 
 import numpy as np
 
 from gpart.base.errors import OutputError, uninterrupted
 from gpart.base.work_paths import hold, release
-from gpart.bytes.sink import map_new_file, preallocate
+from gpart.bytes.reader import drop_pages
+from gpart.bytes.sink import map_new_file, preallocate, pwrite_all
+from gpart.bytes.written_pages import drop_written
 
 PathLike = Union[str, "os.PathLike[str]"]
+CONCAT_BLOCK_BYTES = 16 << 20  # bytes per write of ScratchDir.concatenated: bounds its temporaries
 
 
 def checked_parent(parent: PathLike) -> Path:
@@ -96,6 +99,34 @@ class ScratchDir:
         fd = os.open(path, os.O_RDWR)
         self._fds.append(fd)
         return fd
+
+    def concatenated(self, name: str, pieces: Iterable[np.ndarray], dtype: Union[str, np.dtype],
+                     shape: tuple[int, ...]) -> np.ndarray:
+        """`pieces` (arrays of `shape[1:]` rows, `shape[0]` rows in all) one after another in a new scratch file,
+        mapped read-only: the rows cost page cache, which a memory cgroup reclaims, not anonymous memory. Each
+        piece is written in blocks of about CONCAT_BLOCK_BYTES, its written pages dropped as it goes and the
+        piece's own mapped pages after it."""
+        dtype = np.dtype(dtype)
+        row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
+        path = self.file(name, shape[0] * row_bytes)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            at = 0
+            for piece in pieces:
+                step = max(1, CONCAT_BLOCK_BYTES // max(row_bytes, 1))
+                for start in range(0, piece.shape[0], step):
+                    block = np.ascontiguousarray(piece[start:start + step], dtype=dtype)
+                    pwrite_all(fd, block, at)
+                    drop_written(fd, at, block.nbytes)
+                    at += block.nbytes
+                drop_pages(piece)
+            if at != shape[0] * row_bytes:
+                raise ValueError(f"{name}: the pieces hold {at // max(row_bytes, 1)} rows, not {shape[0]}")
+        finally:
+            os.close(fd)
+        if shape[0] == 0:
+            return np.zeros(shape, dtype=dtype)
+        return np.memmap(path, dtype=dtype, mode="r", shape=shape)
 
     def array(self, name: str, dtype: Union[str, np.dtype], shape: Union[int, tuple[int, ...]]) -> np.ndarray:
         """A writable memory-mapped array backed by a preallocated scratch file (a plain empty array

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +26,7 @@ from gpart.bytes.sink import ByteSink
 from gpart.formats.files.commit import staged_output
 from gpart.formats.files.manifest import fsync_dir, read_json, write_json_atomic
 from gpart.formats.files.names import safe_name, safe_relpath
+from gpart.formats.files.scratch import ScratchDir
 from gpart.formats.input.checks import scan_range
 from gpart.formats.input.npz import npy_header, open_array_input, open_npy
 
@@ -268,21 +269,44 @@ def _read_parquet(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return table.column("src").to_numpy(), table.column("dst").to_numpy()
 
 
-def read_chunked_graph(directory: PathLike) -> Graph:
-    """The graph a chunked directory stands for (chunks concatenated; one chunk stays memory-mapped)."""
+def read_chunked_graph(directory: PathLike, spill: Optional[ScratchDir] = None) -> Graph:
+    """The graph a chunked directory stands for, its chunks concatenated: in memory, or (`spill`, more than one chunk)
+    into files of that scratch directory, mapped read-only, so that a graph larger than memory costs page cache,
+    not anonymous memory (one chunk stays memory-mapped either way)."""
     cg = ChunkedGraph(directory)
-    pieces = [cg.edges(i) for i in range(cg.num_edge_chunks)]
-    src = _concat([p[0] for p in pieces], np.int64)
-    dst = _concat([p[1] for p in pieces], np.int64)
+    join = _joined(spill if cg.num_edge_chunks > 1 or cg.num_node_chunks > 1 else None)
+    src = join("src", (cg.edges(i)[0] for i in range(cg.num_edge_chunks)), cg.num_edges, np.dtype(np.int64), ())
+    dst = join("dst", (cg.edges(i, check_ids=False)[1] for i in range(cg.num_edge_chunks)), cg.num_edges,
+               np.dtype(np.int64), ())
     graph = Graph(cg.num_nodes, src, dst, source=os.fspath(directory), input_format="chunked")
     for kind, names, target in (("node", cg.node_data, graph.node_data), ("edge", cg.edge_data, graph.edge_data)):
         for name in names:
             count = cg.num_node_chunks if kind == "node" else cg.num_edge_chunks
-            chunks = [cg.data_chunk(kind, name, i) for i in range(count)]
-            for i, arr in enumerate(chunks):
-                check_same_layout(names[name][i], name, arr, _layout_of(chunks[0]))
-            target[name] = _concat(chunks, chunks[0].dtype if chunks else np.float32)
+            first = cg.data_chunk(kind, name, 0) if count else np.zeros(0, dtype=np.float32)
+            layout = _layout_of(first)
+
+            def checked(i: int, kind: str = kind, name: str = name, layout: Any = layout, names: Any = names) -> np.ndarray:
+                arr = cg.data_chunk(kind, name, i)
+                check_same_layout(names[name][i], name, arr, layout)
+                return arr
+
+            rows = cg.num_nodes if kind == "node" else cg.num_edges
+            target[name] = join(f"{kind}-{name}", (checked(i) for i in range(count)), rows, first.dtype, first.shape[1:])
     return graph
+
+
+Join = Callable[[str, Iterator[np.ndarray], int, np.dtype, tuple[int, ...]], np.ndarray]
+
+
+def _joined(spill: Optional[ScratchDir]) -> Join:
+    """join(name, pieces, rows, dtype, row_shape): the pieces concatenated, in memory or in `spill`."""
+
+    def join(name: str, pieces: Iterator[np.ndarray], rows: int, dtype: np.dtype, row_shape: tuple[int, ...]) -> np.ndarray:
+        if spill is None:
+            return _concat(list(pieces), dtype)
+        return spill.concatenated(name, pieces, dtype, (rows, *row_shape))
+
+    return join
 
 
 def _concat(arrays: list[np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:

@@ -8,8 +8,8 @@ of an edge table are the source and the destination, whether it has a header, wh
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence, Union
 
 from gpart.base.errors import InputError
 
@@ -26,12 +26,15 @@ DEFAULT_COLUMN_PAIRS = (
 class ReadOptions:
     """`src_col` / `dst_col`: a column name, or a 0-based column number given as digits (None: SPEC.md 3.8's
     defaults); `header`: True, False, or None to detect it; `split`: the OGB split folder to read as masks
-    (None: the only one there; "none": no masks)."""
+    (None: the only one there; "none": no masks). `spill`: not a user option but where the run lets a reader
+    that concatenates pieces (chunked directories) put the graph's arrays, mapped read-only (a ScratchDir; None:
+    memory)."""
 
     src_col: Optional[str] = None
     dst_col: Optional[str] = None
     header: Optional[bool] = None
     split: Optional[str] = None
+    spill: Any = field(default=None, compare=False, repr=False)
 
     @property
     def table_options(self) -> bool:

@@ -15,12 +15,14 @@ with its ReadOptions) and, for files, of `SUFFIXES`; directories are told apart 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Union
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
+from gpart.formats.files.scratch import ScratchDir
 from gpart.formats.input.checks import check_data_array, check_input_file, check_name, split_compression
 from gpart.formats.input.chunked import is_chunked_dir, read_chunked_graph
 from gpart.formats.input.edge_table import read_edge_table
@@ -55,7 +57,7 @@ READERS: dict[str, Reader] = {
     "csv": lambda path, options: read_edge_table(path, "csv", options),
     "tsv": lambda path, options: read_edge_table(path, "tsv", options),
     "parquet": read_parquet_edges,
-    "chunked": lambda path, options: read_chunked_graph(path),
+    "chunked": lambda path, options: read_chunked_graph(path, options.spill),
     "ogb": read_ogb,
 }
 # directory formats: how each is recognised, in order
@@ -66,14 +68,17 @@ def read_graph(
     path: Union[PathLike, GraphInput],
     node_data: Optional[Mapping[str, PathLike]] = None,
     edge_data: Optional[Mapping[str, PathLike]] = None,
+    spill: Optional[ScratchDir] = None,
 ) -> Graph:
     """Read and validate an input graph; arrays are memory-mapped where the format allows.
 
     `path` is a file or directory, or a GraphInput carrying reading options (columns, header, OGB split).
-    `node_data` / `edge_data` map array names to extra `.npy` files (SPEC.md 3.2).
+    `node_data` / `edge_data` map array names to extra `.npy` files (SPEC.md 3.2). `spill`: a scratch directory
+    where a reader that concatenates pieces (a chunked directory) puts the arrays, mapped, instead of memory.
     The format is chosen by the file name (`input_format(path)`) or the directory's contents.
     """
     raw, options = split_input(path)
+    options = replace(options, spill=spill)
     path = Path(raw)
     fmt = input_format(path)
     if options.table_options and fmt not in TABLE_FORMATS:

@@ -28,7 +28,7 @@ from gpart.base.graph import Graph
 from gpart.base.memory import default_max_memory, parse_memory_size, return_large_frees
 from gpart.base.progress import Progress, StageTimer, or_null
 from gpart.formats.files.commit import staged_output
-from gpart.formats.files.scratch import checked_parent
+from gpart.formats.files.scratch import ScratchDir, checked_parent
 from gpart.formats.input.readers import read_graph
 from gpart.formats.input.typed import is_typed_npz
 from gpart.partition_methods.memory import check_assign_memory
@@ -101,9 +101,10 @@ def partition_request(input: Union[PathLike, Graph], out_dir: PathLike, request:
     options = method_options(chosen, method_params, where)  # before any work: a bad option stops here
     spill = None if request.scratch_dir is None else checked_parent(request.scratch_dir)
     with staged_output(out_dir, force=request.force, inputs=inputs) as stage, \
-            reverse_scratch_dir(request.add_reverse, stage, spill) as scratch:
-        with timer("read graph"):
-            graph = _load_graph(input, request.node_data, request.edge_data)
+            reverse_scratch_dir(request.add_reverse, stage, spill) as scratch, \
+            ScratchDir(stage.parent if spill is None else spill, prefix=f"{stage.name}-scratch-") as input_scratch:
+        with timer("read graph"):  # a chunked input's pieces are joined in input_scratch, not in memory
+            graph = _load_graph(input, request.node_data, request.edge_data, input_scratch)
         check_graph(graph, num_parts, source)
         check_node_memory(chosen.name, graph.num_nodes, limit, graph.source, chosen.book_bytes_per_node)
         reverse = None
@@ -130,9 +131,9 @@ def _input_paths(source, node_data: DataSpec, edge_data: DataSpec, assignment: A
     return paths
 
 
-def _load_graph(input: Union[PathLike, Graph], node_data: DataSpec, edge_data: DataSpec) -> Graph:
+def _load_graph(input: Union[PathLike, Graph], node_data: DataSpec, edge_data: DataSpec, spill: ScratchDir) -> Graph:
     if isinstance(input, Graph):
         if node_data or edge_data:
             raise ValueError("node_data/edge_data name files to add to an input path; put arrays into the Graph instead")
         return input
-    return read_graph(input, node_data=node_data, edge_data=edge_data)
+    return read_graph(input, node_data=node_data, edge_data=edge_data, spill=spill)
