@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence, Union
+from typing import Any, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -274,39 +274,35 @@ def read_chunked_graph(directory: PathLike, spill: Optional[ScratchDir] = None) 
     into files of that scratch directory, mapped read-only, so that a graph larger than memory costs page cache,
     not anonymous memory (one chunk stays memory-mapped either way)."""
     cg = ChunkedGraph(directory)
-    join = _joined(spill if cg.num_edge_chunks > 1 or cg.num_node_chunks > 1 else None)
-    src = join("src", (cg.edges(i)[0] for i in range(cg.num_edge_chunks)), cg.num_edges, np.dtype(np.int64), ())
-    dst = join("dst", (cg.edges(i, check_ids=False)[1] for i in range(cg.num_edge_chunks)), cg.num_edges,
-               np.dtype(np.int64), ())
+    spill = spill if cg.num_edge_chunks > 1 or cg.num_node_chunks > 1 else None
+    edges = cg.num_edges
+    src = _join(spill, "src", (cg.edges(i)[0] for i in range(cg.num_edge_chunks)), edges, np.dtype(np.int64))
+    dst = _join(spill, "dst", (cg.edges(i, check_ids=False)[1] for i in range(cg.num_edge_chunks)), edges, np.dtype(np.int64))
     graph = Graph(cg.num_nodes, src, dst, source=os.fspath(directory), input_format="chunked")
     for kind, names, target in (("node", cg.node_data, graph.node_data), ("edge", cg.edge_data, graph.edge_data)):
+        count, rows = (cg.num_node_chunks, cg.num_nodes) if kind == "node" else (cg.num_edge_chunks, cg.num_edges)
         for name in names:
-            count = cg.num_node_chunks if kind == "node" else cg.num_edge_chunks
             first = cg.data_chunk(kind, name, 0) if count else np.zeros(0, dtype=np.float32)
-            layout = _layout_of(first)
-
-            def checked(i: int, kind: str = kind, name: str = name, layout: Any = layout, names: Any = names) -> np.ndarray:
-                arr = cg.data_chunk(kind, name, i)
-                check_same_layout(names[name][i], name, arr, layout)
-                return arr
-
-            rows = cg.num_nodes if kind == "node" else cg.num_edges
-            target[name] = join(f"{kind}-{name}", (checked(i) for i in range(count)), rows, first.dtype, first.shape[1:])
+            target[name] = _join(spill, f"{kind}-{name}", _data_chunks(cg, kind, name, count, _layout_of(first)), rows,
+                                 first.dtype, first.shape[1:])
     return graph
 
 
-Join = Callable[[str, Iterator[np.ndarray], int, np.dtype, tuple[int, ...]], np.ndarray]
+def _data_chunks(cg: ChunkedGraph, kind: str, name: str, count: int, layout: tuple[np.dtype, tuple[int, ...]]) -> Iterator[np.ndarray]:
+    """The `count` chunks of data array `name`, each checked against the first's layout."""
+    files = cg.node_data if kind == "node" else cg.edge_data
+    for i in range(count):
+        arr = cg.data_chunk(kind, name, i)
+        check_same_layout(files[name][i], name, arr, layout)
+        yield arr
 
 
-def _joined(spill: Optional[ScratchDir]) -> Join:
-    """join(name, pieces, rows, dtype, row_shape): the pieces concatenated, in memory or in `spill`."""
-
-    def join(name: str, pieces: Iterator[np.ndarray], rows: int, dtype: np.dtype, row_shape: tuple[int, ...]) -> np.ndarray:
-        if spill is None:
-            return _concat(list(pieces), dtype)
-        return spill.concatenated(name, pieces, dtype, (rows, *row_shape))
-
-    return join
+def _join(spill: Optional[ScratchDir], name: str, pieces: Iterator[np.ndarray], rows: int, dtype: np.dtype,
+          row_shape: tuple[int, ...] = ()) -> np.ndarray:
+    """The pieces concatenated: in memory, or in a file of `spill` mapped read-only."""
+    if spill is None:
+        return _concat(list(pieces), dtype)
+    return spill.concatenated(name, pieces, dtype, (rows, *row_shape))
 
 
 def _concat(arrays: list[np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
