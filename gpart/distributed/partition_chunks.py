@@ -323,13 +323,16 @@ def _write_topology(job: PartitionJob, writer: PartitionWriter, part: int, nodes
     position = nodes.position[dst]
     # CSC order: destination position, then edge id (as gpart.pipeline.partition's one sort of packed keys)
     order = np.argsort((position << shift) | eid) if packed else np.lexsort((eid, position))
-    src, eid, local_dst = src[order], eid[order], position[order] - nodes.offsets[part]
-    rows = take_rows(rows[:, 3 * ID_BYTES:], order) if job.edge_layout else rows[:0, 3 * ID_BYTES:]
+    src, eid, local_dst = src[order], eid[order], position[order]
+    local_dst -= nodes.offsets[part]
+    # the edge arrays' rows alone, in CSC order; without edge arrays no view may keep the received rows alive
+    # through the layout (24 bytes per edge of the partition)
+    rows = take_rows(rows[:, 3 * ID_BYTES:], order) if job.edge_layout else None
     del position, dst, order
     layout = part_layout(part, src, local_dst, eid, nodes, Scratch(nodes.position.shape[0]))
     num_edges = int(layout.edge_ids.shape[0])
     arrays = {key: writer.write_topology(part, key, getattr(layout, key)) for key in ("node_ids", "indptr", "indices", "edge_ids")}
-    at = 0  # rows now hold the edge arrays alone
+    at = 0  # rows now hold the edge arrays alone (None: there are none)
     for name, (dtype, shape) in job.edge_layout.items():
         arrays[data_key("edge", name)] = writer.write_data(part, "edge", name, np.empty((0, *shape), dtype), num_edges,
                                                           [column(rows, at, dtype, shape)])
