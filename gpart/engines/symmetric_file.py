@@ -67,7 +67,7 @@ def symmetric_parhip(graph: Graph, scratch: ScratchDir, budget: int,
         raw = int(counts.sum())
         per_bucket = np.add.reduceat(counts, starts) if n else np.zeros(1, dtype=np.int64)
         del counts
-        path = scratch.file("symmetric.parhip", HEADER_BYTES + 8 * (n + 1) + 4 * raw + 8 * n)  # least_scratch_bytes
+        path = scratch.file("symmetric.parhip", _file_bytes(n, raw))
         with ScratchDir(path.parent) as buckets_dir:
             buckets = bucket_rows(buckets_dir, e, starts.shape[0], _bucketed_keys(graph, starts, stage),
                                   {"key": np.dtype(np.uint64)}, counts=per_bucket)
@@ -99,8 +99,13 @@ def symmetric_parhip(graph: Graph, scratch: ScratchDir, budget: int,
 
 def least_scratch_bytes(num_nodes: int, num_edges: int) -> int:
     """The disk symmetric_parhip holds at once for a graph without self-loops: the buckets (16 bytes per edge) beside
-    the file it preallocates (its header, 16 bytes per node, 4 per raw entry: 8 per edge)."""
-    return HEADER_BYTES + 8 * (num_nodes + 1) + 8 * num_nodes + 24 * num_edges
+    the file it preallocates (two raw entries per edge)."""
+    return 16 * num_edges + _file_bytes(num_nodes, 2 * num_edges)
+
+
+def _file_bytes(num_nodes: int, raw_entries: int) -> int:
+    """The ParHiP file symmetric_parhip preallocates: header, list starts, 4 bytes per raw entry, vertex weights."""
+    return HEADER_BYTES + 8 * (num_nodes + 1) + 4 * raw_entries + 8 * num_nodes
 
 
 def _endpoint_counts(graph: Graph, stage) -> np.ndarray:
