@@ -117,12 +117,19 @@ def test_random_book_is_the_permutation_of_arange_mod_p():
     assert np.array_equal(local_ids(book.owner_array, 6, chunk=999), expected.local_array)
 
 
-@pytest.mark.parametrize("method", ["remainder", "range", "random"])
-def test_bounded_pass_writes_the_in_memory_bytes(tmp_path, monkeypatch, method):
+@pytest.mark.parametrize("method, packed", [("remainder", True), ("range", True), ("random", True), ("random", False)])
+def test_bounded_pass_writes_the_in_memory_bytes(tmp_path, monkeypatch, method, packed):
+    """The bounded pass's bytes are the in-memory pass's, with CSC keys packed in 63 bits or (graphs too large for
+    that: forced here) edge ids and positions in buckets of their own."""
+    from gpart.pipeline import csc_order
+
     graph = write_powerlaw_npz(tmp_path / "g.npz", 3000, 40_000, feat_dim=4, seed=1)
     memory = partition_graph(graph, tmp_path / "memory", 5, method, halo=1, max_memory="1TB")
     monkeypatch.setattr(write_module, "block_edges_for", lambda budget: 777)  # many blocks per partition
     monkeypatch.setattr(write_module, "layout_threads", lambda *args: 0)  # the bounded pass
+    if not packed:
+        shift = csc_order.key_shift
+        monkeypatch.setattr(csc_order, "key_shift", lambda n, e: (shift(n, e)[0], False))
     bounded = partition_graph(graph, tmp_path / "bounded", 5, method, halo=1, max_memory="1TB")
     assert bounded == memory
     files = sorted(p.relative_to(tmp_path / "memory") for p in (tmp_path / "memory").rglob("*") if p.is_file())

@@ -241,6 +241,48 @@ def test_stopped_rank_makes_the_others_give_up_after_the_timeout(tmp_path, chunk
     assert not (tmp_path / "out").exists()
 
 
+def _partition_bounded(rank: int, world_size: int, chunks: str, out: str, parts: int, halo: int, packed: bool):
+    """_partition with every partition written block by block (blocks of 300 edges) through buckets on disk, keys
+    packed or (forced) not."""
+    from gpart.distributed import partition_chunks as module
+    from gpart.distributed import received_edges
+    from gpart.pipeline import csc_order
+
+    received_edges.MIN_BLOCK_EDGES = 300
+    if not packed:
+        shift = csc_order.key_shift
+        csc_order.key_shift = lambda n, e: (shift(n, e)[0], False)  # type: ignore[assignment]
+    ordered, blocks = [], module.OwnerBucketOrder
+
+    def counted(*args, **kwargs):
+        ordered.append(blocks(*args, **kwargs))
+        return ordered[-1]
+
+    module.OwnerBucketOrder = counted  # type: ignore[assignment,misc]
+    module.partition_chunks(chunks, out, parts, "random", seed=5, halo=halo, max_message=1000, max_memory="1MB", timeout_s=30)
+    return [int(o.first_block[-1]) for o in ordered]  # the blocks of each partition this rank wrote from disk
+
+
+@pytest.mark.parametrize("world, parts, halo, packed", [(2, 3, 1, True), (3, 5, 0, False)])
+def test_partitions_past_the_rank_memory_are_written_from_disk(tmp_path, world, parts, halo, packed):
+    """A rank whose partitions' rows do not fit its memory (--max-memory) orders them through buckets on disk and
+    writes the single machine's bytes, edge arrays (one of rows without bytes) carried through the buckets."""
+    from gpart.cli.main import main
+
+    for name, arr in (("w", np.arange(5429 * 3, dtype=np.float32).reshape(5429, 3)), ("t", (np.arange(5429) % 7).astype(np.int16)),
+                      ("z", np.zeros((5429, 0), dtype=np.float64))):
+        np.save(tmp_path / f"{name}.npy", arr)
+    assert main(["chunk", str(CORA), "--chunks", "4", "-o", str(tmp_path / "c"), "-q"]
+                + [a for name in "wtz" for a in ("--edge-data", f"edge_{name}={tmp_path / f'{name}.npy'}")]) == 0
+    single, dist = tmp_path / "single", tmp_path / "dist"
+    partition_graph(tmp_path / "c", single, parts, "random", seed=5, halo=halo)
+    blocks = run_distributed(_partition_bounded, world, str(tmp_path / "c"), str(dist), parts, halo, packed, timeout_s=120)
+    assert sum(len(b) for b in blocks) == parts and min(min(b) for b in blocks) > parts  # all from disk, several blocks each
+    files = same_files(single, dist)
+    assert "part_1/edge_data/edge_w.bin" in files and "part_0/edge_data/edge_z.bin" in files
+    assert not [p for p in tmp_path.rglob("*") if "scratch" in p.name]
+
+
 def test_edge_data_travels_with_its_edges(tmp_path, capsys):
     from gpart.cli.main import main
 

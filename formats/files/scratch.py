@@ -124,7 +124,7 @@ class ScratchDir:
                 raise ValueError(f"{name}: the pieces hold {at // max(row_bytes, 1)} rows, not {shape[0]}")
         finally:
             os.close(fd)
-        if shape[0] == 0:
+        if shape[0] * row_bytes == 0:  # an empty file cannot be mapped
             return np.zeros(shape, dtype=dtype)
         return np.memmap(path, dtype=dtype, mode="r", shape=shape)
 

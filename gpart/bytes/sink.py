@@ -145,6 +145,8 @@ def close_quietly(fh: Any) -> None:
 def pwrite_all(fd: int, values: np.ndarray, offset: int) -> None:
     """All bytes of the contiguous array `values` at byte `offset` of the open file `fd` (os.pwrite may write
     fewer at a time; it releases the GIL, so threads write their own spans of one file at once)."""
+    if values.nbytes == 0:  # nothing to write (and rows of no bytes cannot be cast to a byte view)
+        return
     view = np.ascontiguousarray(values).data.cast("B")
     while view:
         written = os.pwrite(fd, view, offset)

@@ -28,12 +28,14 @@ import numpy as np
 from gpart.base.errors import GpartError, InputError
 from gpart.base.graph import Graph
 from gpart.base.memory import default_max_memory, parse_memory_size, return_large_frees
+from gpart.base.progress import NullProgress
 from gpart.base.version import __version__
 from gpart.collectives.comm import Comm
 from gpart.distributed.gather import gathered_book
 from gpart.distributed.halo import fetch_halo_rows
 from gpart.distributed.partition_job import ID_BYTES, Log, PartitionJob, edge_blocks, node_blocks, round_bytes
 from gpart.distributed.placement import Output, check_my_files, commit_output, layouts_from_json, layouts_json, stage_output
+from gpart.distributed.received_edges import ReceivedEdges, block_edges, in_memory_bytes
 from gpart.distributed.shuffle import PartFiles, column, shuffle, take_rows
 from gpart.formats.files.scratch import ScratchDir, checked_parent
 from gpart.formats.input.chunked import ChunkedGraph, check_same_layout
@@ -42,8 +44,10 @@ from gpart.formats.partition.writer import PartitionManifest, PartitionWriter, d
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import MethodOptions
 from gpart.partition_methods.registry import method_options, resolve_method
-from gpart.pipeline.csc_order import key_shift
+from gpart.pipeline.csc_order import OwnerBucketOrder, key_shift
 from gpart.pipeline.layout import NodeOrder, Scratch, node_order, part_layout
+from gpart.pipeline.memory_plan import BOUNDED_CHUNK_BYTES
+from gpart.pipeline.write_arrays import write_topology_blocks
 from gpart.pipeline.write_result import partition_stats
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -218,9 +222,8 @@ def _run(job: PartitionJob, out: Output, run: MethodRun) -> tuple[list[dict], di
         halos: dict[int, np.ndarray] = {}
         try:
             book_json = writer.write_book(book) if out.writes_shared(comm.rank) else {}
-            for p in job.my_parts():
-                entry, halos[p] = _write_topology(job, writer, p, nodes, edge_files)
-                parts.append(entry)
+            limit = run.context.max_memory or default_max_memory()
+            parts = _write_topologies(job, writer, nodes, edge_files, scratch.path, limit, halos)
         except Exception as exc:
             error = exc
         # halo 1: every rank takes part in the exchange (a rank that failed above reports it there)
@@ -311,6 +314,41 @@ def _shuffle_nodes(job: PartitionJob, book: PartitionBook, directory: Path) -> P
 
 
 # --------------------------------------------------------------------------- writing
+
+
+def _write_topologies(job: PartitionJob, writer: PartitionWriter, nodes: NodeOrder, edge_files: PartFiles, scratch: Path,
+                      limit: int, halos: dict[int, np.ndarray]) -> list[dict[str, Any]]:
+    """This rank's partitions' topology and edge data, each in memory where its rows fit `limit` bytes, else block by
+    block from disk (gpart.distributed.received_edges); returns their manifest entries and fills `halos`."""
+    parts, mark, num_nodes = [], None, nodes.num_nodes
+    data_bytes = edge_files.row_bytes - 3 * ID_BYTES
+    for p in job.my_parts():
+        if in_memory_bytes(num_nodes, edge_files.rows[p], data_bytes) <= limit:
+            entry, halos[p] = _write_topology(job, writer, p, nodes, edge_files)
+        else:
+            if mark is None:  # each halo node's local id in the partition being written, 0 elsewhere
+                mark = np.zeros(num_nodes, dtype=np.int32 if num_nodes < 2**31 else np.int64)
+            entry, halos[p] = _write_topology_blocks(job, writer, p, nodes, edge_files, scratch,
+                                                     block_edges(limit, num_nodes, data_bytes), mark)
+        parts.append(entry)
+    return parts
+
+
+def _write_topology_blocks(job: PartitionJob, writer: PartitionWriter, part: int, nodes: NodeOrder, edge_files: PartFiles,
+                           scratch: Path, edges_per_block: int, mark: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
+    """_write_topology in bounded memory: the partition's received rows ordered through buckets on disk, written block
+    by block (the single-machine bounded pass's pieces; the same bytes)."""
+    # arrays whose rows hold no bytes are not carried: an E-row template of no bytes gives their (empty) rows
+    templates = {name: np.empty((job.cg.num_edges if np.prod(shape, dtype=np.int64) == 0 else 0, *shape), dtype)
+                 for name, (dtype, shape) in job.edge_layout.items()}
+    with ScratchDir(scratch, prefix=f"part-{part}-") as buckets:
+        received = ReceivedEdges(edge_files.mapped(part), job.cg.num_edges, job.edge_layout)
+        edges = OwnerBucketOrder(received, nodes, buckets, edges_per_block)
+        entry, halo = write_topology_blocks(writer, part, templates, nodes, edges, mark, NullProgress().stage("write"),
+                                            BOUNDED_CHUNK_BYTES)
+    del received, edges
+    edge_files.remove(part)
+    return entry, halo
 
 
 def _write_topology(job: PartitionJob, writer: PartitionWriter, part: int, nodes: NodeOrder,

@@ -129,6 +129,15 @@ class PartFiles:
         for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [parts.shape[0]]])):
             self.append(int(parts[lo]), ordered[lo:hi])
 
+    def mapped(self, part: int) -> np.ndarray:
+        """All rows received for `part`, mapped read-only from the file (remove it with `remove` after use)."""
+        if self.rows[part] == 0:
+            return np.zeros((0, self.row_bytes), dtype=np.uint8)
+        return np.memmap(self.paths[part], dtype=np.uint8, mode="r", shape=(self.rows[part], self.row_bytes))
+
+    def remove(self, part: int) -> None:
+        os.unlink(self.paths[part])
+
     def read(self, part: int) -> np.ndarray:
         """All rows received for `part`, read into memory; the file is removed."""
         path = self.paths[part]

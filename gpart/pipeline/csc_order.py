@@ -36,18 +36,44 @@ MIN_BLOCK_EDGES, MAX_BLOCK_EDGES = 1 << 16, 1 << 24
 DEGREE_CHUNK = 1 << 21
 
 
+class InputEdges:
+    """What OwnerBucketOrder reads from a graph's edge arrays (memory-mapped src and dst): a row's edge id is its
+    index, so the ids of any range ascend."""
+
+    ids_ascending = True
+
+    def __init__(self, src: np.ndarray, dst: np.ndarray):
+        self.src, self.dst = src, dst
+        self.carried: dict[str, np.dtype] = {}  # columns of edge data that travel with the rows (none: gathered by id)
+        self.num_rows = self.num_ids = int(dst.shape[0])
+
+    def destinations(self, start: int, stop: int) -> np.ndarray:
+        return np.asarray(self.dst[start:stop])
+
+    def rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """(edge ids, int64 sources, carried columns) of rows start..stop-1."""
+        return np.arange(start, stop, dtype=np.int64), np.array(self.src[start:stop], dtype=np.int64), {}
+
+    def release(self, start: int, stop: int) -> None:
+        """Rows start..stop-1 are read for this pass: keep RSS and page cache off the input's size."""
+        for arr in (self.src, self.dst):
+            evict_rows(arr, start, stop)
+
+
 class OwnerBucketOrder:
     """Edges in CSC order, partition by partition and block by block, from buckets on disk.
 
-    `nodes` (gpart.pipeline.layout's NodeOrder or BookOrder) gives a node's
+    `edges` is the input (InputEdges: a graph's src and dst; gpart.distributed's
+    received rows carry edge ids and edge data of their own). `nodes`
+    (gpart.pipeline.layout's NodeOrder or BookOrder) gives a node's
     position in partition-major order (`position_of`) and the partitions' first
     positions (`offsets`). Each partition's destinations are cut into blocks of
     consecutive positions holding about `block_edges` in-edges (a node with
     more is a block of its own), so a block's edges can be sorted and written
     alone and the blocks of a partition, in order, are its CSC order. Buckets
-    hold the packed CSC keys (csc_keys), or the edge ids where the keys would
-    not fit 63 bits; a block is sorted the first time it is read and written
-    back sorted. Per node only the in-degree count is held, while the blocks
+    hold the packed CSC keys (csc_keys), or the edge ids and positions apart where the keys would
+    not fit 63 bits, the sources and the carried columns; a block is sorted right after the bucketing and
+    written back sorted. Per node only the in-degree count is held, while the blocks
     are cut (4 bytes a node, and bincount's 8 for one chunk); afterwards a
     block is found by its first position (`block_starts`, one entry a block).
 
@@ -58,24 +84,25 @@ class OwnerBucketOrder:
     BLOCK_BYTES_PER_EDGE that one block takes while it is written).
     """
 
-    def __init__(self, src: np.ndarray, dst: np.ndarray, nodes: Any, scratch: ScratchDir,
-                 block_edges: int = MAX_BLOCK_EDGES):
-        self.dst, self.nodes, self.offsets = dst, nodes, nodes.offsets
-        self.shift, self.packed = key_shift(nodes.num_nodes, int(dst.shape[0]))
+    def __init__(self, edges: Any, nodes: Any, scratch: ScratchDir, block_edges: int = MAX_BLOCK_EDGES):
+        self.edges, self.nodes, self.offsets = edges, nodes, nodes.offsets
+        self.shift, self.packed = key_shift(nodes.num_nodes, edges.num_ids)
         self.block_starts, self.first_block, block_sizes = self._blocks(block_edges)
 
         def rows_of(start: int, stop: int):
-            at = nodes.position_of(np.asarray(dst[start:stop]))
-            value = (at << self.shift) | np.arange(start, stop, dtype=np.int64) if self.packed \
-                else np.arange(start, stop, dtype=np.int64)
-            sources = np.array(src[start:stop], dtype=np.int64)
-            for arr in (src, dst):  # keep RSS and page cache off the input's size: these pages are read once, in order
-                evict_rows(arr, start, stop)
-            return self.block_of(at), {"key": value, "src": sources}
+            at = nodes.position_of(edges.destinations(start, stop))
+            ids, sources, carried = edges.rows(start, stop)
+            columns = {"key": (at << self.shift) | ids if self.packed else ids, "src": sources, **carried}
+            if not self.packed:
+                columns["position"] = at
+            edges.release(start, stop)
+            return self.block_of(at), columns
 
+        dtypes = {"key": np.dtype(np.int64), "src": np.dtype(np.int64), **edges.carried}
+        if not self.packed:
+            dtypes["position"] = np.dtype(np.int64)
         num_blocks = int(self.first_block[-1])
-        self.buckets = bucket_rows(scratch, int(dst.shape[0]), num_blocks, rows_of,
-                                   {"key": np.dtype(np.int64), "src": np.dtype(np.int64)}, counts=block_sizes)
+        self.buckets = bucket_rows(scratch, edges.num_rows, num_blocks, rows_of, dtypes, counts=block_sizes)
         with ThreadPoolExecutor(ARRAY_THREADS, thread_name_prefix="gpart-block-sort") as pool:
             list(pool.map(self._sort_block, range(num_blocks)))  # a block's error is raised here
 
@@ -86,14 +113,14 @@ class OwnerBucketOrder:
     def _blocks(self, block_edges: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The first position of every block (ascending), each partition's first block id (P+1 entries) and the
         edges of every block."""
-        n = self.nodes.num_nodes
-        degree = np.zeros(n, dtype=np.int64 if self.dst.shape[0] >= 2**31 else np.int32)  # in-degree by position
-        for start in range(0, int(self.dst.shape[0]), DEGREE_CHUNK):
-            stop = min(start + DEGREE_CHUNK, int(self.dst.shape[0]))
-            counts = np.bincount(self.nodes.position_of(np.asarray(self.dst[start:stop])), minlength=n)
+        n, rows = self.nodes.num_nodes, self.edges.num_rows
+        degree = np.zeros(n, dtype=np.int64 if rows >= 2**31 else np.int32)  # in-degree by position
+        for start in range(0, rows, DEGREE_CHUNK):
+            stop = min(start + DEGREE_CHUNK, rows)
+            counts = np.bincount(self.nodes.position_of(self.edges.destinations(start, stop)), minlength=n)
             np.add(degree, counts, out=degree, casting="unsafe")  # a chunk's counts fit: the total does
             del counts
-            evict_rows(self.dst, start, stop)
+            self.edges.release(start, stop)
         starts, sizes = [], []
         first_block = np.zeros(self.offsets.shape[0], dtype=np.int64)
         for part in range(self.offsets.shape[0] - 1):
@@ -110,13 +137,16 @@ class OwnerBucketOrder:
 
     def _sort_block(self, block: int) -> None:
         """Sort block `block` on disk into CSC order (destination position, then edge id)."""
-        keys, sources = self.buckets.rows(block, "key"), self.buckets.rows(block, "src")
-        if self.packed:
-            order = _position_order(keys >> self.shift, int(self.block_starts[block]))
-        else:  # keys are edge ids, ascending in a bucket: a stable sort keeps id order in a column
-            order = np.argsort(self.nodes.position_of(np.asarray(self.dst[keys])), kind="stable")
-        self.buckets.rewrite(block, "key", keys[order])
-        self.buckets.rewrite(block, "src", sources[order])
+        keys = self.buckets.rows(block, "key")
+        if self.packed:  # keys are unique: their order is the CSC order
+            order = _position_order(keys >> self.shift, int(self.block_starts[block])) if self.edges.ids_ascending \
+                else np.argsort(keys)
+        else:  # keys are edge ids (ascending in a bucket where the input's are: then a stable sort keeps id order)
+            position = self.buckets.rows(block, "position")
+            order = np.argsort(position, kind="stable") if self.edges.ids_ascending else np.lexsort((keys, position))
+        for name in self.buckets.columns:
+            values = keys if name == "key" else self.buckets.rows(block, name)
+            self.buckets.rewrite(block, name, values[order])
 
     def blocks(self, part: int):
         """(edge ids, local destination, source) of each block of partition `part`, in CSC order."""
@@ -125,8 +155,13 @@ class OwnerBucketOrder:
             if self.packed:
                 edge_ids, local_dst = keys & ((1 << self.shift) - 1), (keys >> self.shift) - self.offsets[part]
             else:
-                edge_ids, local_dst = keys, self.nodes.position_of(np.asarray(self.dst[keys])) - self.offsets[part]
+                edge_ids, local_dst = keys, self.buckets.rows(block, "position") - self.offsets[part]
             yield edge_ids, local_dst, sources
+
+    def carried(self, part: int, name: str):
+        """Carried column `name` of each block of partition `part`, in CSC order (the blocks' order)."""
+        for block in range(int(self.first_block[part]), int(self.first_block[part + 1])):
+            yield self.buckets.rows(block, name)
 
 
 def _position_order(position: np.ndarray, first: int) -> np.ndarray:

@@ -22,7 +22,7 @@ from gpart.base.ids import narrowest_unsigned
 from gpart.bytes.reader import release_rows
 from gpart.formats.files.scratch import ScratchDir
 from gpart.formats.partition.book import PartitionBook
-from gpart.pipeline.csc_order import MAX_BLOCK_EDGES, OwnerBucketOrder, csc_keys, key_shift
+from gpart.pipeline.csc_order import MAX_BLOCK_EDGES, InputEdges, OwnerBucketOrder, csc_keys, key_shift
 
 # Edges handled per vectorised step when building sort keys.
 EDGE_CHUNK = 1 << 22
@@ -233,6 +233,6 @@ def order_edges(graph: Graph, nodes: AnyNodeOrder, scratch: Optional[ScratchDir]
     if scratch is None:
         edges: Any = EdgeOrder(graph.dst, nodes, graph.num_edges)
     else:
-        edges = OwnerBucketOrder(graph.src, graph.dst, nodes, scratch, block_edges)
+        edges = OwnerBucketOrder(InputEdges(graph.src, graph.dst), nodes, scratch, block_edges)
     release_rows(graph.dst)
     return edges, time.perf_counter() - start

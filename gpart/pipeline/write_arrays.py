@@ -12,7 +12,7 @@ import collections
 import functools
 import queue
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from gpart.bytes.crc import CHUNK_BYTES
 from gpart.bytes.reader import evict_rows, release_rows
 from gpart.formats.partition.writer import PartitionWriter, data_key, part_entry
 from gpart.pipeline.csc_order import OwnerBucketOrder
-from gpart.pipeline.layout import AnyNodeOrder, BookOrder, Layout, NodeOrder, Scratch, layout_of
+from gpart.pipeline.layout import AnyNodeOrder, Layout, NodeOrder, Scratch, layout_of
 from gpart.pipeline.memory_plan import BOUNDED_CHUNK_BYTES
 from gpart.pipeline.write_plan import ResultPlan
 
@@ -49,7 +49,7 @@ def write_all_topology(writer: PartitionWriter, graph: Graph, nodes: AnyNodeOrde
                                                          graph.src if sources is None else sources)
         for p in range(num_parts):
             if bounded:
-                part, halo_ids = write_topology_blocks(writer, p, graph, nodes, edges, mark, bar, BOUNDED_CHUNK_BYTES)
+                part, halo_ids = write_topology_blocks(writer, p, graph.edge_data, nodes, edges, mark, bar, BOUNDED_CHUNK_BYTES)
                 chunks = functools.partial(lambda part_: ((ids, sources) for ids, _, sources in edges.blocks(part_)), p)
                 topology = None
             else:
@@ -118,7 +118,7 @@ def write_topology(writer: PartitionWriter, part: int, layout: Layout, graph: Gr
     return part_entry(part, layout.num_owned, layout.num_halo, num_edges, layout.num_cut, arrays)
 
 
-def write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, nodes: BookOrder,
+def write_topology_blocks(writer: PartitionWriter, part: int, edge_data: Mapping[str, np.ndarray], nodes: AnyNodeOrder,
                           edges: OwnerBucketOrder, mark: np.ndarray, bar, chunk_bytes: int = CHUNK_BYTES) -> tuple[dict[str, Any], np.ndarray]:
     """layout_of + write_topology in bounded memory: the partition's edges come block by block from disk.
 
@@ -129,9 +129,9 @@ def write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, node
     source's local id is its rank in the ascending halo list plus the owned
     count, which `mark` holds for each halo node while the indices are
     written (a binary search per source took 51 of 67 s on R-MAT 8M/120M, 8
-    parts, where 77% of the sources are halo). Edge data
-    rows are gathered `chunk_bytes` at a time. Returns the partition's manifest
-    entry and its halo.
+    parts, where 77% of the sources are halo). Edge data rows (`edge_data`: the input's arrays, or templates
+    of their dtype and row shape where the edges carry them) are gathered `chunk_bytes` at a time, or read
+    with the blocks where the edges carry them. Returns the partition's manifest entry and its halo.
     """
     owned = nodes.owned(part)
     num_owned, first = owned.shape[0], nodes.offsets[part]
@@ -162,8 +162,11 @@ def write_topology_blocks(writer: PartitionWriter, part: int, graph: Graph, node
               "edge_ids": writer.write_topology(part, "edge_ids", (ids for ids, _, _ in edges.blocks(part)), num_edges)}
     mark[halo] = 0
     bar.advance(4)
-    for name, arr in graph.edge_data.items():
-        chunks = (chunk for ids, _, _ in edges.blocks(part) for chunk in gather_chunks(arr, ids, writer.after_writes, chunk_bytes))
+    for name, arr in edge_data.items():
+        if name in edges.edges.carried:
+            chunks = (rows.view(arr.dtype).reshape(-1, *arr.shape[1:]) for rows in edges.carried(part, name))
+        else:
+            chunks = (chunk for ids, _, _ in edges.blocks(part) for chunk in gather_chunks(arr, ids, writer.after_writes, chunk_bytes))
         arrays[data_key("edge", name)] = writer.write_data(part, "edge", name, arr, num_edges, chunks)
         bar.advance(1)
     return part_entry(part, num_owned, halo.shape[0], num_edges, num_cut, arrays), halo
