@@ -128,8 +128,47 @@ class ScratchDir:
             return np.zeros(shape, dtype=dtype)
         return np.memmap(path, dtype=dtype, mode="r", shape=shape)
 
+    def appended(self, name: str, dtype: Union[str, np.dtype]) -> "AppendedArray":
+        """A new scratch file that values of `dtype` are appended to, as a reader parses them (AppendedArray)."""
+        return AppendedArray(self._new_path(name), np.dtype(dtype))
+
     def array(self, name: str, dtype: Union[str, np.dtype], shape: Union[int, tuple[int, ...]]) -> np.ndarray:
         """A writable memory-mapped array backed by a preallocated scratch file (a plain empty array
         when it holds no items: an empty file cannot be mapped)."""
         return map_new_file(self._new_path(name), dtype, shape)
 
+
+
+class AppendedArray:
+    """Values appended to a scratch file as they come (a text reader's parsed ids), written back and dropped from the
+    page cache after each append, then mapped read-only (`finish`): the values cost disk and clean page cache, which
+    a memory cgroup reclaims, not anonymous memory. The counterpart of an array grown in memory, with its
+    `size`, `append` and `finish`; a full disk is an OutputError naming the file."""
+
+    def __init__(self, path: Path, dtype: np.dtype):
+        self.path, self.dtype, self.size = path, dtype, 0
+        try:
+            self._fd: Optional[int] = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:
+            raise OutputError(path, f"cannot create a scratch file: {exc.strerror or exc}") from None
+
+    def append(self, values: np.ndarray) -> None:
+        assert self._fd is not None, "AppendedArray appended to after finish"
+        values = np.ascontiguousarray(values, dtype=self.dtype)
+        at = self.size * self.dtype.itemsize
+        try:
+            pwrite_all(self._fd, values, at)
+            drop_written(self._fd, at, values.nbytes)
+        except OSError as exc:
+            raise OutputError(self.path, f"write failed: {exc.strerror or exc}") from None
+        self.size += int(values.shape[0])
+
+    def finish(self) -> np.ndarray:
+        """The values appended, mapped read-only (a plain empty array when there are none: an empty file cannot be
+        mapped); the file stays until its ScratchDir ends."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self.size == 0:
+            return np.zeros(0, dtype=self.dtype)
+        return np.memmap(self.path, dtype=self.dtype, mode="r", shape=(self.size,))

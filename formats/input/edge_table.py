@@ -17,7 +17,7 @@ from gpart.base.errors import InputError
 from gpart.base.graph import Graph
 from gpart.formats.input.delimited import split_fields
 from gpart.formats.input.options import ReadOptions, resolve_columns
-from gpart.formats.input.text_tokens import GrowingArray, Tokens, fail_negative, parse_ints, parse_or_fail, text_blocks, tokenize
+from gpart.formats.input.text_tokens import Tokens, fail_negative, growing_ids, parse_ints, parse_or_fail, text_blocks, tokenize
 
 # the delimiter of each kind of table; None: runs of whitespace, as in SNAP text (3.3)
 DELIMITERS: dict[str, Optional[bytes]] = {"csv": b",", "tsv": b"\t", "text": None}
@@ -77,9 +77,10 @@ class EdgeTable:
 
 
 def read_edge_table(path: Path, kind: str, options: ReadOptions) -> Graph:
-    """Read a CSV (`kind` 'csv'), TSV ('tsv') or whitespace-separated ('text') edge table."""
+    """Read a CSV (`kind` 'csv'), TSV ('tsv') or whitespace-separated ('text') edge table; its ids parsed into memory,
+    or where the options carry a scratch directory (`spill`) into files there (mapped)."""
     table = EdgeTable(path, DELIMITERS[kind], options)
-    srcs, dsts = GrowingArray(np.dtype(np.int64)), GrowingArray(np.dtype(np.int64))
+    srcs, dsts = growing_ids(options.spill, "src"), growing_ids(options.spill, "dst")
     highest = -1
     line0 = 0
     for block in text_blocks(path):

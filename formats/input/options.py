@@ -27,7 +27,7 @@ class ReadOptions:
     """`src_col` / `dst_col`: a column name, or a 0-based column number given as digits (None: SPEC.md 3.8's
     defaults); `header`: True, False, or None to detect it; `split`: the OGB split folder to read as masks
     (None: the only one there; "none": no masks). `spill`: not a user option but where the run lets a reader
-    that concatenates pieces (chunked directories) put the graph's arrays, mapped read-only (a ScratchDir; None:
+    that concatenates pieces (chunked directories) or parses text put the graph's arrays, mapped read-only (a ScratchDir; None:
     memory)."""
 
     src_col: Optional[str] = None

@@ -46,7 +46,7 @@ TABLE_FORMATS = {"csv", "tsv", "parquet", "snap"}  # the formats that take --src
 
 def _snap(path: Path, options: ReadOptions) -> Graph:
     # a SNAP file with table options (a header, named columns) is a whitespace-separated table
-    return read_edge_table(path, "text", options) if options.table_options else read_snap(path)
+    return read_edge_table(path, "text", options) if options.table_options else read_snap(path, options.spill)
 
 
 READERS: dict[str, Reader] = {
@@ -74,7 +74,8 @@ def read_graph(
 
     `path` is a file or directory, or a GraphInput carrying reading options (columns, header, OGB split).
     `node_data` / `edge_data` map array names to extra `.npy` files (SPEC.md 3.2). `spill`: a scratch directory
-    where a reader that concatenates pieces (a chunked directory) puts the arrays, mapped, instead of memory.
+    where a reader that concatenates pieces (a chunked directory) or parses text (edge lists and tables) puts the
+    arrays, mapped, instead of memory.
     The format is chosen by the file name (`input_format(path)`) or the directory's contents.
     """
     raw, options = split_input(path)

@@ -14,15 +14,17 @@ import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
-from gpart.formats.input.text_tokens import GrowingArray, Tokens, fail_negative, parse_ints, parse_or_fail, text_blocks, tokenize
+from gpart.formats.files.scratch import ScratchDir
+from gpart.formats.input.text_tokens import Tokens, fail_negative, growing_ids, parse_ints, parse_or_fail, text_blocks, tokenize
 
 # ---------------------------------------------------------------------------
 # SNAP edge lists (SPEC 3.3)
 # ---------------------------------------------------------------------------
 
 
-def read_snap(path: Path) -> Graph:
-    srcs, dsts = GrowingArray(np.dtype(np.int64)), GrowingArray(np.dtype(np.int64))
+def read_snap(path: Path, spill: Optional[ScratchDir] = None) -> Graph:
+    """A SNAP edge list; its ids parsed into memory, or with `spill` into scratch files there (mapped)."""
+    srcs, dsts = growing_ids(spill, "src"), growing_ids(spill, "dst")
     highest = -1
     line0 = 0
     for block in text_blocks(path):

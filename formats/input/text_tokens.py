@@ -15,11 +15,12 @@ import lzma
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional, Union
 
 import numpy as np
 
 from gpart.base.errors import InputError
+from gpart.formats.files.scratch import AppendedArray, ScratchDir
 from gpart.formats.input.checks import split_compression
 
 # Bytes of text per block: bounds the readers' work arrays (several int64 per token, about 30 bytes of
@@ -196,3 +197,9 @@ class GrowingArray:
         """The values appended, as an array of exactly their length (the reserve is given back)."""
         self.array.resize(self.size, refcheck=False)
         return self.array
+
+
+def growing_ids(spill: Optional[ScratchDir], name: str) -> Union[GrowingArray, AppendedArray]:
+    """Where a reader appends the int64 ids it parses: memory (GrowingArray), or with `spill` a scratch file mapped at
+    the end (a text edge list larger than memory then costs disk and page cache, not anonymous memory)."""
+    return GrowingArray(np.dtype(np.int64)) if spill is None else spill.appended(name, np.dtype(np.int64))
