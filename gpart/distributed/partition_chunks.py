@@ -45,7 +45,7 @@ from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import MethodOptions
 from gpart.partition_methods.registry import method_options, resolve_method
 from gpart.pipeline.csc_order import OwnerBucketOrder, key_shift
-from gpart.pipeline.layout import NodeOrder, Scratch, node_order, part_layout
+from gpart.pipeline.layout import AnyNodeOrder, BookOrder, NodeOrder, Scratch, node_order, part_layout
 from gpart.pipeline.memory_plan import BOUNDED_CHUNK_BYTES
 from gpart.pipeline.write_arrays import write_topology_blocks
 from gpart.pipeline.write_result import partition_stats
@@ -206,7 +206,6 @@ def _run(job: PartitionJob, out: Output, run: MethodRun) -> tuple[list[dict], di
     comm, stage = job.comm, out.stage
     start = time.perf_counter()
     book, params = _book(job, run, stage)
-    nodes = node_order(book)
     job.say("assign", start)
     error, parts, book_json = None, [], {}
     spill = stage.parent if run.context.scratch_dir is None else run.context.scratch_dir
@@ -223,7 +222,7 @@ def _run(job: PartitionJob, out: Output, run: MethodRun) -> tuple[list[dict], di
         try:
             book_json = writer.write_book(book) if out.writes_shared(comm.rank) else {}
             limit = run.context.max_memory or default_max_memory()
-            parts = _write_topologies(job, writer, nodes, edge_files, scratch.path, limit, halos)
+            parts, nodes = _write_topologies(job, writer, book, edge_files, scratch.path, limit, halos)
         except Exception as exc:
             error = exc
         # halo 1: every rank takes part in the exchange (a rank that failed above reports it there)
@@ -316,14 +315,19 @@ def _shuffle_nodes(job: PartitionJob, book: PartitionBook, directory: Path) -> P
 # --------------------------------------------------------------------------- writing
 
 
-def _write_topologies(job: PartitionJob, writer: PartitionWriter, nodes: NodeOrder, edge_files: PartFiles, scratch: Path,
-                      limit: int, halos: dict[int, np.ndarray]) -> list[dict[str, Any]]:
+def _write_topologies(job: PartitionJob, writer: PartitionWriter, book: PartitionBook, edge_files: PartFiles, scratch: Path,
+                      limit: int, halos: dict[int, np.ndarray]) -> tuple[list[dict[str, Any]], AnyNodeOrder]:
     """This rank's partitions' topology and edge data, each in memory where its rows fit `limit` bytes, else block by
-    block from disk (gpart.distributed.received_edges); returns their manifest entries and fills `halos`."""
-    parts, mark, num_nodes = [], None, nodes.num_nodes
-    data_bytes = edge_files.row_bytes - 3 * ID_BYTES
+    block from disk (gpart.distributed.received_edges); returns their manifest entries and the node order they took
+    (arrays where some partition is written in memory, else the book asked node by node: no N-sized arrays of its
+    own), and fills `halos`."""
+    num_nodes, data_bytes = book.num_nodes, edge_files.row_bytes - 3 * ID_BYTES
+    in_memory = {p for p in job.my_parts() if in_memory_bytes(num_nodes, edge_files.rows[p], data_bytes) <= limit}
+    nodes: AnyNodeOrder = node_order(book) if in_memory else BookOrder(book)
+    parts, mark = [], None
     for p in job.my_parts():
-        if in_memory_bytes(num_nodes, edge_files.rows[p], data_bytes) <= limit:
+        if p in in_memory:
+            assert isinstance(nodes, NodeOrder)
             entry, halos[p] = _write_topology(job, writer, p, nodes, edge_files)
         else:
             if mark is None:  # each halo node's local id in the partition being written, 0 elsewhere
@@ -331,10 +335,10 @@ def _write_topologies(job: PartitionJob, writer: PartitionWriter, nodes: NodeOrd
             entry, halos[p] = _write_topology_blocks(job, writer, p, nodes, edge_files, scratch,
                                                      block_edges(limit, num_nodes, data_bytes), mark)
         parts.append(entry)
-    return parts
+    return parts, nodes
 
 
-def _write_topology_blocks(job: PartitionJob, writer: PartitionWriter, part: int, nodes: NodeOrder, edge_files: PartFiles,
+def _write_topology_blocks(job: PartitionJob, writer: PartitionWriter, part: int, nodes: AnyNodeOrder, edge_files: PartFiles,
                            scratch: Path, edges_per_block: int, mark: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
     """_write_topology in bounded memory: the partition's received rows ordered through buckets on disk, written block
     by block (the single-machine bounded pass's pieces; the same bytes)."""
@@ -379,7 +383,7 @@ def _write_topology(job: PartitionJob, writer: PartitionWriter, part: int, nodes
     return entry, layout.node_ids[layout.num_owned:]
 
 
-def _write_node_data(job: PartitionJob, writer: PartitionWriter, entry: dict[str, Any], nodes: NodeOrder, node_files: PartFiles,
+def _write_node_data(job: PartitionJob, writer: PartitionWriter, entry: dict[str, Any], nodes: AnyNodeOrder, node_files: PartFiles,
                      halo_files: Optional[PartFiles]) -> None:
     """Partition `entry["part"]`'s node data: its owned rows in local order, then (halo 1) its halo rows."""
     part = entry["part"]

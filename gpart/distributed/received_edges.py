@@ -29,9 +29,12 @@ from gpart.pipeline.memory_plan import BLOCK_BYTES_PER_EDGE
 # the sort keys and order, the reordered columns and the layout's arrays. Each byte of edge arrays a row carries
 # is held about twice more (the rows and their reordered copy).
 IN_MEMORY_BYTES_PER_EDGE, IN_MEMORY_BYTES_PER_DATA_BYTE = 100, 3
-# Per node while a partition is written: the node order (17 bytes), the layout's halo mark and lookup (9), the
-# book's owner and local id (12), the bounded pass's halo ranks (4) and in-degree count with one chunk's bincount (12)
+# Per node while a partition is written in memory: the node order (17 bytes), the layout's halo mark and lookup (9),
+# the book's owner and local id (12), and where other partitions go from disk their per-node arrays (16, below)
 NODE_BYTES = 54
+# Per node of the bounded write, which asks the book for positions (gpart.pipeline.layout.BookOrder): the book's
+# owner and local id (12), the halo ranks (4) and, while blocks are cut, the in-degree count with one chunk's bincount (12)
+BOUNDED_NODE_BYTES = 28
 
 
 class ReceivedEdges:
@@ -77,5 +80,5 @@ def in_memory_bytes(num_nodes: int, num_edges: int, data_bytes: int) -> int:
 def block_edges(limit: int, num_nodes: int, data_bytes: int) -> int:
     """Edges per block of the bounded write within `limit` bytes: what the floor and node arrays leave, over a block's
     bytes per edge (gpart.pipeline.memory_plan's, and the carried edge arrays' bytes about three times)."""
-    budget = limit - FIXED_BYTES - NODE_BYTES * num_nodes
+    budget = limit - FIXED_BYTES - BOUNDED_NODE_BYTES * num_nodes
     return int(min(max(budget // (BLOCK_BYTES_PER_EDGE + 3 * data_bytes), MIN_BLOCK_EDGES), MAX_BLOCK_EDGES))
