@@ -171,7 +171,8 @@ def _open_input(comm: Comm, chunks: PathLike, request: ChunksRequest) -> tuple[P
         error = exc
     comm.agree(error, "checking the chunked input")
     assert run is not None
-    job.max_message = round_bytes(comm, job.max_message, default_max_memory())  # every rank's own budget has a say
+    # every rank's own budget (its --max-memory, else its default) has a say
+    job.max_message = round_bytes(comm, job.max_message, run.context.max_memory or default_max_memory())
     return job, run
 
 
