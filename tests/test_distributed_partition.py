@@ -244,22 +244,22 @@ def test_stopped_rank_makes_the_others_give_up_after_the_timeout(tmp_path, chunk
 def _partition_bounded(rank: int, world_size: int, chunks: str, out: str, parts: int, halo: int, packed: bool):
     """_partition with every partition written block by block (blocks of 300 edges) through buckets on disk, keys
     packed or (forced) not."""
-    from gpart.distributed import partition_chunks as module
     from gpart.distributed import received_edges
+    from gpart.distributed.partition_chunks import partition_chunks
     from gpart.pipeline import csc_order
 
     received_edges.MIN_BLOCK_EDGES = 300
     if not packed:
         shift = csc_order.key_shift
         csc_order.key_shift = lambda n, e: (shift(n, e)[0], False)  # type: ignore[assignment]
-    ordered, blocks = [], module.OwnerBucketOrder
+    ordered, blocks = [], received_edges.OwnerBucketOrder
 
     def counted(*args, **kwargs):
         ordered.append(blocks(*args, **kwargs))
         return ordered[-1]
 
-    module.OwnerBucketOrder = counted  # type: ignore[assignment,misc]
-    module.partition_chunks(chunks, out, parts, "random", seed=5, halo=halo, max_message=1000, max_memory="1MB", timeout_s=30)
+    received_edges.OwnerBucketOrder = counted  # type: ignore[assignment,misc]
+    partition_chunks(chunks, out, parts, "random", seed=5, halo=halo, max_message=1000, max_memory="1MB", timeout_s=30)
     return [int(o.first_block[-1]) for o in ordered]  # the blocks of each partition this rank wrote from disk
 
 

@@ -28,26 +28,22 @@ import numpy as np
 from gpart.base.errors import GpartError, InputError
 from gpart.base.graph import Graph
 from gpart.base.memory import default_max_memory, parse_memory_size, return_large_frees
-from gpart.base.progress import NullProgress
 from gpart.base.version import __version__
 from gpart.collectives.comm import Comm
 from gpart.distributed.gather import gathered_book
 from gpart.distributed.halo import fetch_halo_rows
 from gpart.distributed.partition_job import ID_BYTES, Log, PartitionJob, edge_blocks, node_blocks, round_bytes
 from gpart.distributed.placement import Output, check_my_files, commit_output, layouts_from_json, layouts_json, stage_output
-from gpart.distributed.received_edges import ReceivedEdges, block_edges, in_memory_bytes
+from gpart.distributed.received_edges import write_topologies
 from gpart.distributed.shuffle import PartFiles, column, shuffle, take_rows
 from gpart.formats.files.scratch import ScratchDir, checked_parent
 from gpart.formats.input.chunked import ChunkedGraph, check_same_layout
 from gpart.formats.partition.book import PartitionBook
-from gpart.formats.partition.writer import PartitionManifest, PartitionWriter, data_key, part_entry
+from gpart.formats.partition.writer import PartitionManifest, PartitionWriter, data_key
 from gpart.partition_methods.method import MethodContext, PartitionMethod
 from gpart.partition_methods.options import MethodOptions
 from gpart.partition_methods.registry import method_options, resolve_method
-from gpart.pipeline.csc_order import OwnerBucketOrder, key_shift
-from gpart.pipeline.layout import AnyNodeOrder, BookOrder, NodeOrder, Scratch, node_order, part_layout
-from gpart.pipeline.memory_plan import BOUNDED_CHUNK_BYTES
-from gpart.pipeline.write_arrays import write_topology_blocks
+from gpart.pipeline.layout import AnyNodeOrder
 from gpart.pipeline.write_result import partition_stats
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -223,7 +219,7 @@ def _run(job: PartitionJob, out: Output, run: MethodRun) -> tuple[list[dict], di
         try:
             book_json = writer.write_book(book) if out.writes_shared(comm.rank) else {}
             limit = run.context.max_memory or default_max_memory()
-            parts, nodes = _write_topologies(job, writer, book, edge_files, scratch.path, limit, halos)
+            parts, nodes = write_topologies(job, writer, book, edge_files, scratch.path, limit, halos)
         except Exception as exc:
             error = exc
         # halo 1: every rank takes part in the exchange (a rank that failed above reports it there)
@@ -314,74 +310,6 @@ def _shuffle_nodes(job: PartitionJob, book: PartitionBook, directory: Path) -> P
 
 
 # --------------------------------------------------------------------------- writing
-
-
-def _write_topologies(job: PartitionJob, writer: PartitionWriter, book: PartitionBook, edge_files: PartFiles, scratch: Path,
-                      limit: int, halos: dict[int, np.ndarray]) -> tuple[list[dict[str, Any]], AnyNodeOrder]:
-    """This rank's partitions' topology and edge data, each in memory where its rows fit `limit` bytes, else block by
-    block from disk (gpart.distributed.received_edges); returns their manifest entries and the node order they took
-    (arrays where some partition is written in memory, else the book asked node by node: no N-sized arrays of its
-    own), and fills `halos`."""
-    num_nodes, data_bytes = book.num_nodes, edge_files.row_bytes - 3 * ID_BYTES
-    in_memory = {p for p in job.my_parts() if in_memory_bytes(num_nodes, edge_files.rows[p], data_bytes) <= limit}
-    nodes: AnyNodeOrder = node_order(book) if in_memory else BookOrder(book)
-    parts, mark = [], None
-    for p in job.my_parts():
-        if p in in_memory:
-            assert isinstance(nodes, NodeOrder)
-            entry, halos[p] = _write_topology(job, writer, p, nodes, edge_files)
-        else:
-            if mark is None:  # each halo node's local id in the partition being written, 0 elsewhere
-                mark = np.zeros(num_nodes, dtype=np.int32 if num_nodes < 2**31 else np.int64)
-            entry, halos[p] = _write_topology_blocks(job, writer, p, nodes, edge_files, scratch,
-                                                     block_edges(limit, num_nodes, data_bytes), mark)
-        parts.append(entry)
-    return parts, nodes
-
-
-def _write_topology_blocks(job: PartitionJob, writer: PartitionWriter, part: int, nodes: AnyNodeOrder, edge_files: PartFiles,
-                           scratch: Path, edges_per_block: int, mark: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
-    """_write_topology in bounded memory: the partition's received rows ordered through buckets on disk, written block
-    by block (the single-machine bounded pass's pieces; the same bytes)."""
-    # arrays whose rows hold no bytes are not carried: an E-row template of no bytes gives their (empty) rows
-    templates = {name: np.empty((job.cg.num_edges if np.prod(shape, dtype=np.int64) == 0 else 0, *shape), dtype)
-                 for name, (dtype, shape) in job.edge_layout.items()}
-    with ScratchDir(scratch, prefix=f"part-{part}-") as buckets:
-        received = ReceivedEdges(edge_files.mapped(part), job.cg.num_edges, job.edge_layout)
-        edges = OwnerBucketOrder(received, nodes, buckets, edges_per_block)
-        entry, halo = write_topology_blocks(writer, part, templates, nodes, edges, mark, NullProgress().stage("write"),
-                                            BOUNDED_CHUNK_BYTES)
-    del received, edges
-    edge_files.remove(part)
-    return entry, halo
-
-
-def _write_topology(job: PartitionJob, writer: PartitionWriter, part: int, nodes: NodeOrder,
-                    edge_files: PartFiles) -> tuple[dict[str, Any], np.ndarray]:
-    """Partition `part`'s topology and edge data from the edges it received, through gpart.pipeline.partition's
-    writer pieces; returns its manifest entry and its halo nodes (ascending)."""
-    rows = edge_files.read(part)
-    src, dst, eid = (column(rows, k * ID_BYTES, np.int64) for k in range(3))
-    shift, packed = key_shift(nodes.position.shape[0], job.cg.num_edges)
-    position = nodes.position[dst]
-    # CSC order: destination position, then edge id (as gpart.pipeline.partition's one sort of packed keys)
-    order = np.argsort((position << shift) | eid) if packed else np.lexsort((eid, position))
-    src, eid, local_dst = src[order], eid[order], position[order]
-    local_dst -= nodes.offsets[part]
-    # the edge arrays' rows alone, in CSC order; without edge arrays no view may keep the received rows alive
-    # through the layout (24 bytes per edge of the partition)
-    rows = take_rows(rows[:, 3 * ID_BYTES:], order) if job.edge_layout else None
-    del position, dst, order
-    layout = part_layout(part, src, local_dst, eid, nodes, Scratch(nodes.position.shape[0]))
-    num_edges = int(layout.edge_ids.shape[0])
-    arrays = {key: writer.write_topology(part, key, getattr(layout, key)) for key in ("node_ids", "indptr", "indices", "edge_ids")}
-    at = 0  # rows now hold the edge arrays alone (None: there are none)
-    for name, (dtype, shape) in job.edge_layout.items():
-        arrays[data_key("edge", name)] = writer.write_data(part, "edge", name, np.empty((0, *shape), dtype), num_edges,
-                                                          [column(rows, at, dtype, shape)])
-        at += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    entry = part_entry(part, layout.num_owned, layout.num_halo, num_edges, layout.num_cut, arrays)
-    return entry, layout.node_ids[layout.num_owned:]
 
 
 def _write_node_data(job: PartitionJob, writer: PartitionWriter, entry: dict[str, Any], nodes: AnyNodeOrder, node_files: PartFiles,
