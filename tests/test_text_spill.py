@@ -1,4 +1,4 @@
-"""Text edge lists parsed into scratch files instead of memory (formats.files.scratch.AppendedArray): the same graph,
+"""Text and Parquet edge lists parsed into scratch files instead of memory (formats.files.scratch.AppendedArray): the same graph,
 arrays mapped from the run's scratch directory, a full disk one line, and `gpart chunk` of a text edge list larger
 than its memory cap."""
 
@@ -45,11 +45,16 @@ def test_a_full_disk_names_the_scratch_file(tmp_path, monkeypatch):
         assert "src" in str(err.value) and "No space left on device" in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("source, name", [(FACEBOOK, "facebook.txt.gz"), (ENRON, "enron.csv")])
+@pytest.mark.parametrize("source, name", [(FACEBOOK, "facebook.txt.gz"), (ENRON, "enron.csv"), (ENRON, "enron.parquet")])
 def test_text_edge_lists_spill_the_same_graph(tmp_path, source, name):
-    """SNAP text (gzip) and a CSV table with a header, read into memory and into a scratch directory: the same ids."""
+    """SNAP text (gzip), a CSV table with a header and a Parquet table, read into memory and into a scratch directory:
+    the same ids."""
     path = tmp_path / name
-    if name.endswith(".csv"):
+    if name.endswith(".parquet"):
+        pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+        graph = read_graph(source)
+        pq.write_table(pa.table({"src": np.asarray(graph.src), "dst": np.asarray(graph.dst)}), path, row_group_size=50_000)
+    elif name.endswith(".csv"):
         graph = read_graph(source)
         text = "source,target\n" + "\n".join(f"{s},{d}" for s, d in zip(graph.src.tolist(), graph.dst.tolist())) + "\n"
         path.write_text(text)

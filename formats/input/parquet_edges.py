@@ -15,6 +15,7 @@ import numpy as np
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
 from gpart.formats.input.options import ReadOptions, resolve_columns
+from gpart.formats.input.text_tokens import growing_ids
 
 BATCH_ROWS = 1 << 20
 
@@ -32,7 +33,8 @@ def _damaged(path: Path, exc: Exception) -> InputError:
 
 
 def read_parquet_edges(path: Path, options: ReadOptions) -> Graph:
-    """Read the source and destination columns (3.8's names, or the options') of a Parquet file."""
+    """Read the source and destination columns (3.8's names, or the options') of a Parquet file: into memory, or where
+    the options carry a scratch directory (`spill`) into files there, mapped."""
     pq = _parquet_module(path)
     if options.header is False:
         raise InputError(path, "a Parquet file always names its columns: --no-header applies to text tables only")
@@ -48,12 +50,17 @@ def read_parquet_edges(path: Path, options: ReadOptions) -> Graph:
     for c in columns:
         if not pat.is_integer(schema.field(c).type):
             raise InputError(path, f"column {names[c]!r} has type {schema.field(c).type}; node ids must be integers")
-    out = (np.empty(num_rows, dtype=np.int64), np.empty(num_rows, dtype=np.int64))
-    at = 0
+    # into memory, exactly the footer's rows; where the options carry a scratch directory (`spill`), into files there
+    out = (growing_ids(options.spill, "src", num_rows), growing_ids(options.spill, "dst", num_rows))
+    at, highest = 0, -1
     try:
         for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=[names[c] for c in columns]):
+            if at + batch.num_rows > num_rows:
+                raise InputError(path, f"the row groups hold more rows than the footer's {num_rows} (damaged?)")
             for target, column, name in zip(out, batch.columns, (names[c] for c in columns)):
-                target[at : at + batch.num_rows] = _ids(path, column, name, at)
+                ids = _ids(path, column, name, at)
+                highest = max(highest, int(ids.max(initial=-1)))
+                target.append(ids)
             at += batch.num_rows
     except InputError:
         raise
@@ -61,8 +68,7 @@ def read_parquet_edges(path: Path, options: ReadOptions) -> Graph:
         raise _damaged(path, exc) from None
     if at != num_rows:
         raise InputError(path, f"the footer counts {num_rows} rows but the row groups hold {at} (truncated?)")
-    num_nodes = int(max(out[0].max(initial=-1), out[1].max(initial=-1))) + 1
-    return Graph(num_nodes, out[0], out[1])
+    return Graph(highest + 1, out[0].finish(), out[1].finish())
 
 
 def _ids(path: Path, column: Any, name: str, row0: int) -> np.ndarray:

@@ -182,8 +182,9 @@ class GrowingArray:
     and freed blocks stay in the heap. 10M CSV edges: 356 MB peak with doubling, 424 MB with a list.
     """
 
-    def __init__(self, dtype: np.dtype):
-        self.array = np.empty(INITIAL_ROWS, dtype=dtype)
+    def __init__(self, dtype: np.dtype, capacity: Optional[int] = None):
+        """`capacity`: the rows the caller knows will come (a Parquet footer's count): reserved exactly."""
+        self.array = np.empty(INITIAL_ROWS if capacity is None else capacity, dtype=dtype)
         self.size = 0
 
     def append(self, part: np.ndarray) -> None:
@@ -199,7 +200,10 @@ class GrowingArray:
         return self.array
 
 
-def growing_ids(spill: Optional[ScratchDir], name: str) -> Union[GrowingArray, AppendedArray]:
-    """Where a reader appends the int64 ids it parses: memory (GrowingArray), or with `spill` a scratch file mapped at
-    the end (a text edge list larger than memory then costs disk and page cache, not anonymous memory)."""
-    return GrowingArray(np.dtype(np.int64)) if spill is None else spill.appended(name, np.dtype(np.int64))
+def growing_ids(spill: Optional[ScratchDir], name: str, capacity: Optional[int] = None) -> Union[GrowingArray, AppendedArray]:
+    """Where a reader appends the int64 ids it parses: memory (GrowingArray, `capacity` rows reserved where known),
+    or with `spill` a scratch file mapped at the end (an edge list larger than memory then costs disk and page
+    cache, not anonymous memory)."""
+    if spill is None:
+        return GrowingArray(np.dtype(np.int64), capacity)
+    return spill.appended(name, np.dtype(np.int64))
