@@ -77,6 +77,21 @@ def test_no_cgroup_files_is_none(tmp_path):
     assert default_max_memory(tmp_path / "none", tmp_path / "missing") > 0
 
 
+def test_memory_pool_is_the_kernel_and_the_memory_group(tmp_path):
+    """Processes on one kernel in one memory group share a pool; another group (v1 or v2) or kernel is another pool."""
+    from gpart.base.memory import memory_pool
+
+    boot = tmp_path / "boot_id"
+    boot.write_text("b1\n")
+    _, one = fake_cgroups(tmp_path, "12:memory:/job/rank\n3:cpu,cpuacct:/x\n", {})
+    (tmp_path / "other").write_text("12:memory:/job/other\n3:cpu,cpuacct:/x\n")
+    (tmp_path / "v2").write_text("0::/job/rank\n")
+    pools = [memory_pool(one, boot), memory_pool(tmp_path / "other", boot), memory_pool(tmp_path / "v2", boot)]
+    assert pools[0] == memory_pool(one, boot) and len(set(pools)) == 3
+    boot.write_text("b2\n")
+    assert memory_pool(one, boot) != pools[0]
+
+
 def test_real_v1_group_sets_the_default():
     reason = available()
     if reason:

@@ -283,6 +283,26 @@ def test_partitions_past_the_rank_memory_are_written_from_disk(tmp_path, world, 
     assert not [p for p in tmp_path.rglob("*") if "scratch" in p.name]
 
 
+def _budgets(rank: int, world_size: int, chunks: str, out: str, max_memory):
+    from gpart.base import memory
+    from gpart.distributed import partition_chunks as module
+
+    module.default_max_memory = lambda: 6 << 30  # type: ignore[assignment]  # this machine's default, made known
+    if rank == 1:
+        module.memory_pool = lambda: memory.memory_pool() + "|another group"  # type: ignore[assignment]
+    params = {} if max_memory is None else {"max_memory": max_memory}
+    return module.partition_chunks(chunks, out, 3, "random", timeout_s=30, **params).memory_budgets
+
+
+def test_ranks_on_one_machine_share_its_default_budget(tmp_path, chunks):
+    """Ranks 0 and 2 take their default from the same memory and get half of it each; rank 1, in a group of its own,
+    all of it; --max-memory is each rank's own, undivided."""
+    budgets = run_distributed(_budgets, 3, str(chunks), str(tmp_path / "a"), None, timeout_s=120)
+    assert budgets[0] == [3 << 30, 6 << 30, 3 << 30]
+    budgets = run_distributed(_budgets, 3, str(chunks), str(tmp_path / "b"), "2GB", timeout_s=120)
+    assert budgets[0] == [2_000_000_000] * 3
+
+
 def test_edge_data_travels_with_its_edges(tmp_path, capsys):
     from gpart.cli.main import main
 

@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import os
 import re
+import socket
 from pathlib import Path
 from typing import Optional, Union
 
@@ -58,6 +59,26 @@ def default_max_memory(cgroup_root: PathLike = CGROUP_ROOT, self_cgroup: PathLik
     if limit is not None:
         available = min(available, limit)
     return int(available * DEFAULT_FRACTION)
+
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"  # one value per running kernel: processes that share its memory
+
+
+def memory_pool(self_cgroup: PathLike = SELF_CGROUP, boot_id: PathLike = BOOT_ID) -> str:
+    """What this process's default budget is a share of: its kernel (boot id; else the host name) and its memory cgroup
+    (the v1 memory line or the v2 line of /proc/self/cgroup). Processes with the same pool take their defaults
+    from the same memory (ranks torchrun starts on one machine); each of them should take its part of it."""
+    try:
+        kernel = Path(boot_id).read_text().strip()
+    except OSError:
+        kernel = socket.gethostname()
+    try:
+        lines = Path(self_cgroup).read_text().splitlines()
+    except OSError:
+        lines = []
+    groups = [line.split(":", 1)[1] for line in lines  # "controllers:path" of the memory hierarchy (v1) or of v2's
+              if line.count(":") >= 2 and ("memory" in line.split(":", 2)[1].split(",") or line.split(":", 2)[1] == "")]
+    return "|".join([kernel, *groups])
 
 
 def cgroup_memory_limit(cgroup_root: PathLike = CGROUP_ROOT, self_cgroup: PathLike = SELF_CGROUP) -> Optional[int]:

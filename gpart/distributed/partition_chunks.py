@@ -27,7 +27,7 @@ import numpy as np
 
 from gpart.base.errors import GpartError, InputError
 from gpart.base.graph import Graph
-from gpart.base.memory import default_max_memory, parse_memory_size, return_large_frees
+from gpart.base.memory import default_max_memory, memory_pool, parse_memory_size, return_large_frees
 from gpart.base.version import __version__
 from gpart.collectives.comm import Comm
 from gpart.distributed.gather import gathered_book
@@ -60,6 +60,7 @@ class RunInfo:
     largest_message: int  # bytes, over all ranks and rounds
     rounds: dict[str, int] = field(default_factory=dict)
     peak_rss: list[int] = field(default_factory=list)  # bytes, per rank
+    memory_budgets: list[int] = field(default_factory=list)  # bytes, per rank: what bounded its shuffles and writes
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,8 @@ def partition_chunks_request(comm: Comm, chunks: PathLike, out_dir: PathLike, re
         reports, book_json, params = _run(job, out, run)
         manifest = commit_output(comm, out, stack, lambda: _manifest(job, chunks, book_json, run.method.name, params, reports))
     largest = max(r["largest_message"] for r in reports)
-    return RunInfo(manifest, comm.world, largest, dict(job.rounds), [r["peak_rss"] for r in reports])
+    return RunInfo(manifest, comm.world, largest, dict(job.rounds), [r["peak_rss"] for r in reports],
+                   [r["memory_budget"] for r in reports])
 
 
 def _check_options(request: ChunksRequest) -> None:
@@ -167,9 +169,17 @@ def _open_input(comm: Comm, chunks: PathLike, request: ChunksRequest) -> tuple[P
         error = exc
     comm.agree(error, "checking the chunked input")
     assert run is not None
-    # every rank's own budget (its --max-memory, else its default) has a say
-    job.max_message = round_bytes(comm, job.max_message, run.context.max_memory or default_max_memory())
+    job.memory_budget = _rank_budget(comm, run.context.max_memory)
+    job.max_message = round_bytes(comm, job.max_message, job.memory_budget)  # every rank's own budget has a say
     return job, run
+
+
+def _rank_budget(comm: Comm, max_memory: Optional[int]) -> int:
+    """This rank's memory budget for the shuffles and its writes (a collective): its --max-memory, else its default
+    divided among the ranks that take their defaults from the same memory (gpart.base.memory.memory_pool: ranks
+    started on one machine, in one cgroup), which shuffle and write at the same time."""
+    pools = [pool.decode() for pool in comm.all_gather_bytes(memory_pool().encode())]
+    return int(max_memory) if max_memory else default_max_memory() // pools.count(pools[comm.rank])
 
 
 def _check_files(job: PartitionJob) -> None:
@@ -218,8 +228,7 @@ def _run(job: PartitionJob, out: Output, run: MethodRun) -> tuple[list[dict], di
         halos: dict[int, np.ndarray] = {}
         try:
             book_json = writer.write_book(book) if out.writes_shared(comm.rank) else {}
-            limit = run.context.max_memory or default_max_memory()
-            parts, nodes = write_topologies(job, writer, book, edge_files, scratch.path, limit, halos)
+            parts, nodes = write_topologies(job, writer, book, edge_files, scratch.path, job.memory_budget, halos)
         except Exception as exc:
             error = exc
         # halo 1: every rank takes part in the exchange (a rank that failed above reports it there)
@@ -240,7 +249,7 @@ def _run(job: PartitionJob, out: Output, run: MethodRun) -> tuple[list[dict], di
         job.say("write", start)
     comm.agree(error, "writing partitions")
     mine = {"parts": parts, "largest_message": comm.largest_message,
-            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "memory_budget": job.memory_budget}
     reports = [json.loads(r) for r in comm.all_gather_bytes(json.dumps(mine).encode())]
     return reports, book_json, params
 

@@ -51,6 +51,7 @@ class PartitionJob:
     node_layout: dict[str, tuple[np.dtype, tuple[int, ...]]] = field(default_factory=dict)
     edge_layout: dict[str, tuple[np.dtype, tuple[int, ...]]] = field(default_factory=dict)
     rounds: dict[str, int] = field(default_factory=dict)
+    memory_budget: int = 0  # bytes: what bounds this rank's shuffle rounds and writes (partition_chunks._rank_budget)
 
     def my_parts(self) -> list[int]:
         return list(range(self.comm.rank, self.num_parts, self.comm.world))
