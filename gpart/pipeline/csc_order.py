@@ -158,6 +158,10 @@ class OwnerBucketOrder:
                 edge_ids, local_dst = keys, self.buckets.rows(block, "position") - self.offsets[part]
             yield edge_ids, local_dst, sources
 
+    def carries(self, name: str) -> bool:
+        """Whether edge data `name` travels in the buckets (read with `carried`) rather than being gathered by edge id."""
+        return name in self.edges.carried
+
     def carried(self, part: int, name: str):
         """Carried column `name` of each block of partition `part`, in CSC order (the blocks' order)."""
         for block in range(int(self.first_block[part]), int(self.first_block[part + 1])):

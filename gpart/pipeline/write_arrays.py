@@ -163,7 +163,7 @@ def write_topology_blocks(writer: PartitionWriter, part: int, edge_data: Mapping
     mark[halo] = 0
     bar.advance(4)
     for name, arr in edge_data.items():
-        if name in edges.edges.carried:
+        if edges.carries(name):
             chunks = (rows.view(arr.dtype).reshape(-1, *arr.shape[1:]) for rows in edges.carried(part, name))
         else:
             chunks = (chunk for ids, _, _ in edges.blocks(part) for chunk in gather_chunks(arr, ids, writer.after_writes, chunk_bytes))
