@@ -72,13 +72,22 @@ def memory_pool(self_cgroup: PathLike = SELF_CGROUP, boot_id: PathLike = BOOT_ID
         kernel = Path(boot_id).read_text().strip()
     except OSError:
         kernel = socket.gethostname()
+    return "|".join([kernel, *(f"{controllers}:{path}" for controllers, path in _memory_groups(self_cgroup))])
+
+
+def _memory_groups(self_cgroup: PathLike) -> list[tuple[str, str]]:
+    """(controllers, group path) of the lines of `self_cgroup` that name this process's memory group: v1's line with
+    the memory controller, v2's line with none ("" : the unified hierarchy); none where the file cannot be read."""
     try:
         lines = Path(self_cgroup).read_text().splitlines()
     except OSError:
-        lines = []
-    groups = [line.split(":", 1)[1] for line in lines  # "controllers:path" of the memory hierarchy (v1) or of v2's
-              if line.count(":") >= 2 and ("memory" in line.split(":", 2)[1].split(",") or line.split(":", 2)[1] == "")]
-    return "|".join([kernel, *groups])
+        return []
+    groups = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3 and ("memory" in parts[1].split(",") or parts[1] == ""):
+            groups.append((parts[1], parts[2]))
+    return groups
 
 
 def cgroup_memory_limit(cgroup_root: PathLike = CGROUP_ROOT, self_cgroup: PathLike = SELF_CGROUP) -> Optional[int]:
@@ -91,19 +100,11 @@ def cgroup_memory_limit(cgroup_root: PathLike = CGROUP_ROOT, self_cgroup: PathLi
     mount's top counts (inside a container the top is the container's own group). "max" and
     values of 2^60 or more (v1's "unlimited" is 2^63 rounded down to a page) are no limit.
     """
-    try:
-        lines = Path(self_cgroup).read_text().splitlines()
-    except OSError:
-        return None
     root, limits = Path(cgroup_root), []
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        _, controllers, path = parts
-        if "memory" in controllers.split(","):
+    for controllers, path in _memory_groups(self_cgroup):
+        if controllers:  # v1: the memory controller's hierarchy
             limits += _limits_up_the_path(root / "memory", path, "memory.limit_in_bytes")
-        elif controllers == "":
+        else:
             for top in (root, root / "unified"):
                 limits += _limits_up_the_path(top, path, "memory.max")
     return min(limits) if limits else None
