@@ -62,6 +62,7 @@ class ScratchDir:
         self.path: Optional[Path] = None
         self._count = 0
         self._fds: list[int] = []
+        self._appended: list[AppendedArray] = []
 
     def __enter__(self) -> "ScratchDir":
         parent = self._parent if self._parent is not None else Path(tempfile.gettempdir())
@@ -77,6 +78,9 @@ class ScratchDir:
         for fd in self._fds:
             os.close(fd)
         self._fds = []
+        for values in self._appended:  # a reader stopped by bad input never finished them: their fds would outlive the files
+            values.close()
+        self._appended = []
         if self.path is not None:
             shutil.rmtree(self.path, ignore_errors=True)
             release(self.path)
@@ -130,7 +134,9 @@ class ScratchDir:
 
     def appended(self, name: str, dtype: Union[str, np.dtype]) -> "AppendedArray":
         """A new scratch file that values of `dtype` are appended to, as a reader parses them (AppendedArray)."""
-        return AppendedArray(self._new_path(name), np.dtype(dtype))
+        values = AppendedArray(self._new_path(name), np.dtype(dtype))
+        self._appended.append(values)
+        return values
 
     def array(self, name: str, dtype: Union[str, np.dtype], shape: Union[int, tuple[int, ...]]) -> np.ndarray:
         """A writable memory-mapped array backed by a preallocated scratch file (a plain empty array
@@ -166,9 +172,13 @@ class AppendedArray:
     def finish(self) -> np.ndarray:
         """The values appended, mapped read-only (a plain empty array when there are none: an empty file cannot be
         mapped); the file stays until its ScratchDir ends."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self.close()
         if self.size == 0:
             return np.zeros(0, dtype=self.dtype)
         return np.memmap(self.path, dtype=self.dtype, mode="r", shape=(self.size,))
+
+    def close(self) -> None:
+        """Close the file without mapping it (idempotent; finish closes it too)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
