@@ -52,8 +52,8 @@ def _snap(path: Path, options: ReadOptions) -> Graph:
 READERS: dict[str, Reader] = {
     "npz": lambda path, options: read_npz_graph(path),
     "snap": _snap,
-    "metis": lambda path, options: read_metis(path),
-    "dimacs": lambda path, options: read_dimacs(path),
+    "metis": lambda path, options: read_metis(path, options.spill),
+    "dimacs": lambda path, options: read_dimacs(path, options.spill),
     "csv": lambda path, options: read_edge_table(path, "csv", options),
     "tsv": lambda path, options: read_edge_table(path, "tsv", options),
     "parquet": read_parquet_edges,
@@ -74,8 +74,8 @@ def read_graph(
 
     `path` is a file or directory, or a GraphInput carrying reading options (columns, header, OGB split).
     `node_data` / `edge_data` map array names to extra `.npy` files (SPEC.md 3.2). `spill`: a scratch directory
-    where a reader that concatenates pieces (a chunked directory) or parses text (edge lists and tables) puts the
-    arrays, mapped, instead of memory.
+    where a reader that concatenates pieces (a chunked directory) or parses text (edge lists and tables, METIS, DIMACS,
+    an OGB folder's CSV files) puts the arrays, mapped, instead of memory.
     The format is chosen by the file name (`input_format(path)`) or the directory's contents.
     """
     raw, options = split_input(path)

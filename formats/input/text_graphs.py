@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
-from gpart.formats.files.scratch import ScratchDir
-from gpart.formats.input.text_tokens import Tokens, fail_negative, growing_ids, parse_ints, parse_or_fail, text_blocks, tokenize
+from gpart.formats.files.scratch import AppendedArray, ScratchDir
+from gpart.formats.input.text_tokens import GrowingArray, Tokens, fail_negative, growing_ids, parse_ints, parse_or_fail, text_blocks, tokenize
 
 # ---------------------------------------------------------------------------
 # SNAP edge lists (SPEC 3.3)
@@ -106,20 +106,40 @@ def metis_header(path: Path, tok: Tokens, g: int, line0: int) -> MetisHeader:
     return MetisHeader(n, m, fmt[0] == "1", has_vwgt, fmt[2] == "1", ncon, lineno)
 
 
-def read_metis(path: Path) -> Graph:
-    header: Optional[MetisHeader] = None
-    srcs, dsts, ewgts, prefixes = [], [], [], []
-    line0 = 0  # global index of the block's first line
-    vertices_seen = 0  # vertex lines in earlier blocks
+def read_metis(path: Path, spill: Optional[ScratchDir] = None) -> Graph:
+    """A METIS .graph: its adjacency parsed into memory, or with `spill` appended to scratch files there (mapped), as
+    read_snap; vertex sizes and weights (per node) stay in memory."""
+    reader = MetisReader(path, spill)
     for block in text_blocks(path):
-        tok = tokenize(block)
+        reader.block(tokenize(block))
+    return reader.finish()
+
+
+class MetisReader:
+    """The state of one METIS read, block by block: the header once seen, the vertex lines counted so far, and where
+    the directed edges (and edge weights) are appended."""
+
+    def __init__(self, path: Path, spill: Optional[ScratchDir]):
+        self.path, self.spill = path, spill
+        self.header: Optional[MetisHeader] = None
+        self.srcs, self.dsts = growing_ids(spill, "src"), growing_ids(spill, "dst")
+        self.ewgts: Optional[Union[GrowingArray, AppendedArray]] = None
+        self.prefixes: list = []
+        self.line0 = 0  # global index of the block's first line
+        self.vertices_seen = 0  # vertex lines in earlier blocks
+
+    def block(self, tok: Tokens) -> None:
+        path, line0 = self.path, self.line0
         comment_group = tok.group_first_byte() == ord("%")
-        if header is None:
+        if self.header is None:
             data_groups = np.flatnonzero(~comment_group)
             if not data_groups.size:
-                line0 += tok.num_lines
-                continue
-            header = metis_header(path, tok, int(data_groups[0]), line0)
+                self.line0 += tok.num_lines
+                return
+            self.header = metis_header(path, tok, int(data_groups[0]), line0)
+            if self.header.has_ewgt:
+                self.ewgts = growing_ids(self.spill, "edge_weight")
+        header = self.header
         # Vertex lines are all non-comment lines after the header, blank ones included
         # (a blank line is a vertex without neighbours).
         first = max(header.line - line0 + 1, 0)
@@ -127,7 +147,7 @@ def read_metis(path: Path) -> Graph:
         comment_lines = comment_lines[comment_lines >= first]
         idx = np.flatnonzero((tok.line >= first) & ~comment_group[tok.group])
         lines = tok.line[idx]
-        vertex = vertices_seen + (lines - first) - np.searchsorted(comment_lines, lines)
+        vertex = self.vertices_seen + (lines - first) - np.searchsorted(comment_lines, lines)
         if vertex.size and int(vertex[-1]) >= header.n:
             t = int(idx[int(np.argmax(vertex >= header.n))])
             raise InputError(path, f"line {line0 + int(tok.line[t]) + 1}: more vertex lines than n = {header.n} in the header")
@@ -135,35 +155,37 @@ def read_metis(path: Path) -> Graph:
         rank = tok.rank[idx] - header.prefix  # position in the neighbour list, negative for size/weights
         if header.prefix:
             pre = rank < 0
-            prefixes.append((vertex[pre], rank[pre] + header.prefix, values[pre]))
-        if header.has_ewgt:
+            self.prefixes.append((vertex[pre], rank[pre] + header.prefix, values[pre]))
+        nbr = rank >= 0
+        if self.ewgts is not None:
             metis_check_pairs(path, tok, idx, rank, line0)
-            nbr = (rank >= 0) & (rank % 2 == 0)
-            ewgts.append(values[(rank >= 0) & (rank % 2 == 1)])
-        else:
-            nbr = rank >= 0
+            nbr = nbr & (rank % 2 == 0)
+            self.ewgts.append(values[(rank >= 0) & (rank % 2 == 1)])
         neighbours = values[nbr]
         bad = (neighbours < 1) | (neighbours > header.n)
         if bad.any():
             t = int(idx[np.flatnonzero(nbr)[int(np.argmax(bad))]])
             raise InputError(path, f"line {line0 + int(tok.line[t]) + 1}: neighbour {tok.text(t)} outside 1..{header.n}")
-        srcs.append(vertex[nbr])
-        dsts.append(neighbours - 1)
-        vertices_seen += max(0, tok.num_lines - first) - int(comment_lines.shape[0])
-        line0 += tok.num_lines
-    if header is None:
-        raise InputError(path, "no METIS header line 'n m [fmt [ncon]]' (empty file?)")
-    if vertices_seen < header.n:
-        raise InputError(path, f"header says n = {header.n} vertices but the file has {vertices_seen} vertex lines (truncated?)")
-    vertex_fields = metis_vertex_fields(path, header, prefixes) if header.prefix else {}
-    src = np.concatenate(srcs) if srcs else np.zeros(0, np.int64)
-    dst = np.concatenate(dsts) if dsts else np.zeros(0, np.int64)
-    if src.shape[0] != 2 * header.m:
-        raise InputError(path, f"header says m = {header.m} edges (2m = {2 * header.m} adjacency entries) but the file lists {src.shape[0]}")
-    graph = Graph(header.n, src, dst, node_data=vertex_fields)
-    if header.has_ewgt:
-        graph.edge_data["edge_weight"] = np.concatenate(ewgts)
-    return graph
+        self.srcs.append(vertex[nbr])
+        self.dsts.append(neighbours - 1)
+        self.vertices_seen += max(0, tok.num_lines - first) - int(comment_lines.shape[0])
+        self.line0 += tok.num_lines
+
+    def finish(self) -> Graph:
+        """The graph, once the counts agree with the header: a short file is refused before anything is mapped (the
+        scratch files of a refused read are removed with their ScratchDir)."""
+        path, header = self.path, self.header
+        if header is None:
+            raise InputError(path, "no METIS header line 'n m [fmt [ncon]]' (empty file?)")
+        if self.vertices_seen < header.n:
+            raise InputError(path, f"header says n = {header.n} vertices but the file has {self.vertices_seen} vertex lines (truncated?)")
+        vertex_fields = metis_vertex_fields(path, header, self.prefixes) if header.prefix else {}
+        if self.srcs.size != 2 * header.m:
+            raise InputError(path, f"header says m = {header.m} edges (2m = {2 * header.m} adjacency entries) but the file lists {self.srcs.size}")
+        graph = Graph(header.n, self.srcs.finish(), self.dsts.finish(), node_data=vertex_fields)
+        if self.ewgts is not None:
+            graph.edge_data["edge_weight"] = self.ewgts.finish()
+        return graph
 
 
 def metis_check_pairs(path: Path, tok: Tokens, idx: np.ndarray, rank: np.ndarray, line0: int) -> None:
@@ -213,11 +235,13 @@ def _dimacs_problem(path: Path, tok: Tokens, lead: np.ndarray, g: int, line0: in
     return tok.text(t0 + 1), n, m
 
 
-def read_dimacs(path: Path) -> Graph:
-    """DIMACS-9 shortest-path `p sp n m` + `a u v w` arcs, or PACE `p tw n m` + `u v` lines."""
+def read_dimacs(path: Path, spill: Optional[ScratchDir] = None) -> Graph:
+    """DIMACS-9 shortest-path `p sp n m` + `a u v w` arcs, or PACE `p tw n m` + `u v` lines; the arcs parsed into
+    memory, or with `spill` appended to scratch files there (mapped), as read_snap."""
     kind: Optional[str] = None
     n = m = 0
-    srcs, dsts, wgts = [], [], []
+    srcs, dsts = growing_ids(spill, "src"), growing_ids(spill, "dst")
+    wgts = growing_ids(spill, "edge_weight")
     line0 = 0
     for block in text_blocks(path):
         tok = tokenize(block)
@@ -262,11 +286,9 @@ def read_dimacs(path: Path) -> Graph:
         line0 += tok.num_lines
     if kind is None:
         raise InputError(path, "no problem line 'p sp|tw n m' (empty file?)")
-    src = np.concatenate(srcs) if srcs else np.zeros(0, np.int64)
-    dst = np.concatenate(dsts) if dsts else np.zeros(0, np.int64)
-    if src.shape[0] != m:
-        raise InputError(path, f"problem line says {m} {'arcs' if kind == 'sp' else 'edges'} but the file lists {src.shape[0]}")
-    graph = Graph(n, src, dst)
+    if srcs.size != m:  # before anything is mapped: the scratch files of a refused read go with their ScratchDir
+        raise InputError(path, f"problem line says {m} {'arcs' if kind == 'sp' else 'edges'} but the file lists {srcs.size}")
+    graph = Graph(n, srcs.finish(), dsts.finish())
     if kind == "sp":
-        graph.edge_data["edge_weight"] = np.concatenate(wgts) if wgts else np.zeros(0, np.int64)
+        graph.edge_data["edge_weight"] = wgts.finish()
     return graph
