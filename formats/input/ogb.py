@@ -24,6 +24,7 @@ import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
+from gpart.formats.files.scratch import ScratchDir
 from gpart.formats.input.checks import check_data_array, check_node_count_fits, scan_range
 from gpart.formats.input.edge_table import read_edge_table
 from gpart.formats.input.npz import read_npz_arrays
@@ -47,7 +48,7 @@ def read_ogb(path: Path, options: ReadOptions) -> Graph:
     if (raw / "num-node-dict.csv.gz").is_file() or (raw / "relations").is_dir():
         raise InputError(path, "a heterogeneous OGB dataset (raw/relations/): gpart reads homogeneous ones; "
                                "write it as a typed .npz (SPEC.md section 8)")
-    graph = _read_csv_raw(raw) if (raw / "edge.csv.gz").is_file() else _read_binary_raw(raw)
+    graph = _read_csv_raw(raw, options.spill) if (raw / "edge.csv.gz").is_file() else _read_binary_raw(raw)
     for name, mask in _split_masks(path, graph.num_nodes, options.split).items():
         graph.node_data[name] = mask
     return graph
@@ -68,11 +69,13 @@ def _count(path: Path, what: str) -> int:
     return value
 
 
-def _read_csv_raw(raw: Path) -> Graph:
+def _read_csv_raw(raw: Path, spill: Optional[ScratchDir]) -> Graph:
+    """The CSV layout; with `spill`, the edges and the node and edge arrays are parsed into scratch files there, mapped
+    (the counts and split ids, a few numbers or one per node, are read into memory)."""
     num_nodes = _count(raw / "num-node-list.csv.gz", "nodes")
     check_node_count_fits(raw / "num-node-list.csv.gz", num_nodes)
     num_edges = _count(raw / "num-edge-list.csv.gz", "edges")
-    edges = read_edge_table(raw / "edge.csv.gz", "csv", ReadOptions(header=False))
+    edges = read_edge_table(raw / "edge.csv.gz", "csv", ReadOptions(header=False, spill=spill))
     if edges.num_edges != num_edges:
         raise InputError(raw / "edge.csv.gz", f"{edges.num_edges} edges, raw/num-edge-list.csv.gz says {num_edges}")
     _check_ids(raw / "edge.csv.gz", edges.src, edges.dst, num_nodes)
@@ -80,7 +83,7 @@ def _read_csv_raw(raw: Path) -> Graph:
     for file in sorted(raw.glob("*.csv.gz")):
         stem = file.name[: -len(".csv.gz")]
         if stem in OGB_NAMES or stem.startswith(("node_", "edge_")):
-            _add_array(graph, file, stem, read_numeric_csv(file))
+            _add_array(graph, file, stem, read_numeric_csv(file, spill, stem))
     return graph
 
 
