@@ -4,8 +4,9 @@
     sudo python benchmarks/bench_structured_spill.py --workdir /tmp/spill --base /tmp/before-spill --cap 200MB
 
 The METIS file is a random symmetric graph (--edges adjacency entries, both directions of --edges/2 pairs, no edge
-weights), the DIMACS file `p sp` with --edges weighted arcs, both on --nodes nodes, generated with numpy
-(tests/support/graph_text.py) unless already in --workdir. Each `gpart chunk FILE --chunks 4` runs in a fresh
+weights), the DIMACS file `p sp` with --edges weighted arcs, the OGB folder raw/edge.csv.gz of --edges random edges
+(and its counts; no feature files), all on --nodes nodes, generated with numpy (tests/support/graph_text.py) unless
+already in --workdir. Each `gpart chunk FILE --chunks 4` runs in a fresh
 memory group, once per checkout, with no limit (figures: wall, the group's peak charge, page cache included, and
 its anonymous memory sampled every 20 ms) and, with --cap, once more under that limit (exit status, OOM kill).
 
@@ -18,6 +19,7 @@ Needs root on a cgroup v1 host.
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import shutil
 import subprocess
@@ -27,9 +29,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 from harness import REPO, machine_line  # first: puts the repository root on sys.path
 
-from tests.support.graph_text import write_dimacs_sp, write_metis
+from tests.support.graph_text import decimal_text, write_dimacs_sp, write_metis
 from tests.support.memcap import MemoryGroup, available
 
 UNLIMITED = 1 << 62  # a memory group's "no limit" (the kernel rounds it down to its own maximum)
@@ -50,6 +53,19 @@ def base_env(base: Path) -> dict[str, str]:
         if not link.exists():
             link.symlink_to(Path("..") / name)
     return {**os.environ, "PYTHONPATH": str(base)}
+
+
+def write_ogb_edges(folder: Path, num_nodes: int, num_edges: int, seed: int = 0) -> None:
+    """An OGB folder of random edges: raw/edge.csv.gz (`src,dst` lines, gzip level 1) and raw/num-*-list.csv.gz."""
+    raw = folder / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    ids = np.random.default_rng(seed).integers(0, num_nodes, 2 * num_edges)
+    ends = np.tile(np.frombuffer(b",\n", dtype=np.uint8), num_edges)
+    with gzip.open(raw / "edge.csv.gz", "wb", compresslevel=1) as fh:
+        fh.write(decimal_text(ids, ends))
+    for name, value in (("num-node-list", num_nodes), ("num-edge-list", num_edges)):
+        with gzip.open(raw / f"{name}.csv.gz", "wt") as fh:
+            fh.write(f"{value}\n")
 
 
 def chunk_run(graph: Path, out: Path, limit: int, env: dict[str, str], timeout: float) -> dict:
@@ -96,11 +112,14 @@ def main() -> None:
     if reason:
         sys.exit(f"cannot run: {reason}")
     args.workdir.mkdir(parents=True, exist_ok=True)
-    files = {"METIS": args.workdir / f"g{args.edges}.graph", "DIMACS": args.workdir / f"g{args.edges}.gr"}
+    files = {"METIS": args.workdir / f"g{args.edges}.graph", "DIMACS": args.workdir / f"g{args.edges}.gr",
+             "OGB": args.workdir / f"ogb{args.edges}"}
     if not files["METIS"].exists():
         write_metis(files["METIS"], args.nodes, args.edges // 2)
     if not files["DIMACS"].exists():
         write_dimacs_sp(files["DIMACS"], args.nodes, args.edges)
+    if not files["OGB"].exists():
+        write_ogb_edges(files["OGB"], args.nodes, args.edges)
     checkouts: list[tuple[str, dict[str, str]]] = [("now", dict(os.environ))]
     if args.base is not None:
         checkouts.insert(0, ("before", base_env(args.base.resolve())))
@@ -108,13 +127,13 @@ def main() -> None:
     print(f"this checkout: {REPO}; load before: {os.getloadavg()}")
     print("| input, checkout | status | wall s | group peak MiB | anon peak MiB |\n|---|---|---:|---:|---:|")
     for kind, graph in files.items():
-        size = graph.stat().st_size / 2**20
+        size = (graph / "raw" / "edge.csv.gz" if graph.is_dir() else graph).stat().st_size / 2**20
         for label, env in checkouts:
             limits: list[Optional[int]] = [None] + ([args.cap] if args.cap else [])
             for limit in limits:
                 figures = chunk_run(graph, args.workdir / "out", limit or UNLIMITED, env, args.timeout)
                 cap = f", cap {limit / 2**20:.0f} MiB" if limit else ""
-                print(row(f"{kind} ({size:.0f} MiB text), {label}{cap}", figures), flush=True)
+                print(row(f"{kind} ({size:.0f} MiB {'gzip' if kind == 'OGB' else 'text'}), {label}{cap}", figures), flush=True)
                 if figures["rc"] != 0 and not figures["oom"]:
                     print(f"    {figures['error']}")
     print(f"load after: {os.getloadavg()}")
