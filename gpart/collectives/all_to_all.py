@@ -78,12 +78,15 @@ def all_to_all_rows(
     recv_counts: Sequence[int],
     group=None,
     timeout_s: Optional[float] = None,
+    out: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Exchange blocks of rows when both sides' counts are known.
 
     `send` holds `send_counts[r]` rows for rank r, in rank order; the result
     holds `recv_counts[r]` rows from rank r, in rank order, on `send`'s device.
-    timeout_s bounds the wait as in exchange_counts.
+    timeout_s bounds the wait as in exchange_counts. `out`: a contiguous uint8
+    tensor of exactly the received bytes on the collective's device to receive
+    into (a reused buffer, or the caller's destination), else a fresh one.
     """
     row_shape = tuple(send.shape[1:])
     _, world_size = world(group)
@@ -94,7 +97,11 @@ def all_to_all_rows(
         return torch.empty((sum(recv_counts), *row_shape), dtype=send.dtype, device=send.device)
     device = comm_device(group)
     payload = _as_bytes(send.to(device))
-    out = torch.empty(sum(recv_counts) * row_bytes, dtype=torch.uint8, device=device)
+    size = sum(recv_counts) * row_bytes
+    if out is None:
+        out = torch.empty(size, dtype=torch.uint8, device=device)
+    elif out.dtype != torch.uint8 or out.numel() != size or not out.is_contiguous() or out.device.type != torch.device(device).type:
+        raise ValueError(f"out must be {size} contiguous bytes on {device}, got {out.dtype} x {out.numel()} on {out.device}")
     work = dist.all_to_all_single(
         out,
         payload,

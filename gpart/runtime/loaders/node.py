@@ -33,7 +33,10 @@ layout, this rank's seeds, settings, device and hop strategy) and running
 the same epoch gives identical batches: n_id, edge_index, e_id, x,
 node_data, y and batch. Whether rows travel in the sampling answers or are
 fetched after sampling (benchmarks and tests: unfused_loader) does not
-change the batches. The hop strategy does: table hops (the GPU form of a
+change the batches, nor does a row source (only the rows). Across
+partitions (homogeneous) each hop lists the nodes it adds with those the
+partition stores (owned, halo) first, then the others by owner, each group
+in first-appearance order: n_id depends on the partitions and this rank. The hop strategy does: table hops (the GPU form of a
 hop, the default with one partition on CUDA; `loader.sampler.table_hops`)
 draw each hop's neighbours from other random numbers than compact hops (the
 CPU default). For the same (seed, epoch, rank) both give the same seeds in

@@ -98,12 +98,14 @@ class Exchange:
         self._count(start)
         return recv
 
-    def rows(self, send: torch.Tensor, send_counts: Sequence[int], recv_counts: Sequence[int]) -> torch.Tensor:
-        """Blocks of rows: `send_counts[p]` rows of `send` to peer p, `recv_counts[p]` back from it (one collective)."""
+    def rows(self, send: torch.Tensor, send_counts: Sequence[int], recv_counts: Sequence[int],
+             out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Blocks of rows: `send_counts[p]` rows of `send` to peer p, `recv_counts[p]` back from it (one collective),
+        received into `out` where given (the received bytes, uint8, contiguous: see all_to_all_rows)."""
         if not self.active:
             return send
         start = time.perf_counter()
-        got = all_to_all_rows(send, send_counts, recv_counts, group=self.group, timeout_s=self.timeout_s)
+        got = all_to_all_rows(send, send_counts, recv_counts, group=self.group, timeout_s=self.timeout_s, out=out)
         self._count(start)
         return got
 

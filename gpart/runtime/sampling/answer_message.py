@@ -14,7 +14,7 @@ counts. The unused slots travel as they are (not zeroed: nobody reads them).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -35,10 +35,12 @@ class EdgeSection:
 
 def answer_message(packed: list[Optional[torch.Tensor]], per_kind: list[list[int]], counts: torch.Tensor,
                    count_split: list[int], edges: Optional[torch.Tensor] = None, edge_split: Optional[list[int]] = None,
-                   section: Optional[EdgeSection] = None) -> tuple[torch.Tensor, list[int]]:
+                   section: Optional[EdgeSection] = None, buffer: Optional[Callable[[int], Optional[torch.Tensor]]] = None
+                   ) -> tuple[torch.Tensor, list[int]]:
     """Per requester, in peer order: the counts of its columns (int64 bytes), then the rows it flagged, kind after
     kind (`packed[kind]`: [n, row_bytes] in peer order, `per_kind[peer][kind]` rows each), then (with `section`) its
-    `edge_split[peer]` rows of `edges` ([E, 2] of section.dtype) in section.slots[peer] slots; the byte sizes."""
+    `edge_split[peer]` rows of `edges` ([E, 2] of section.dtype) in section.slots[peer] slots; the byte sizes. The
+    message is written into `buffer(nbytes)` where that gives a (reused) byte buffer."""
     blocks = [p for p in packed if p is not None]
     if len(packed) == 1 and blocks and not counts.numel() and section is None:  # rows of one kind alone: no copy
         return blocks[0].reshape(-1), [n[0] * blocks[0].shape[1] for n in per_kind]
@@ -56,7 +58,8 @@ def answer_message(packed: list[Optional[torch.Tensor]], per_kind: list[list[int
             block += [edge_blocks[b], torch.empty(unused, dtype=torch.uint8, device=counts.device)]
         pieces += block
         sizes.append(sum(int(p.numel()) for p in block))
-    return torch.cat(pieces), sizes
+    out = buffer(sum(sizes)) if buffer is not None else None
+    return (torch.cat(pieces) if out is None else torch.cat(pieces, out=out)), sizes
 
 
 def answer_sizes(got_counts: list[int], per_kind: list[list[int]], layouts: list[RowLayout],
@@ -73,7 +76,7 @@ def split_answers(got: torch.Tensor, got_counts: list[int], got_sizes: list[int]
     """(counts of every requested column, in group order; per kind, the flagged rows' bytes [n, row_bytes], group order;
     per peer, its edge section's bytes (empty without `section`))."""
     if len(layouts) == 1 and layouts[0].row_bytes and not any(got_counts) and section is None:  # rows of one kind alone
-        return got[:0].view(torch.int64), [got.reshape(-1, layouts[0].row_bytes)], []
+        return torch.empty(0, dtype=torch.int64, device=got.device), [got.reshape(-1, layouts[0].row_bytes)], []
     counts: list[torch.Tensor] = []
     rows: list[list[torch.Tensor]] = [[] for _ in layouts]
     edge_bytes: list[torch.Tensor] = []

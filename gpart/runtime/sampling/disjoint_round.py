@@ -43,7 +43,8 @@ class Rounds(Protocol):
     seed_time: Optional[torch.Tensor]  # the batch's seed times (temporal draws), None without
 
     def round(self, frontier: torch.Tensor, keys: Keys, sample: Draw, draws: Optional[torch.Tensor] = None,
-              into: Optional[dict[Hashable, torch.Tensor]] = None, rowless: Optional[torch.Tensor] = None) -> RoundAnswer: ...
+              into: Optional[dict[Hashable, torch.Tensor]] = None, rowless: Optional[torch.Tensor] = None,
+              held_first: bool = False) -> RoundAnswer: ...
 
 
 def keyed_round(protocol: Rounds, frontier: torch.Tensor, keys: Keys, sample: Draw) -> RoundAnswer:

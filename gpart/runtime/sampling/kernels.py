@@ -258,6 +258,21 @@ class Relabeller:
         self.size += new
         return got.to(torch.int64), new_ids, keep
 
+    def reorder_added(self, positions: torch.Tensor, order: torch.Tensor, final: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """The last add's new ids listed in `order` instead (new_ids[order], a permutation of them): (`positions`, that
+        add's result, moved to the new places; the new ids in their new order). final as given to that add."""
+        added = self._touched[-1]
+        base = self.size - int(added.numel())
+        added = torch.index_select(added, 0, order)
+        place = torch.arange(base, self.size, dtype=torch.int32, device=order.device)
+        if not final:
+            self.slot.index_copy_(0, added, place)
+        self._touched[-1] = added
+        moved = torch.empty_like(place).index_copy_(0, order, place)  # old place - base -> new place
+        fresh = positions >= base
+        positions = torch.where(fresh, torch.index_select(moved, 0, (positions - base).clamp_(min=0)).to(positions.dtype), positions)
+        return positions, added
+
     def reset(self) -> None:
         for ids in self._touched:
             self.slot.index_fill_(0, ids, _UNSET)

@@ -25,7 +25,13 @@ answer_message), so no round waits for the counts to size the edges. A hop
 without such a bound (fanout -1, a sampler that states none, or a fanout
 past round_sizes.MAX_EDGE_SLOTS) sends its edges in a fourth collective, sized by the
 counts. Sources and edge ids travel as int32 when every id fits. The
-answers are relabelled into the batch's node list. The last hop's added
+answers are relabelled into the batch's node list; a homogeneous
+partition's hops list the nodes they add with those whose rows the
+partition stores first, then the others by owner
+(gpart.runtime.sampling.grouped_rows), so every later round's rows are
+one gather here and one contiguous copy of the answers, with no scatter
+(the last round's answers land in the batch's tensor as received). The
+rounds' byte messages are reused buffers (CPU). The last hop's added
 nodes are never requested for sampling, so their rows take one more round
 of flagged requests and rows (3 collectives, every array at once). A rank
 without seeds (an empty batch) makes the same calls, so it keeps serving
@@ -69,7 +75,18 @@ from gpart.runtime.partition.exchange import Exchange
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling import round_sizes
 from gpart.runtime.sampling.answer_message import EdgeSection, answer_message, answer_sizes, split_answers, used_edges
+from gpart.runtime.sampling.batch_rows import rows_of
 from gpart.runtime.sampling.disjoint_round import keyed_round
+from gpart.runtime.sampling.grouped_rows import (
+    RoundBuffers,
+    Segment,
+    grouped_answer,
+    held_count,
+    held_first_order,
+    lists_rows_held_first,
+    received_in_place,
+    rows_into,
+)
 from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
 from gpart.runtime.sampling.padded_batches import PaddedBatches
@@ -86,7 +103,7 @@ class _Hops:
     the nodes added; per key the rows of each n_id segment."""
 
     n_ids: list[torch.Tensor]
-    got: dict[Hashable, list[torch.Tensor]]
+    got: dict[Hashable, list[Segment]]
     srcs: list[torch.Tensor]
     dsts: list[torch.Tensor]
     eids: list[torch.Tensor]
@@ -117,6 +134,11 @@ class DistSampler:
         self.seed_time: Optional[torch.Tensor] = None  # the batch's seed times while it samples (temporal draws)
         # ids travel as int32 pairs when every global node and edge id fits
         self._edge_dtype = torch.int32 if max(part.num_nodes, part.num_edges) < 2**31 else torch.int64
+        # across partitions, one kind: every hop lists its new nodes held-first (gpart.runtime.sampling.grouped_rows),
+        # whether rows travel or not (the batches are the same), and the rounds that carry rows take them so
+        self.lists_held_first = exchange.active and not self.disjoint and not part.typed
+        self.held_first = self.lists_held_first and self.carry_rows and bool(rows.data_keys) and lists_rows_held_first(rows)
+        self._buffers = RoundBuffers(self.device)
 
     def sample(self, seeds: torch.Tensor, gen: torch.Generator, seed_batch: Optional[torch.Tensor] = None,
                seed_time: Optional[torch.Tensor] = None) -> Sampled:
@@ -146,7 +168,8 @@ class DistSampler:
             seeds = torch.arange(seeds.numel(), device=self.device).mul_(self.part.num_nodes).add_(seeds)
         hops, frontier = self._hops(seeds, gen)
         n_id = torch.cat(hops.n_ids)
-        node_data, y = self._rows_of(hops, frontier, seeds, n_id)
+        node_data, y = rows_of(self, hops.got, frontier, seeds, n_id)
+        hops.got.clear()  # the answers' pieces point into reused buffers
         edge_index = torch.empty((2, sum(hops.num_edges)), dtype=torch.int64, device=self.device)
         torch.cat(hops.srcs, out=edge_index[0])
         torch.cat(hops.dsts, out=edge_index[1])
@@ -188,54 +211,24 @@ class DistSampler:
             if not self.disjoint and self.sampler.table_fanout(hop):
                 pos, dst, eid, added = self._table_hop(frontier, hop, gen, first, final)
             else:
-                answer = keyed_round(self, frontier, rows.keys(hop == 0) if self.carry_rows else nothing, (hop, gen))
+                keys = rows.keys(hop == 0) if self.carry_rows else nothing
+                answer = self.round(frontier, keys, (hop, gen), held_first=True) if self.held_first and hop \
+                    else keyed_round(self, frontier, keys, (hop, gen))
                 dst = torch.repeat_interleave(answer.order + first, answer.counts, output_size=int(answer.src.numel()))
                 (pos, added), eid = relabel.add_unique(answer.src, final=final), answer.eid
+                if self.lists_held_first and added.numel():
+                    pos, added = relabel.reorder_added(pos, held_first_order(self.part, added), final)
                 for key, part_rows in answer.node_rows.items():
                     hops.got[key].append(part_rows)
+                if answer.grouped is not None:
+                    for key in rows.data_keys:
+                        hops.got[key].append(answer.grouped)
             first += int(frontier.numel())
             hops.srcs.append(pos), hops.dsts.append(dst), hops.eids.append(eid), hops.n_ids.append(added)
             hops.num_nodes.append(int(added.numel())), hops.num_edges.append(int(pos.numel()))
             frontier = added
         relabel.reset()
         return hops, frontier
-
-    def _rows_of(self, hops: _Hops, frontier: torch.Tensor, seeds: torch.Tensor,
-                 n_id: torch.Tensor) -> tuple[dict[Hashable, torch.Tensor], Optional[torch.Tensor]]:
-        """(rows of n_id per key, the seeds' labels): the carried rows and one round for the last hop's nodes, or
-        (carry_rows off) rounds after sampling."""
-        rows, carry = self.rows, self.carry_rows
-        if carry and rows.data_keys and len(rows.kind_keys) == 1 and not self.disjoint:
-            node_data = self._last_rows_into(hops, frontier, int(n_id.numel()))
-        elif carry and rows.data_keys:  # the last hop's nodes: one round of requests and rows for every array
-            for key, part_rows in keyed_round(self, frontier, rows.keys(False), None).node_rows.items():
-                hops.got[key].append(part_rows)
-            node_data = {key: torch.cat(hops.got[key]) for key in rows.data_keys}
-        else:
-            node_data = {} if carry else self._fetch_after(n_id)
-        y = None
-        if rows.label_key is not None:
-            y = hops.got[rows.label_key][0] if carry else \
-                keyed_round(self, seeds, rows.only(rows.label_key, rows.seed_kind), None).node_rows[rows.label_key]
-        return node_data, y
-
-    def _last_rows_into(self, hops: _Hops, frontier: torch.Tensor, total: int) -> dict[Hashable, torch.Tensor]:
-        """Per key the rows of the whole node list: the carried ones copied in, the last hop's nodes' round written
-        straight into the end (one kind: the rows of the last hop, most of the batch's, are not copied again)."""
-        keys = self.rows.keys(False)
-        (layout,) = self.rows.layouts(keys)
-        last = total - int(frontier.numel())
-        out = {key: torch.empty((total, *shape), dtype=dtype, device=self.device)
-               for key, (dtype, shape) in zip(keys[0], layout.fields)}
-        for key, rows in out.items():
-            if last:
-                torch.cat(hops.got[key], out=rows[:last])
-        tails = {key: rows[last:] for key, rows in out.items()}
-        got = self.round(frontier, keys, None, into=tails).node_rows
-        for key, rows in got.items():
-            if rows is not tails[key]:  # every row held here: read, not written in place
-                tails[key].copy_(rows)
-        return out
 
     def _table_hop(self, frontier: torch.Tensor, hop: int, gen: torch.Generator, first: int, final: bool):
         """One hop with one partition as a [columns, fanout] table: (positions of the sources, destinations, edge
@@ -249,22 +242,15 @@ class DistSampler:
         dst = torch.div(keep, table.shape[1], rounding_mode="floor").add_(first)
         return pos, dst, eid, added
 
-    def _fetch_after(self, n_id: torch.Tensor) -> dict[Hashable, torch.Tensor]:
-        """Rows of every array for the whole node list, after sampling: one round per array (and kind)."""
-        rows = self.rows
-        out = {}
-        for kind, keys in enumerate(rows.kind_keys):
-            for key in keys:
-                out[key] = keyed_round(self, n_id, rows.only(key, kind), None).node_rows[key]
-        return out
-
     def round(self, frontier: torch.Tensor, keys: Keys, sample: Draw, draws: Optional[torch.Tensor] = None,
-              into: Optional[dict[Hashable, torch.Tensor]] = None, rowless: Optional[torch.Tensor] = None) -> RoundAnswer:
+              into: Optional[dict[Hashable, torch.Tensor]] = None, rowless: Optional[torch.Tensor] = None,
+              held_first: bool = False) -> RoundAnswer:
         """Requests for `frontier` to their owners; answers: the sampled in-edges (when `sample` = (hop, generator[,
         time per frontier node: temporal draws]); `draws[i]` independent samples of frontier[i], one when None, the
         counts then per draw) and the rows of `keys` of the flagged requests (none of the `rowless` ones, whose rows
         another request brings). 3 collectives (a count table, the requests, the answers with their edges; 4 when the
-        hop has no edge bound, see the module), none in a world of one partition."""
+        hop has no edge bound, see the module), none in a world of one partition. held_first: the frontier lists its
+        held nodes first (gpart.runtime.sampling.grouped_rows): the rows come as pieces, or written into `into`."""
         rows, exchange = self.rows, self.exchange
         layouts = rows.layouts(keys)
         widths = [layout.row_bytes for layout in layouts]
@@ -288,8 +274,9 @@ class DistSampler:
         time = None if sample is None or len(sample) < 3 else torch.index_select(sample[2], 0, order)
         cols, wanted, recv_draws, recv_time = self._requests(send_cols * 2 + req.need, draws, time, table)
         if sample is None:
-            answer = self._answer(keys, layouts, cols, wanted, table, None)
-            return RoundAnswer(answer[0], cols[:0], cols[:0], order, rows.frontier_rows(keys, layouts, answer[1], req, into))
+            landing = received_in_place(into, keys, layouts[0].row_bytes, held_count(req)) if held_first else None
+            answer = self._answer(keys, layouts, cols, wanted, table, None, landing)
+            return self._answered(answer[0], cols[:0], cols[:0], order, keys, layouts, answer[1], req, into, held_first)
         total = sum(table.draws(table.theirs))
         drawn = cols if draws is None else torch.repeat_interleave(cols, recv_draws, output_size=total)
         if recv_time is None:
@@ -298,7 +285,15 @@ class DistSampler:
             col_time = recv_time if draws is None else torch.repeat_interleave(recv_time, recv_draws, output_size=total)
             counts, src, eid = self.sampler.sample(drawn, sample[0], sample[1], col_time)
         got_counts, row_bytes, (src, eid) = self._answer(keys, layouts, cols, wanted, table, (sample[0], counts, src, eid))
-        return RoundAnswer(got_counts, src, eid, order, rows.frontier_rows(keys, layouts, row_bytes, req))
+        return self._answered(got_counts, src, eid, order, keys, layouts, row_bytes, req, into, held_first)
+
+    def _answered(self, counts, src, eid, order, keys, layouts, row_bytes, req, into, held_first) -> RoundAnswer:
+        """The round's answer with the frontier's rows: scattered into frontier order, or held-first pieces."""
+        if not held_first:
+            return RoundAnswer(counts, src, eid, order, self.rows.frontier_rows(keys, layouts, row_bytes, req, into))
+        if into is not None:
+            return RoundAnswer(counts, src, eid, order, rows_into(self.rows, keys, layouts, row_bytes, req, into))
+        return RoundAnswer(counts, src, eid, order, {}, grouped_answer(keys, layouts, row_bytes, req))
 
     def _requests(self, flagged: torch.Tensor, draws: Optional[torch.Tensor], time: Optional[torch.Tensor],
                   table: RoundSizes) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
@@ -317,18 +312,20 @@ class DistSampler:
         return torch.div(flagged, 2, rounding_mode="floor"), torch.remainder(flagged, 2).bool(), recv_draws, recv_time
 
     def _answer(self, keys: Keys, layouts: list, cols: torch.Tensor, wanted: torch.Tensor, table: RoundSizes,
-                drawn: Optional[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]]):
+                drawn: Optional[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]],
+                landing: Optional[torch.Tensor] = None):
         """The owner answers the requests it received (`cols`, `wanted` flags; `drawn` = (hop, counts, sources, edge
         ids) of its draws when sampling) and this rank receives its own answers: (sampled counts per request or draw,
         per kind the flagged rows' bytes, and when sampling (sources, edge ids)). One collective, or two when the
-        hop has no edge bound (the edges then follow, sized by the counts)."""
-        exchange, rows = self.exchange, self.rows
-        packed = rows.pack_owned(keys, layouts, cols, wanted)
+        hop has no edge bound (the edges then follow, sized by the counts). The rows alone are received into
+        `landing` where given; the messages both ways go through reused buffers."""
+        exchange, rows, reuse = self.exchange, self.rows, self._buffers.get
+        packed = rows.pack_owned(keys, layouts, cols, wanted, lambda nbytes: reuse("rows", nbytes))
         if drawn is None:  # rows alone: no counts ahead of them
             none = [0] * exchange.num_peers
             message, sizes = answer_message(packed, table.kinds(table.theirs), cols[:0], none)
             got_sizes = answer_sizes(none, table.kinds(table.mine), layouts)
-            got = exchange.rows(message, sizes, got_sizes)
+            got = exchange.rows(message, sizes, got_sizes, out=landing if landing is not None else reuse("got rows", sum(got_sizes)))
             return split_answers(got, none, got_sizes, table.kinds(table.mine), layouts)[:2]
         hop, counts, src, eid = drawn
         count_split, got_split = table.draws(table.theirs), table.draws(table.mine)
@@ -339,9 +336,10 @@ class DistSampler:
         if bound is not None:  # the edges travel in the answers, in slots sized by what was asked
             mine = EdgeSection([bound * n for n in got_split], self._edge_dtype)
             theirs = EdgeSection([bound * n for n in count_split], self._edge_dtype)
-        message, sizes = answer_message(packed, table.kinds(table.theirs), counts, count_split, edges, edge_split, theirs)
+        message, sizes = answer_message(packed, table.kinds(table.theirs), counts, count_split, edges, edge_split, theirs,
+                                        lambda nbytes: reuse("message", nbytes))
         got_sizes = answer_sizes(got_split, table.kinds(table.mine), layouts, mine)
-        got = exchange.rows(message, sizes, got_sizes)
+        got = exchange.rows(message, sizes, got_sizes, out=reuse(f"got hop {hop}", sum(got_sizes)))
         got_counts, row_bytes, sections = split_answers(got, got_split, got_sizes, table.kinds(table.mine), layouts, mine)
         used = self._block_sums(got_counts, got_split)
         if mine is not None:

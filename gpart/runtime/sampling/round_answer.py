@@ -23,3 +23,13 @@ class RoundAnswer:
     eid: torch.Tensor
     order: torch.Tensor
     node_rows: dict[Hashable, torch.Tensor]  # per key: rows of the requested nodes of its kind, in frontier order
+    grouped: Optional["GroupedRows"] = None  # a held-first round's rows as pieces (node_rows then empty)
+
+
+@dataclass
+class GroupedRows:
+    """The rows of a frontier listed held-first (gpart.runtime.sampling.grouped_rows): rows here of its first
+    len(held) nodes, then per key the rows of the others as the owners sent them (in the frontier's order)."""
+
+    held: torch.Tensor
+    sent: dict[Hashable, torch.Tensor]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Hashable, Optional, Sequence
+from typing import Callable, Hashable, Optional, Sequence
 
 import torch
 
@@ -134,13 +134,23 @@ class RowFetcher(ABC):
                 out[key] = rows
         return out
 
+    def read_into(self, key: Hashable, local: torch.Tensor, out: torch.Tensor) -> None:
+        """Rows `local` of `key` written into `out` (the source's read_into where it has one: no buffer between)."""
+        into = getattr(self.source, "read_into", None)
+        if into is not None and out.device == self.device:
+            into(key, local, out)
+        else:
+            out.copy_(self.read(key, local))
+
     # -- the owner's side
 
     def pack_owned(self, keys: list[list[Hashable]], layouts: list[RowLayout], cols: torch.Tensor,
-                   wanted: torch.Tensor) -> list[Optional[torch.Tensor]]:
+                   wanted: torch.Tensor, buffer: Optional[Callable[[int], Optional[torch.Tensor]]] = None
+                   ) -> list[Optional[torch.Tensor]]:
         """Per kind, the packed rows [n, row_bytes] of the flagged requests `wanted` among owned columns `cols`, in
         peer order then request order, None for a kind that carries nothing (how many each peer gets of each kind
-        the round's count table says)."""
+        the round's count table says). `buffer(nbytes)`: a reused byte buffer the rows of one array of one kind are
+        read straight into (None: a fresh one)."""
         kind, rows = self.owned(cols)
         packed: list[Optional[torch.Tensor]] = []
         for t, (kind_keys, layout) in enumerate(zip(keys, layouts)):
@@ -148,6 +158,13 @@ class RowFetcher(ABC):
                 packed.append(None)
                 continue
             at = torch.masked_select(rows, wanted if len(layouts) == 1 else wanted & (kind == t))
+            reused = buffer(int(at.numel()) * layout.row_bytes) if buffer is not None and len(layouts) == 1 \
+                and len(kind_keys) == 1 and at.numel() else None
+            if reused is not None and reused.data_ptr() % 16 == 0:  # read into it, viewed as the array's rows
+                (dtype, shape), = layout.fields
+                self.read_into(kind_keys[0], at, reused.view(dtype).view(int(at.numel()), *shape))
+                packed.append(reused.view(int(at.numel()), layout.row_bytes))
+                continue
             packed.append(layout.pack([self.read(key, at) for key in kind_keys]))
         return packed
 
@@ -171,12 +188,9 @@ class PlainRows(RowFetcher):
         part = self.part
         owner, rows = part.book.owner_and_local(ids)
         mine = owner == part.rank
-        if not (self.source.holds_halo and part.halo and part.num_halo):  # halo rows are asked of their owners
+        if not (self.source.holds_halo and stores_halo(part)):  # halo rows are asked of their owners
             return torch.zeros_like(ids), rows.masked_fill_(~mine, -1)
-        pos = torch.searchsorted(part.halo_ids, ids).clamp_(max=part.num_halo - 1)
-        halo = (torch.index_select(part.halo_ids, 0, pos) == ids) & ~mine
-        rows = torch.where(mine, rows, torch.where(halo, pos + part.num_owned, -1))
-        return torch.zeros_like(ids), rows
+        return torch.zeros_like(ids), torch.where(mine, rows, halo_rows(part, ids, mine))
 
     def owned(self, cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.zeros_like(cols), cols
@@ -201,6 +215,19 @@ class TypedRows(RowFetcher):
 
     def owned(self, cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.part.owned_rows(cols)
+
+
+def stores_halo(part: Partition) -> bool:
+    """Whether a homogeneous partition stores rows of halo nodes (SPEC.md 4: after its owned rows)."""
+    return bool(part.halo and part.num_halo)
+
+
+def halo_rows(part: Partition, ids: torch.Tensor, mine: torch.Tensor) -> torch.Tensor:
+    """The stored row of each of `ids` that is a halo node of `part` (stores_halo), -1 for the others (`mine`: the
+    owned ones, never halo); no data-dependent shape."""
+    pos = torch.searchsorted(part.halo_ids, ids).clamp_(max=part.num_halo - 1)
+    halo = (torch.index_select(part.halo_ids, 0, pos) == ids) & ~mine
+    return torch.where(halo, pos + part.num_owned, -1)
 
 
 def _spec(source: RowSource, key: Hashable) -> tuple[torch.dtype, tuple[int, ...]]:

@@ -28,6 +28,9 @@ sampling answers. A source serves:
   partition a node's local id (its owned nodes first, 0..num_owned-1); for
   a typed one its position among the partition's nodes of its type (owned
   first: row i of type t is part.owned_ids(t)[i]).
+- `read_into(key, rows, out)` (optional): the same rows written into `out`
+  (a slice of the batch's tensor, or a reused buffer), so the loader
+  needs no buffer between; without it the loader copies read()'s result.
 - `holds_halo`: whether it can also read the rows of the partition's halo
   nodes (rows num_owned.. as stored). False (the default): only owned rows
   are read, and a halo node's rows come from its owner like any other.
@@ -96,6 +99,14 @@ class PartitionRows(RowSource):
         if self.device.type == "cuda" and table.is_pinned():
             return _gather_pinned(table, rows, self.device)
         return torch.index_select(table, 0, rows).to(self.device)
+
+    def read_into(self, key: Hashable, rows: torch.Tensor, out: torch.Tensor) -> None:
+        """read(key, rows) written into `out`: gathered straight into it where the table is on out's device."""
+        table = self.node_data[key]
+        if (self.cache is None or not self.cache.holds(key)) and table.device == out.device:
+            torch.index_select(table, 0, rows.to(table.device), out=out)
+        else:
+            out.copy_(self.read(key, rows))
 
 
 def _gather_pinned(table: torch.Tensor, rows: torch.Tensor, device: torch.device) -> torch.Tensor:
