@@ -71,3 +71,13 @@ def test_a_mid_size_sort_goes_through_the_padded_radix(monkeypatch):
     sort_ints(_keys(20000, torch.int64, 0, 1 << 20, 6))
     sort_ints(_keys(40000, torch.int64, 0, 1 << 20, 6))  # past the threshold: narrowed, not padded
     assert seen == [(RADIX_FROM, torch.int32), (40000, torch.int32)]
+
+
+@pytest.mark.parametrize("vector", [True, False], ids=["numpy", "torch"])
+@pytest.mark.parametrize("shape", [(0, 5), (1, 1), (300, 20), (7, 129)])
+def test_sort_rows_sorts_each_row(shape, vector, monkeypatch):
+    """sort_rows gives each row ascending, through numpy's vectorised sort or torch's, with negative values and
+    values past int32 (the weighted draws pack keys and offsets into int64)."""
+    monkeypatch.setattr(int_sort, "vector_sort_available", lambda: vector)
+    values = torch.randint(-(1 << 62), 1 << 62, shape, generator=torch.Generator().manual_seed(shape[1]))
+    assert torch.equal(int_sort.sort_rows(values.clone()), torch.sort(values, dim=1).values)

@@ -130,6 +130,28 @@ def test_wide_segments_drawn_from_a_stream_match_exact_inclusion(weights, alias)
     assert np.abs(z).max() < 4.5, (seen, trials * exact)
 
 
+@pytest.mark.parametrize("alias", [True, False], ids=["alias", "searched"])
+def test_hubs_of_weight_zero_or_few_positive_edges(alias):
+    """Hubs (more than WIDE x fanout in-edges) with no positive weight take nothing (an alias table's run of weight 0
+    draws one past its end, which the stream never keeps), and those with fewer positive edges than the fanout
+    take every one of them; a hub between two of them draws as usual."""
+    from gpart.runtime.sampling.weighted import WIDE
+
+    fanout = 3
+    hub = WIDE * fanout + 5
+    few = torch.zeros(hub, dtype=torch.float64)
+    few[[2, 9]] = torch.tensor([4.0, 1.0], dtype=torch.float64)
+    w = torch.cat([torch.zeros(hub, dtype=torch.float64), HUB, few])
+    runs = torch.tensor([0, hub, hub + HUB.numel(), 2 * hub + HUB.numel()])
+    weights = SegmentWeights(w, runs if alias else None)
+    start, deg = runs[:-1].repeat(50), (runs[1:] - runs[:-1]).repeat(50)
+    picks = weights.sample_segments(start, deg, fanout, False, torch.Generator().manual_seed(6))
+    assert picks.counts.tolist() == [0, fanout, 2] * 50
+    rows = picks.positions.split(picks.counts.tolist())
+    assert all(sorted(r.tolist()) == [hub + HUB.numel() + 2, hub + HUB.numel() + 9] for r in rows[2::3])
+    assert all(len(set(r.tolist())) == fanout and bool((w[r] > 0).all()) for r in rows[1::3])
+
+
 def test_narrow_and_wide_segments_keep_segment_order():
     """Mixed segments: each segment's picks lie in its own range, in segment order, with min(positive, fanout) each."""
     weights = SegmentWeights(torch.cat([HUB, STAR, HUB]))
@@ -174,14 +196,18 @@ def _alias_probabilities(table: AliasTable, runs: torch.Tensor) -> torch.Tensor:
     run = torch.searchsorted(runs, torch.arange(n), right=True) - 1
     first, size = runs[run], (runs[run + 1] - runs[run]).to(torch.float64)
     alias = first + torch.bitwise_right_shift(table.packed, OWN_BITS)
-    assert bool(((alias >= first) & (alias < runs[run + 1])).all())  # every alias within its own run
+    total = torch.zeros(runs.numel() - 1, dtype=torch.float64).index_add_(0, run, own)[run]  # 0: a run of weight 0
+    dead = total == 0
+    assert bool(((alias >= first) & (alias < runs[run + 1]))[~dead].all())  # every alias within its own run
+    assert bool((alias[dead] == runs[run + 1][dead]).all())  # a run of weight 0 draws one past its end
+    alias = torch.where(dead, first, alias)
     return torch.zeros(n, dtype=torch.float64).index_add_(0, torch.arange(n), own / size).index_add_(0, alias, (1 - own) / size)
 
 
 @pytest.mark.parametrize("case", ["random", "skewed", "equal", "long run"])
 def test_alias_tables_give_each_position_its_weight_share(case, monkeypatch):
     """Built in pieces of whole runs (a 1000-position piece cuts between runs), the tables give every position of a
-    run probability w / total to within 1e-9, zero weights exactly 0; runs of total 0 keep their slots."""
+    run probability w / total to within 1e-9, zero weights exactly 0; runs of total 0 draw one past their end."""
     import gpart.runtime.sampling.alias_table as alias_table
 
     monkeypatch.setattr(alias_table, "PIECE", 1000)

@@ -25,8 +25,9 @@ each position's total probability is its mass / (d C). Masses are integers
 (floor of w / total * d * C, the rounding remainder put on the run's
 heaviest position), so the lines meet exactly: a position's probability is
 its weight's to within one part in 2^K of a slot; zero weight is never
-drawn. Runs whose weights sum to 0 keep their own slots (they are never
-drawn). Built in pieces of whole runs (bounded temporaries, about 100 bytes
+drawn. A run whose weights sum to 0 draws one past its end (every slot
+gives that as its alias), so that a caller drawing before it knows which
+runs have weight (the weighted stream's hubs) tells them apart. Built in pieces of whole runs (bounded temporaries, about 100 bytes
 per position of the piece).
 """
 
@@ -54,14 +55,17 @@ class AliasTable:
 
     def draw(self, first: torch.Tensor, size: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """One position per uniform `u` (float64 in [0, 1)): draw i from the run [first[i], first[i] + size[i]) (a
-        run of the table with positive weight)."""
+        run of the table; one of total 0 gives first + size); first and size broadcast against u ([runs, 1] for [runs, k])."""
         spot = u * size
-        slot = torch.minimum(spot.to(torch.int64), size - 1)
-        at = first + slot
-        entry = torch.index_select(self.packed, 0, at)
-        own = torch.bitwise_and(entry, (1 << OWN_BITS) - 1).to(torch.float64)
-        keep = (spot - slot) * float(1 << self.unit_bits) < own
-        return torch.where(keep, at, first + torch.bitwise_right_shift(entry, OWN_BITS))
+        slot = spot.to(torch.int64)
+        torch.minimum(slot, size - 1, out=slot)  # u * size can round up to size
+        # in place from here: a hub's draws are [hubs, 2 x fanout] tables, and each temporary costs a pass over them
+        fraction = spot.sub_(slot).mul_(float(1 << self.unit_bits))
+        at = slot.add_(first)
+        entry = torch.index_select(self.packed, 0, at.reshape(-1)).view(at.shape)
+        keep = fraction < torch.bitwise_and(entry, (1 << OWN_BITS) - 1)
+        alias = entry.bitwise_right_shift_(OWN_BITS).add_(first)
+        return at.sub_(alias).mul_(keep).add_(alias)  # at where keep, else alias: cheaper than torch.where on the CPU
 
 
 def _pieces(runs: torch.Tensor, size: int) -> list[tuple[int, int]]:
@@ -78,7 +82,7 @@ def _piece_table(w: torch.Tensor, bounds: torch.Tensor, unit_bits: int) -> torch
     dev, n, unit = w.device, w.numel(), 1 << unit_bits
     run = torch.searchsorted(bounds, torch.arange(n, device=dev), right=True) - 1
     run_start = torch.index_select(bounds, 0, run)
-    mass = _masses(w, bounds, run, unit)
+    mass, dead = _masses(w, bounds, run, unit)
     light = mass < unit
     deficit = torch.where(light, unit - mass, 0)
     excess = torch.where(light, 0, mass - unit)
@@ -104,12 +108,15 @@ def _piece_table(w: torch.Tensor, bounds: torch.Tensor, unit_bits: int) -> torch
     full = own >= unit  # a slot that is all its own: threshold C - 1 and itself as alias (the same draw)
     own = torch.where(full, unit - 1, own)
     alias = torch.where(full, torch.arange(n, device=dev), alias)
+    # a run of total 0: threshold 0 and the run's end as alias, so every draw gives one past the run
+    alias = torch.where(dead, torch.index_select(bounds, 0, run + 1), alias)
+    own = torch.where(dead, 0, own)
     return torch.bitwise_left_shift(alias - run_start, OWN_BITS) | own
 
 
-def _masses(w: torch.Tensor, bounds: torch.Tensor, run: torch.Tensor, unit: int) -> torch.Tensor:
-    """Integer masses summing to d * unit within each run of d positions: floor(w / total * d * unit), the remainder
-    on the run's heaviest position; a run of total 0 gets `unit` each (never drawn: its slots keep themselves)."""
+def _masses(w: torch.Tensor, bounds: torch.Tensor, run: torch.Tensor, unit: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(integer masses summing to d * unit within each run of d positions: floor(w / total * d * unit), the remainder
+    on the run's heaviest position; whether each position's run has total 0), a run of total 0 getting `unit` each."""
     runs = bounds.numel() - 1
     size = (bounds[1:] - bounds[:-1])
     heaviest = torch.full((runs,), -1.0, dtype=torch.float64, device=w.device).scatter_reduce(0, run, w, reduce="amax")
@@ -120,11 +127,12 @@ def _masses(w: torch.Tensor, bounds: torch.Tensor, run: torch.Tensor, unit: int)
     total = torch.zeros(runs, dtype=torch.float64, device=w.device).index_add_(0, run, relative)
     share = relative / torch.index_select(torch.where(total > 0, total, 1.0), 0, run)
     mass = torch.floor(share * torch.index_select(size.to(torch.float64) * unit, 0, run)).to(torch.int64)
-    mass = torch.where(torch.index_select(total, 0, run) > 0, mass, unit)
+    dead = torch.index_select(total, 0, run) <= 0
+    mass = torch.where(dead, unit, mass)
     short = size * unit - torch.zeros(runs, dtype=torch.int64, device=w.device).index_add_(0, run, mass)
     top = torch.nonzero(w == top_of).reshape(-1)
     first_top = torch.full((runs,), w.numel(), dtype=torch.int64, device=w.device).scatter_reduce(
         0, torch.index_select(run, 0, top), top, reduce="amin")
     has = size > 0
     mass.index_add_(0, first_top[has], short[has])
-    return mass
+    return mass, dead

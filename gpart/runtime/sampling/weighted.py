@@ -21,25 +21,29 @@ per-partition table is built from it:
   edge for `prefix`, 8 for the alias tables, 4 for the weights (float32, each
   over its run's heaviest, so that any scale of weights draws the same).
 - without replacement, exact weighted sampling without replacement
-  (Efraimidis-Spirakis): a segment with no more positive-weight edges than
-  the fanout takes them all (no draw); in the others every positive-weight
-  edge gets the key -log(U) / w (a zero weight +inf) and the segment keeps
-  its `fanout` smallest, found for all segments at once by one integer sort
-  of segment * 2^32 + the key's float32 bits (non-negative floats' bits order
-  as the floats; integers sort by radix, int_sort.sort_ints). Zero-weight edges are never
-  kept. This reads every
-  in-edge of the segment (O(degree) per node, as PyG's weighted sampler),
-  so it serves the segments with at most WIDE x fanout positive edges.
-  A wider segment (a hub) draws from a stream instead: i.i.d. draws by
-  inverse CDF, 2 x what it still needs per round, keeping each edge's
-  first appearance; the first `fanout` distinct edges of an i.i.d. weighted
-  stream are exactly a draw one by one without replacement by weight
-  (successive sampling), and a segment still short after STREAM_ROUNDS
-  rounds takes the rest by the keys above among its positive edges not yet
-  taken (the same process continued: given the edges taken so far, the
-  rest is successive sampling from the remainder). Cost: O(fanout log E)
-  per hub instead of O(degree). `positive_prefix` (8 bytes per stored
-  edge) counts the positive edges of any segment in O(1).
+  (Efraimidis-Spirakis), each segment by its degree d (which the caller
+  has, so nothing is read to sort them), into one [segments, fanout]
+  table of offsets that one compaction turns into the picks:
+  d <= fanout takes every positive-weight edge (no draw); d <= WIDE x
+  fanout gives every in-edge the key -log(1 - U) / w and keeps the
+  `fanout` smallest, in rows of the segment's edges (one strided view of
+  the weights, two widths of rows) sorted per row (int_sort.sort_rows) as
+  int64 values of the key's float32 bits above the edge's offset; zero
+  weights sort after every positive edge and are never kept. That reads
+  every in-edge (O(degree), as PyG's weighted sampler). A wider segment (a
+  hub) draws from a stream instead: STREAM_WIDTH x fanout i.i.d. draws per
+  round through the alias tables (the searched prefix for a temporal
+  prefix), keeping each edge's first appearance; the first `fanout`
+  distinct edges of an i.i.d. weighted stream are exactly a draw one by
+  one without replacement by weight (successive sampling), and a segment
+  still short after STREAM_ROUNDS rounds (very skewed weights, fewer
+  than `fanout` positive edges, or a run of weight 0, whose alias draws
+  fall one past its end) takes the rest by the keys above among its
+  positive edges not yet taken (the same process continued: given the
+  edges taken so far, the rest is successive sampling from the
+  remainder). Cost: O(fanout) table reads per hub instead of O(degree).
+  `positive_prefix` (8 bytes per stored edge) counts the positive edges of
+  any segment in O(1) (fanout -1, and the searched hubs).
 
 Tensor operations only, no loop per node; the picks are grouped by segment,
 as gpart.runtime.sampling.kernels.sample_segments gives them.
@@ -49,12 +53,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+import numpy as np
 import torch
 
 from gpart.runtime.sampling.alias_table import AliasTable
 from gpart.runtime.sampling.csc_runs import csc_runs
-from gpart.runtime.sampling.int_sort import sort_ints
-from gpart.runtime.sampling.kernels import Picks, merge_grouped, sample_segments
+from gpart.runtime.sampling.int_sort import sort_ints, sort_rows
+from gpart.runtime.sampling.kernels import Picks, sample_segments
 
 
 def weight_problem(part: Any, name: Any) -> Optional[str]:
@@ -110,6 +115,10 @@ def _array_problem(w: torch.Tensor, stored: int, where: str) -> Optional[str]:
 
 WIDE = 4  # a segment with more than WIDE x fanout positive edges draws from a stream (see the module)
 STREAM_ROUNDS = 3  # rounds of stream draws before a short segment takes the rest by keys
+STREAM_WIDTH = 1.5  # draws a round per wide segment, x fanout (1.3-2 measured within a few percent; 1.5 best)
+ROW_PAD = 256  # zeros after the weights: the widest window read as rows of one strided view
+MIN_RELATIVE = 1e-30  # a weight below this share of its run's heaviest counts as 0 (keys: |log(1 - U)| <= 17)
+NEG_INF_BITS = -(1 << 23)  # float32 -inf's bits as an int32: every finite key <= -0.0 is below, NaN and -inf are not
 
 
 class SegmentWeights:
@@ -120,9 +129,15 @@ class SegmentWeights:
         segments drawn are any (a temporal prefix of a run) and draws search the prefix."""
         # each weight over its run's heaviest (over the heaviest of all without runs), in float32 (4 B per edge): every
         # draw is the same for any scale of a run's weights, and this keeps float32 keys and float64 sums in range
-        # for weights near 1e-300 or 1e300; a weight below 1e-45 of its run's heaviest counts as 0
-        self.weights = _relative_to_heaviest(weights.reshape(-1).to(torch.float64), runs).to(torch.float32)
-        w64 = self.weights.to(torch.float64)
+        # for weights near 1e-300 or 1e300; a weight below MIN_RELATIVE of its run's heaviest counts as 0, so that
+        # every positive weight's key log(1 - U) / w is finite in float32 (_smallest_keys)
+        relative = _relative_to_heaviest(weights.reshape(-1).to(torch.float64), runs)
+        relative = torch.where(relative >= MIN_RELATIVE, relative, 0.0).to(torch.float32)
+        # followed by ROW_PAD zeros, so that any [segments, width <= ROW_PAD] window of it is one strided view, whose
+        # rows a gather copies whole (_row_weights: several times cheaper than a gather per element)
+        self._padded = torch.cat([relative, relative.new_zeros(ROW_PAD)])
+        self.weights = self._padded[: relative.numel()]
+        w64 = relative.to(torch.float64)
         zero = torch.zeros(1, dtype=torch.int64, device=w64.device)
         self.prefix = torch.cat([zero.to(torch.float64), torch.cumsum(w64, 0)])
         self.positive_prefix = torch.cat([zero, torch.cumsum((w64 > 0).to(torch.int64), 0)])
@@ -138,7 +153,8 @@ class SegmentWeights:
     def placed(self, keep: Callable[[torch.Tensor], torch.Tensor]) -> "SegmentWeights":
         """These tables with each per-position array replaced by keep(array) (where the partition keeps its
         topology: Partition.place_edge_array); returns self."""
-        self.weights, self.prefix, self.positive_prefix = keep(self.weights), keep(self.prefix), keep(self.positive_prefix)
+        self._padded, self.prefix, self.positive_prefix = keep(self._padded), keep(self.prefix), keep(self.positive_prefix)
+        self.weights = self._padded[: self.weights.numel()]
         if self.alias is not None:
             self.alias.packed = keep(self.alias.packed)
         return self
@@ -174,90 +190,127 @@ class SegmentWeights:
         return torch.searchsorted(self.prefix[1:], target, right=True)
 
     def _without_replacement(self, start, deg, fanout, generator) -> Picks:
-        """Up to `fanout` distinct positive-weight positions per segment, one by one by weight: every positive edge
-        where there are no more than `fanout`, wide segments from a stream, the others by keys over every in-edge
-        (see the module); grouped by segment."""
-        positive = torch.index_select(self.positive_prefix, 0, start + deg) - torch.index_select(self.positive_prefix, 0, start)
-        counts = positive if fanout < 0 else torch.clamp(positive, max=fanout)
-        kind = (positive > counts).to(torch.int8)
-        if fanout >= 0:
-            kind += positive > WIDE * fanout
-        parts = []
-        for value, draw in ((0, self._every_positive), (1, self._smallest_keys), (2, self._by_stream)):
-            at = torch.nonzero(kind == value).reshape(-1)  # a loop over the three kinds of segment
-            if at.numel():
-                part_counts = torch.index_select(counts, 0, at)
-                taken = draw(torch.index_select(start, 0, at), torch.index_select(deg, 0, at), part_counts, generator)
-                parts.append((at, Picks(part_counts, taken)))
-        if len(parts) == 1:
-            return Picks(counts, parts[0][1].positions)
-        return Picks(counts, merge_grouped(counts, parts))
+        """Up to `fanout` distinct positive-weight positions per segment, one by one by weight: segments of at most
+        `fanout` in-edges take every positive one, those of at most WIDE x fanout by keys over every in-edge (in two
+        widths of rows), wider ones from a stream (see the module); grouped by segment."""
+        if fanout < 0:
+            positive = torch.index_select(self.positive_prefix, 0, start + deg) - torch.index_select(self.positive_prefix, 0, start)
+            return Picks(positive, self._every_positive(start, deg))
+        n = start.numel()
+        if fanout == 0 or n == 0 or self.weights.numel() == 0:
+            return Picks(torch.zeros_like(deg), torch.zeros(0, dtype=torch.int64, device=start.device))
+        # each kind fills its segments' rows of one [segments, fanout] table of offsets (-1: none), which one
+        # compaction turns into the picks grouped by segment. Kinds by degree, which the caller has: no read per
+        # segment of its positive edges' count
+        table = None
+        draws = (self._every_positive_rows, self._smallest_keys, self._smallest_keys, self._by_stream)
+        for at, draw in zip(_kinds(deg, (fanout, 2 * fanout, WIDE * fanout)), draws):  # a loop over kinds of segment
+            if at.numel() == n:
+                table = draw(start, deg, fanout, generator)
+            elif at.numel():
+                table = torch.full((n, fanout), -1, dtype=torch.int64, device=start.device) if table is None else table
+                table.index_copy_(0, at, draw(torch.index_select(start, 0, at), torch.index_select(deg, 0, at), fanout, generator))
+        return _compact(table, start)
 
-    def _every_positive(self, start, deg, counts, generator) -> torch.Tensor:
-        """Every positive-weight position of each segment (no draw: there are no more than the fanout)."""
+    def _every_positive(self, start, deg) -> torch.Tensor:
+        """Every positive-weight position of each segment, grouped by segment."""
         every = sample_segments(start, deg, -1).positions
         return every if self.all_positive else torch.masked_select(every, torch.index_select(self.weights, 0, every) > 0)
 
-    def _smallest_keys(self, start, deg, take, generator) -> torch.Tensor:
-        """The take[i] positions of segment i with the smallest exponential keys -log(U) / w among its edges
-        (zero weights last, never among them, as every segment here has more positive edges than it takes)."""
-        n, dev = int(deg.sum()), start.device
-        # one repeat_interleave, the rest gathers by segment (a gather from a small table is the cheaper op)
-        segment = torch.repeat_interleave(torch.arange(deg.numel(), device=dev), deg, output_size=n)
-        offset = torch.arange(n, device=dev) - torch.index_select(torch.cumsum(deg, 0) - deg, 0, segment)
-        positions = torch.index_select(start, 0, segment) + offset
-        w = torch.index_select(self.weights, 0, positions)  # relative to the run's heaviest: in [0, 1] (__init__)
-        u = torch.rand(n, dtype=torch.float32, device=dev, generator=generator)
-        # u in [0, 1): a key >= 0 for w > 0; a zero weight's NaN, whose bits order after +inf's, comes after every
-        # positive edge
-        keys = torch.where(w > 0, -torch.log1p(-u) / w, float("nan"))
-        return torch.index_select(positions, 0, _smallest_per_row(keys, segment, take, offset))
+    def _row_weights(self, start, width) -> tuple[torch.Tensor, torch.Tensor]:
+        """([segments, width] column offsets, the weights at start + offset): past a segment's end any stored
+        edge's (the callers mask them by degree)."""
+        col = torch.arange(width, device=start.device)
+        if width <= ROW_PAD:  # row i of the view: positions i .. i + width - 1 (start <= stored edges)
+            return col, torch.as_strided(self._padded, (self.weights.numel() + 1, width), (1, 1)).index_select(0, start)
+        at = (start.unsqueeze(1) + col).clamp_(max=self.weights.numel() - 1)
+        return col, torch.index_select(self.weights, 0, at.reshape(-1)).view(at.shape)
 
-    def _by_stream(self, start, deg, take, generator) -> torch.Tensor:
-        """take[i] distinct positions of each (wide) segment i: the first distinct ones of a stream of i.i.d.
-        weighted draws, the rest (segments still short after STREAM_ROUNDS) by keys among the edges not taken."""
-        s, dev = start.numel(), start.device
-        # key = position + shift[segment]: segment i's keys are cum_deg[i] .. cum_deg[i] + deg[i] - 1, distinct across
-        # segments, ascending by segment, and below the segments' total in-edges (int32 for the sort, where that fits)
-        shift = torch.cumsum(deg, 0) - deg - start
-        need = take.clone()
-        taken_keys = torch.zeros(0, dtype=torch.int64, device=dev)
-        batches = 0  # of keys in taken_keys: one round's are in stream order, which is grouped by segment
-        for _ in range(STREAM_ROUNDS):  # a few rounds, each vectorised over every segment still short
-            counts = 2 * need  # every segment here has positive weight (more positive edges than 4 x fanout)
-            seg = torch.repeat_interleave(torch.arange(s, device=dev), counts, output_size=int(counts.sum()))
-            keys = self._iid(start, deg, seg, generator) + torch.index_select(shift, 0, seg)
-            fresh = _first_appearances(keys)
-            if taken_keys.numel():
-                fresh &= ~torch.isin(keys, taken_keys)
-            rank = _rank_in_group(fresh, seg, counts)
-            keep = fresh & (rank < torch.index_select(need, 0, seg))
-            taken_keys = torch.cat([taken_keys, torch.masked_select(keys, keep)])
-            batches += 1
-            need = need - torch.zeros_like(need).index_add_(0, seg, keep.to(torch.int64))
-            if not bool((need > 0).any()):
+    def _every_positive_rows(self, start, deg, fanout, generator) -> torch.Tensor:
+        """[segments, fanout] offsets of every positive-weight in-edge (no draw: at most `fanout`), -1 elsewhere."""
+        col = torch.arange(fanout, device=start.device)
+        taken = col < deg.unsqueeze(1)
+        if not self.all_positive:
+            col, w = self._row_weights(start, fanout)
+            taken &= w > 0
+        return _or_none(col, taken)
+
+    def _smallest_keys(self, start, deg, fanout, generator) -> torch.Tensor:
+        """[segments, fanout] offsets of the `fanout` in-edges with the smallest exponential keys -log(1 - U) / w, -1
+        past the segment's positive edges: one row per segment, as wide as the widest, sorted by row (sort_rows)."""
+        col, w = self._row_weights(start, int(deg.max()))
+        w = w * (col < deg.unsqueeze(1))  # past the segment: weight 0 (a product: cheaper than where on the CPU)
+        u = torch.rand(w.shape, dtype=torch.float32, device=start.device, generator=generator)
+        # log(1 - U) / w = minus the key, <= -0.0 and finite for w > 0 (MIN_RELATIVE); -inf or NaN for w = 0. The
+        # bits of floats <= -0.0 read as int32 order as the floats reversed (-0.0 is the least), and -inf's and
+        # NaN's come after every finite one: so an ascending sort puts the smallest keys first, zero weights last.
+        # The offset below the bits makes a row's values distinct, and the sorted row names its edges.
+        bits = u.neg_().log1p_().div_(w).view(torch.int32).to(torch.int64)
+        first = sort_rows(bits.bitwise_left_shift_(32).bitwise_or_(col))[:, :fanout]
+        return _or_none(torch.bitwise_and(first, 0xFFFFFFFF), first < (NEG_INF_BITS << 32))
+
+    def _by_stream(self, start, deg, fanout, generator) -> torch.Tensor:
+        """[segments, fanout] offsets of wide segments: the first distinct ones of a stream of i.i.d. weighted draws
+        (STREAM_WIDTH x fanout more a round, for the segments still short); after STREAM_ROUNDS, and for segments
+        with fewer than `fanout` positive edges, the rest by keys among the edges not taken (_rest_by_keys)."""
+        table = torch.full((start.numel(), fanout), -1, dtype=torch.int64, device=start.device)
+        rows = None  # None: every row; the alias tables need no count of positive edges (a run of weight 0 draws
+        if self.alias is None and not self.all_positive:  # one past its end, which _rest_by_keys clears), a search does
+            positive = torch.index_select(self.positive_prefix, 0, start + deg) - torch.index_select(self.positive_prefix, 0, start)
+            rows = torch.nonzero(positive >= fanout).reshape(-1)
+        stream = None
+        for _ in range(STREAM_ROUNDS):  # a few rounds, each over every segment still short
+            first, size = (t if rows is None else torch.index_select(t, 0, rows) for t in (start, deg))
+            more = self._draw_rows(first, size, max(fanout, int(STREAM_WIDTH * fanout)), generator)
+            stream = more if stream is None else torch.cat([stream, more], 1)  # each row's stream continued
+            got, short = _first_distinct(stream, fanout)
+            if rows is None:
+                table = got
+            else:
+                table.index_copy_(0, rows, got)
+            short = torch.nonzero(short).reshape(-1)
+            if short.numel() == 0:
                 break
-        if bool((need > 0).any()):
-            taken_keys = torch.cat([taken_keys, self._rest_by_keys(start, deg, need, taken_keys, shift, generator)])
-            batches += 1
-        # the usual case, one round filled every segment: no sort
-        taken_keys = taken_keys if batches == 1 else sort_ints(taken_keys)[0]
-        return taken_keys - torch.repeat_interleave(shift, take, output_size=taken_keys.numel())
+            rows = short if rows is None else torch.index_select(rows, 0, short)
+            stream = torch.index_select(stream, 0, short)
+        short = torch.nonzero(table[:, -1] < 0).reshape(-1)  # rows fill from the left
+        if short.numel():
+            table.index_copy_(0, short, self._rest_by_keys(*(torch.index_select(t, 0, short) for t in (start, deg, table)),
+                                                            generator))
+        return table
 
-    def _rest_by_keys(self, start, deg, need, taken_keys, shift, generator) -> torch.Tensor:
-        """Keys (position + shift[segment], _by_stream) of `need` more positions of each short segment, by exponential keys among
-        its positive edges not in `taken_keys`."""
-        short = torch.nonzero(need > 0).reshape(-1)
-        every = sample_segments(torch.index_select(start, 0, short), torch.index_select(deg, 0, short), -1)
-        seg = torch.repeat_interleave(short, every.counts, output_size=every.positions.numel())
-        keys = every.positions + torch.index_select(shift, 0, seg)
+    def _draw_rows(self, start, deg, width, generator) -> torch.Tensor:
+        """[segments, width] i.i.d. weighted draws of each segment (of positive weight), as offsets within it."""
+        u = torch.rand((start.numel(), width), dtype=torch.float64, device=start.device, generator=generator)
+        first, size = start.unsqueeze(1), deg.unsqueeze(1)
+        if self.alias is not None:  # the segments are whole runs: one table read per draw
+            return self.alias.draw(first, size, u) - first
+        base = torch.index_select(self.prefix, 0, start).unsqueeze(1)
+        end = torch.index_select(self.prefix, 0, start + deg).unsqueeze(1)
+        target = torch.minimum(base + u * (end - base), torch.nextafter(end, torch.zeros_like(end)))  # as in _iid
+        return torch.searchsorted(self.prefix[1:], target.reshape(-1), right=True).view(u.shape) - first
+
+    def _rest_by_keys(self, start, deg, table, generator) -> torch.Tensor:
+        """`table` ([segments, fanout] offsets, -1 past those taken) filled up to `fanout` per row, as far as the
+        positive edges go, with the positive edges not taken that have the smallest exponential keys: the same
+        one-by-one draw continued (see the module). A run of weight 0's one draw (one past its end) is cleared."""
+        table = torch.where(table < deg.unsqueeze(1), table, -1)
+        every = sample_segments(start, deg, -1)
+        row = torch.repeat_interleave(torch.arange(start.numel(), device=start.device), deg, output_size=every.positions.numel())
+        offset = every.positions - torch.index_select(start, 0, row)
+        # an edge is (row << 40) + offset: rows may be the same column (disjoint seeds), so offsets alone can collide
+        taken = torch.isin(row * (1 << 40) + offset, torch.masked_select(
+            torch.arange(start.numel(), device=start.device).unsqueeze(1) * (1 << 40) + table, table >= 0))
         w = torch.index_select(self.weights, 0, every.positions)
-        # the positive edges not taken yet, each with an exponential key -log(U) / w; the `need` smallest per segment
-        edges = torch.nonzero((w > 0) & ~torch.isin(keys, taken_keys)).reshape(-1)
+        edges = torch.nonzero((w > 0) & ~taken).reshape(-1)
         u = torch.rand(edges.numel(), dtype=torch.float64, device=start.device, generator=generator)
         exp_keys = -torch.log1p(-u) / torch.index_select(w, 0, edges).to(torch.float64)  # u in [0, 1): finite, w > 0
-        kept = _smallest_per_row(exp_keys, torch.index_select(seg, 0, edges), need)  # rows: the segments, ascending
-        return torch.index_select(keys, 0, torch.sort(torch.index_select(edges, 0, kept)).values)
+        got = (table >= 0).sum(1)
+        kept = torch.index_select(edges, 0, _smallest_per_row(exp_keys, torch.index_select(row, 0, edges), table.shape[1] - got))
+        kept_row = torch.index_select(row, 0, kept)  # by row, then key
+        sizes = torch.bincount(kept_row, minlength=start.numel())
+        col = torch.index_select(got - (torch.cumsum(sizes, 0) - sizes), 0, kept_row) + torch.arange(kept.numel(), device=start.device)
+        return table.index_put_((kept_row, col), torch.index_select(offset, 0, kept))
 
 
 def _relative_to_heaviest(w: torch.Tensor, runs: Optional[torch.Tensor]) -> torch.Tensor:
@@ -288,18 +341,46 @@ def _smallest_per_row(keys: torch.Tensor, row: torch.Tensor, take: torch.Tensor,
     return torch.masked_select(order, rank < torch.index_select(take, 0, row))
 
 
-def _first_appearances(keys: torch.Tensor) -> torch.Tensor:
-    """Whether each key is the first of its value in `keys` (stream order): a stable sort puts equal keys in stream
-    order, so the first of each run of equal sorted keys is the first appearance."""
-    ordered, order = sort_ints(keys)
-    first = torch.ones_like(ordered, dtype=torch.bool)
-    first[1:] = ordered[1:] != ordered[:-1]
-    return torch.empty_like(first).index_copy_(0, order, first)
+def _kinds(deg: torch.Tensor, bounds: tuple) -> list[torch.Tensor]:
+    """Indices of the segments whose degree d has bounds[i - 1] < d <= bounds[i], for i = 0 .. len(bounds) (through
+    numpy on the CPU, whose calls on a few thousand entries cost a third of torch's)."""
+    if deg.device.type == "cpu":
+        kind = np.searchsorted(np.asarray(bounds, dtype=np.int64), deg.numpy())
+        return [torch.from_numpy(np.flatnonzero(kind == i)) for i in range(len(bounds) + 1)]
+    kind = torch.bucketize(deg, torch.tensor(bounds, dtype=deg.dtype, device=deg.device))
+    return [torch.nonzero(kind == i).reshape(-1) for i in range(len(bounds) + 1)]
 
 
-def _rank_in_group(mask: torch.Tensor, group: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
-    """For each item of consecutive groups (`sizes` items each), how many items of its group before it are in `mask`."""
-    before = torch.cumsum(mask.to(torch.int64), 0) - mask.to(torch.int64)
-    group_first = torch.cumsum(sizes, 0) - sizes
-    at_start = torch.index_select(before, 0, torch.clamp(group_first, max=max(mask.numel() - 1, 0))) if mask.numel() else before
-    return before - torch.index_select(at_start, 0, group)
+def _compact(table: torch.Tensor, start: torch.Tensor) -> Picks:
+    """The picks of a [segments, fanout] table of offsets (-1: none): counts per row, and start + offset of each
+    kept entry in row order. On the CPU through numpy: its boolean index takes a third of masked_select's time,
+    and a float32 product with ones counts a row (exact below 2^24) in half of torch's sum."""
+    kept = table >= 0
+    if table.device.type == "cpu":
+        flags = kept.numpy()
+        positions = torch.from_numpy((table + start.unsqueeze(1)).numpy()[flags])
+        return Picks(torch.from_numpy(flags.astype(np.float32) @ np.ones(table.shape[1], dtype=np.float32)).to(torch.int64),
+                     positions)
+    return Picks(kept.sum(1), torch.masked_select(table + start.unsqueeze(1), kept))
+
+
+def _first_distinct(stream: torch.Tensor, fanout: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """([rows, fanout] table, whether each row is short): the first `fanout` distinct values of each row of `stream`
+    (offsets >= 0, in stream order; width >= fanout) in columns 0.., -1 after them (short: fewer). Two row sorts, no
+    scatter: values packed above their column put each value's first appearance first among its equals; then those
+    first appearances' columns (the others' pushed past every column) sorted give them in stream order."""
+    width = stream.shape[1]
+    bits = max(1, (width - 1).bit_length())
+    ordered = sort_rows(torch.bitwise_left_shift(stream, bits).bitwise_or_(torch.arange(width, device=stream.device)))
+    value = torch.bitwise_right_shift(ordered, bits)
+    later = torch.zeros_like(ordered)
+    later[:, 1:] = value[:, 1:] == value[:, :-1]  # not the first appearance of its value
+    columns = sort_rows(torch.bitwise_and(ordered, (1 << bits) - 1).bitwise_or_(later.bitwise_left_shift_(bits)))[:, :fanout]
+    kept = columns < (1 << bits)
+    got = torch.gather(stream, 1, torch.bitwise_and(columns, (1 << bits) - 1))
+    return _or_none(got, kept), ~kept[:, -1]
+
+
+def _or_none(values: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    """`values` where `kept`, -1 elsewhere: (values + 1) x kept - 1, about half torch.where's CPU time."""
+    return torch.mul(values + 1, kept).sub_(1)
