@@ -56,16 +56,20 @@ class AliasTable:
     def draw(self, first: torch.Tensor, size: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """One position per uniform `u` (float64 in [0, 1)): draw i from the run [first[i], first[i] + size[i]) (a
         run of the table; one of total 0 gives first + size); first and size broadcast against u ([runs, 1] for [runs, k])."""
+        return self.draw_offsets(first, size, u).add_(first)
+
+    def draw_offsets(self, first: torch.Tensor, size: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """draw's positions less `first`: offsets within the runs."""
         spot = u * size
         slot = spot.to(torch.int64)
         torch.minimum(slot, size - 1, out=slot)  # u * size can round up to size
-        # in place from here: a hub's draws are [hubs, 2 x fanout] tables, and each temporary costs a pass over them
+        # the fraction of the slot in units of 2^-unit_bits; in place from here, as a hub's draws are [hubs, 2 x fanout]
+        # tables and each temporary is a pass over them
         fraction = spot.sub_(slot).mul_(float(1 << self.unit_bits))
-        at = slot.add_(first)
-        entry = torch.index_select(self.packed, 0, at.reshape(-1)).view(at.shape)
+        entry = torch.index_select(self.packed, 0, (slot + first).reshape(-1)).view(slot.shape)
         keep = fraction < torch.bitwise_and(entry, (1 << OWN_BITS) - 1)
-        alias = entry.bitwise_right_shift_(OWN_BITS).add_(first)
-        return at.sub_(alias).mul_(keep).add_(alias)  # at where keep, else alias: cheaper than torch.where on the CPU
+        alias = entry.bitwise_right_shift_(OWN_BITS)
+        return slot.sub_(alias).mul_(keep).add_(alias)  # slot where keep, else alias: cheaper than torch.where on the CPU
 
 
 def _pieces(runs: torch.Tensor, size: int) -> list[tuple[int, int]]:

@@ -284,7 +284,7 @@ class SegmentWeights:
         u = torch.rand((start.numel(), width), dtype=torch.float64, device=start.device, generator=generator)
         first, size = start.unsqueeze(1), deg.unsqueeze(1)
         if self.alias is not None:  # the segments are whole runs: one table read per draw
-            return self.alias.draw(first, size, u) - first
+            return self.alias.draw_offsets(first, size, u)
         base = torch.index_select(self.prefix, 0, start).unsqueeze(1)
         end = torch.index_select(self.prefix, 0, start + deg).unsqueeze(1)
         target = torch.minimum(base + u * (end - base), torch.nextafter(end, torch.zeros_like(end)))  # as in _iid
