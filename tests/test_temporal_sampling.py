@@ -39,10 +39,15 @@ def test_no_sampled_edge_is_later_than_its_seed_on_cora(cora_one):
         assert drawn > 1000
 
 
+@pytest.mark.parametrize("rounds", ["numpy", "torch"])
 @pytest.mark.parametrize("distinct", [3, 1000, None], ids=["few-times", "many-times", "all-distinct"])
-def test_allowed_counts_match_a_direct_count(distinct):
+def test_allowed_counts_match_a_direct_count(distinct, rounds, monkeypatch):
     """TemporalIndex.allowed (a binary search within each run) against counting every run's candidates directly:
-    runs of 0 to 300 candidates, times with few or many distinct values, queries before, between and after them."""
+    runs of 0 to 300 candidates, times with few or many distinct values, queries before, between and after them;
+    its rounds through numpy (the CPU's) and through torch (CUDA's)."""
+    import gpart.runtime.sampling.temporal as temporal
+
+    monkeypatch.setattr(temporal, "NUMPY_ROUNDS", rounds == "numpy")
     gen = torch.Generator().manual_seed(distinct or 7)
     sizes = torch.randint(0, 300, (400,), generator=gen)
     sizes[:5] = torch.tensor([0, 1, 2, 299, 0])
