@@ -90,7 +90,7 @@ from gpart.runtime.sampling.grouped_rows import (
 from gpart.runtime.sampling.kernels import KeyRelabeller, Relabeller
 from gpart.runtime.sampling.neighbor_sampler import LocalSampler
 from gpart.runtime.sampling.padded_batches import PaddedBatches
-from gpart.runtime.sampling.round_answer import Draw, Keys, RoundAnswer
+from gpart.runtime.sampling.round_answer import Draw, GroupedRows, Keys, RoundAnswer
 from gpart.runtime.sampling.round_sizes import RoundSizes, count_table, edge_bound
 from gpart.runtime.sampling.row_fetcher import Requests, RowFetcher
 from gpart.runtime.sampling.sampled import Sampled
@@ -276,7 +276,7 @@ class DistSampler:
         if sample is None:
             landing = received_in_place(into, keys, layouts[0].row_bytes, held_count(req)) if held_first else None
             answer = self._answer(keys, layouts, cols, wanted, table, None, landing)
-            return self._answered(answer[0], cols[:0], cols[:0], order, keys, layouts, answer[1], req, into, held_first)
+            return RoundAnswer(answer[0], cols[:0], cols[:0], order, *self._rows(keys, layouts, answer[1], req, into, held_first))
         total = sum(table.draws(table.theirs))
         drawn = cols if draws is None else torch.repeat_interleave(cols, recv_draws, output_size=total)
         if recv_time is None:
@@ -285,15 +285,16 @@ class DistSampler:
             col_time = recv_time if draws is None else torch.repeat_interleave(recv_time, recv_draws, output_size=total)
             counts, src, eid = self.sampler.sample(drawn, sample[0], sample[1], col_time)
         got_counts, row_bytes, (src, eid) = self._answer(keys, layouts, cols, wanted, table, (sample[0], counts, src, eid))
-        return self._answered(got_counts, src, eid, order, keys, layouts, row_bytes, req, into, held_first)
+        return RoundAnswer(got_counts, src, eid, order, *self._rows(keys, layouts, row_bytes, req, into, held_first))
 
-    def _answered(self, counts, src, eid, order, keys, layouts, row_bytes, req, into, held_first) -> RoundAnswer:
-        """The round's answer with the frontier's rows: scattered into frontier order, or held-first pieces."""
+    def _rows(self, keys, layouts, row_bytes, req, into, held_first) -> tuple[dict, Optional[GroupedRows]]:
+        """The frontier's rows a round brought: scattered into frontier order, or as held-first pieces (or written into
+        `into`)."""
         if not held_first:
-            return RoundAnswer(counts, src, eid, order, self.rows.frontier_rows(keys, layouts, row_bytes, req, into))
+            return self.rows.frontier_rows(keys, layouts, row_bytes, req, into), None
         if into is not None:
-            return RoundAnswer(counts, src, eid, order, rows_into(self.rows, keys, layouts, row_bytes, req, into))
-        return RoundAnswer(counts, src, eid, order, {}, grouped_answer(keys, layouts, row_bytes, req))
+            return rows_into(self.rows, keys, layouts, row_bytes, req, into), None
+        return {}, grouped_answer(keys, layouts, row_bytes, req)
 
     def _requests(self, flagged: torch.Tensor, draws: Optional[torch.Tensor], time: Optional[torch.Tensor],
                   table: RoundSizes) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
