@@ -23,7 +23,10 @@ One thread per process (torch.set_num_threads(1), OMP_NUM_THREADS=1) on
 both sides. Figures: sampled edges (summed over ranks) per second of the
 slowest rank's epoch, the ratio gpart / DistDGL, gpart's collectives and
 host reads per batch, and the load average before and after each side
-(the machine may be shared). The DGL venv: see docs/benchmarks.md.
+(the machine may be shared); then sampled edges per CPU second of all the
+side's processes over the epoch (gpart's ranks; DistDGL's trainers and
+their servers, read from /proc), which other jobs on the machine move far
+less than the wall time. The DGL venv: see docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -100,16 +103,16 @@ def _gpart_rank(rank: int, world_size: int, parts: str, batch_size: int, max_bat
     loader = gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=batch_size, seed=0, prefetch=prefetch)
     limit = min(len(loader), max_batches) if max_batches else len(loader)
     dist.barrier()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for i, batch in enumerate(loader):
         assert batch.x.shape[0] == batch.n_id.shape[0] and batch.y.shape[0] == batch.batch_size
         if i + 1 == limit:
             break
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     dist.barrier()
     s = loader.stats
     return {"edges": s["sampled_edges"], "batches": s["batches"], "seconds": seconds, "collectives": s["collectives"],
-            "collective_s": s["collective_s"], "host_syncs": s["host_syncs"], "seeds": int(ids.numel()), "seeds_done": s["seeds"]}
+            "collective_s": s["collective_s"], "host_syncs": s["host_syncs"], "seeds": int(ids.numel()), "seeds_done": s["seeds"], "cpu": cpu}
 
 
 def run_gpart(parts: Path, world_size: int, batch_size: int, max_batches: int, prefetch: int) -> dict:
@@ -137,8 +140,8 @@ def run_distdgl(config: Path, world_size: int, batch_size: int, max_batches: int
         trainer = {**common, "DGL_ROLE": "client", "DGL_GROUP_ID": "0", "MASTER_ADDR": "127.0.0.1",
                    "MASTER_PORT": str(master), "RANK": str(p), "WORLD_SIZE": str(world_size)}
         script = (f"mount -t tmpfs tmpfs /dev/shm && "
-                  f"(env {_env(server)} {dgl_python} {worker} server &) && "
-                  f"env {_env(trainer)} {dgl_python} {worker} trainer {p} {out} g "
+                  f"{{ env {_env(server)} {dgl_python} {worker} server & }} && "
+                  f"env {_env(trainer)} SERVER_PID=$! {dgl_python} {worker} trainer {p} {out} g "
                   f"{','.join(map(str, FANOUTS))} {batch_size} {max_batches}; wait")
         procs.append(subprocess.Popen(["unshare", "-m", "sh", "-c", script], stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
@@ -157,7 +160,9 @@ def _summary(ranks: list[dict]) -> dict:
     seconds = max(r["seconds"] for r in ranks)
     batches = max(r["batches"] for r in ranks)
     done = sum(r["seeds_done"] for r in ranks)
+    cpu = sum(r.get("cpu", 0.0) for r in ranks)
     out = {"edges": edges, "seconds": seconds, "batches": batches, "edges_per_s": edges / seconds,
+           "cpu": cpu, "edges_per_cpu_s": edges / cpu if cpu else float("nan"),
            "seeds": sum(r["seeds"] for r in ranks), "seeds_done": done, "seeds_per_s": done / seconds}
     if "collectives" in ranks[0]:
         out.update(collectives=ranks[0]["collectives"] / max(1, ranks[0]["batches"]),
@@ -207,6 +212,12 @@ def main() -> None:
                       f"{g['seeds_per_s'] / d['seeds_per_s']:.2f}x per seed (DGL samples every hop's destinations again, "
                       f"the seeds included: {d['edges'] / max(1, d['seeds_done']):.1f} edges per seed against gpart's "
                       f"{g['edges'] / max(1, g['seeds_done']):.1f})", flush=True)
+                # CPU seconds of every process (gpart's ranks; DistDGL's trainers and servers) over the epoch: on a
+                # shared machine the wall times move with the other jobs, the CPU per sampled edge much less
+                print(f"P={world_size} round {round_} CPU: gpart {g['cpu']:.2f} CPU-s, {g['edges_per_cpu_s'] / 1e6:.2f} M "
+                      f"sampled edges per CPU-s | DistDGL {d['cpu']:.2f} CPU-s, {d['edges_per_cpu_s'] / 1e6:.2f} M | "
+                      f"gpart/DistDGL {g['edges_per_cpu_s'] / d['edges_per_cpu_s']:.2f}x per sampled edge per CPU-s",
+                      flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(args.work, ignore_errors=True)

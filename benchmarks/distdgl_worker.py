@@ -12,7 +12,9 @@ trainer (it picks the first ip_config line with a local address): the
 trainer sets its machine id to its partition instead. The trainer iterates
 one epoch of DistNodeDataLoader over its share of the training nodes,
 fetching the input nodes' features and the seeds' labels, no model, and
-writes the sampled edges and seconds to OUT.json. One thread per process.
+writes the sampled edges, seconds and CPU seconds to OUT.json: its own and
+its server's (SERVER_PID, read from /proc) over the epoch. One thread per
+process.
 """
 
 from __future__ import annotations
@@ -21,6 +23,16 @@ import json
 import os
 import sys
 import time
+
+
+def _server_cpu() -> float:
+    """CPU seconds of the pair's server so far (user + system, /proc/SERVER_PID/stat), 0 when unknown."""
+    pid = os.environ.get("SERVER_PID")
+    if not pid:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -46,7 +58,7 @@ def main() -> None:
     loader = dgl.dataloading.DistNodeDataLoader(g, train, sampler, batch_size=batch_size, shuffle=True, drop_last=False)
     torch.distributed.barrier()
     edges = batches = seeds_done = 0
-    start = time.perf_counter()
+    start, cpu, server = time.perf_counter(), time.process_time(), _server_cpu()
     for input_nodes, seeds, blocks in loader:
         x = g.ndata["feat"][input_nodes]
         y = g.ndata["label"][seeds]
@@ -57,9 +69,11 @@ def main() -> None:
         if batches == max_batches:
             break
     seconds = time.perf_counter() - start
+    cpu, server = time.process_time() - cpu, _server_cpu() - server
     torch.distributed.barrier()
     with open(out, "w") as f:
-        json.dump({"edges": edges, "batches": batches, "seconds": seconds, "seeds": int(train.numel()), "seeds_done": seeds_done}, f)
+        json.dump({"edges": edges, "batches": batches, "seconds": seconds, "seeds": int(train.numel()), "seeds_done": seeds_done,
+                   "cpu": cpu + server}, f)
     dgl.distributed.exit_client()
 
 
