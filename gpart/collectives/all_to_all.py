@@ -11,6 +11,14 @@ import torch.distributed as dist
 from gpart.collectives.process_group import comm_device, wait, world
 
 
+def narrow_keys(keys: torch.Tensor, bound: int) -> torch.Tensor:
+    """Non-negative `keys` below `bound` in the narrowest integer dtype that holds them: a stable sort of owner ranks
+    (a handful of values) runs several times faster on uint8 than on int64."""
+    if bound <= 256:
+        return keys.to(torch.uint8)
+    return keys.to(torch.int16 if bound <= 2**15 else torch.int32 if bound <= 2**31 else torch.int64)
+
+
 def group_by_owner(ids: torch.Tensor, owner: torch.Tensor, world_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Sort `ids` by owner rank, keeping request order within each owner.
 
@@ -24,7 +32,7 @@ def group_by_owner(ids: torch.Tensor, owner: torch.Tensor, world_size: int) -> t
         raise ValueError(f"ids ({ids.numel()}) and owner ({owner.numel()}) differ in length")
     if owner.numel() == 0:
         return ids, torch.zeros(world_size, dtype=torch.int64), torch.zeros(0, dtype=torch.int64, device=ids.device)
-    order = torch.argsort(owner, stable=True)
+    order = torch.argsort(narrow_keys(owner, world_size), stable=True)
     counts = torch.bincount(owner.to(torch.int64), minlength=world_size)
     if counts.numel() != world_size:
         raise ValueError(f"owner ranks must be in [0, {world_size}), got up to {counts.numel() - 1}")

@@ -35,7 +35,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts, exchange_table, group_by_owner
+from gpart.collectives.all_to_all import all_to_all_rows, exchange_counts, exchange_table, group_by_owner, narrow_keys
 from gpart.runtime.partition.trainers import TrainerLayout, own_groups
 
 
@@ -68,7 +68,7 @@ class Exchange:
 
     def sort_by_partition(self, ids: torch.Tensor, owner: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(ids sorted by owning partition, their owners, order): `ids[order]` is the sorted list; no host read."""
-        order = torch.argsort(owner.reshape(-1), stable=True)
+        order = torch.argsort(narrow_keys(owner.reshape(-1), self.num_peers), stable=True)
         return torch.index_select(ids.reshape(-1), 0, order), torch.index_select(owner.reshape(-1), 0, order), order
 
     def host(self, values: torch.Tensor) -> list:

@@ -30,6 +30,7 @@ from typing import Hashable, Optional, Sequence, Union
 import torch
 
 from gpart.bytes.huge_pages import empty_huge
+from gpart.collectives.all_to_all import narrow_keys
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling.packed_rows import RowLayout
 from gpart.runtime.sampling.round_answer import GroupedRows
@@ -45,7 +46,7 @@ def held_first_order(part: Partition, added: torch.Tensor) -> torch.Tensor:
     owner, _ = part.book.owner_and_local(added)
     mine = owner == part.rank
     here = mine | (halo_rows(part, added, mine) >= 0) if stores_halo(part) else mine
-    return torch.argsort(torch.where(here, 0, owner.to(torch.int64) + 1), stable=True)
+    return torch.argsort(narrow_keys(torch.where(here, 0, owner.to(torch.int64) + 1), part.num_parts + 1), stable=True)
 
 
 def lists_rows_held_first(rows: RowFetcher) -> bool:
