@@ -25,7 +25,7 @@ python3 -c "import torch, sys; print('torch', torch.__version__, 'cuda', torch.v
 echo "== CUDA tests (the ones skipped without a GPU, and the files they live in)"
 timeout 300 python3 -m pytest -q -p no:cacheprovider -n 4 -m "not multihost" -rs \
     tests/test_pinned_topology.py tests/test_row_cache.py tests/test_runtime_device.py tests/test_table_hops.py \
-    tests/test_runtime_partition.py tests/test_weighted_sampling.py tests/test_temporal_loaders.py 2>&1 | tee "$out/tests.txt"
+    tests/test_runtime_partition.py tests/test_weighted_sampling.py tests/test_temporal_loaders.py tests/test_grouped_rows.py 2>&1 | tee "$out/tests.txt"
 
 echo "== GPU figures (benchmarks/bench_gpu_pipeline.py: issue 39's loader, issue 40's pinned topology and cache)"
 timeout 480 python3 benchmarks/bench_gpu_pipeline.py --scale "$scale" --batches 20 --repeats 3 --workdir /tmp/bench_gpu_pipeline \

@@ -5,6 +5,7 @@ batch must stay exact, and stay as it was after later batches reuse those buffer
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 
 import numpy as np
@@ -26,15 +27,22 @@ def _stored_here(part, ids: torch.Tensor) -> torch.Tensor:
     return stored
 
 
-def _ranks(rank: int, world_size: int, parts: dict) -> dict:
+def _on_cpu(batch):
+    return dataclasses.replace(batch, **{k: getattr(batch, k).cpu() for k in ("n_id", "edge_index", "e_id", "x", "y")},
+                               node_data={k: v.cpu() for k, v in batch.node_data.items()})
+
+
+def _ranks(rank: int, world_size: int, parts: dict, device: str = "cpu") -> dict:
     data = _cora()
     indeg = np.bincount(data["dst"], minlength=data["feat"].shape[0])
     out = {}
     for method, _, halo in LAYOUTS[world_size]:
-        part = gr.load_partition(parts[(world_size, method)], device="cpu")
-        ids = gr.node_split(part, torch.arange(0, part.num_nodes, 2))
+        loaded = gr.load_partition(parts[(world_size, method)], device=device)
+        part = gr.load_partition(parts[(world_size, method)], device="cpu")  # for the checks
+        ids = gr.node_split(loaded, torch.arange(0, part.num_nodes, 2))
         kept, copies, orders = [], [], []
-        for batch in gr.DistNeighborLoader(part, ids, fanouts=FANOUTS, batch_size=64, seed=rank):
+        for on_device in gr.DistNeighborLoader(loaded, ids, fanouts=FANOUTS, batch_size=64, seed=rank):
+            batch = on_device if device == "cpu" else _on_cpu(on_device)
             check_batch(batch, FANOUTS, data, indeg)
             kept.append(batch)
             copies.append({k: getattr(batch, k).clone() for k in ("n_id", "edge_index", "x", "y")})
@@ -61,6 +69,14 @@ def test_hops_list_stored_nodes_first_and_batches_stay_exact(cora_parts, world_s
             assert got["same"] and got["exact"], (method, got)
             assert got["orders"] and all(got["orders"]), method
             assert got["mixed"] > 0  # the batches do ask other partitions
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_held_first_batches_on_one_gpu_shared_by_two_ranks(cora_parts):  # noqa: F811 - the fixture
+    """Two gloo ranks on one GPU: the rows' rounds run on the CPU and land in CUDA batches (no buffer reuse)."""
+    for r in run_distributed(_ranks, 2, cora_parts, "cuda", timeout_s=300):
+        for method, got in r.items():
+            assert got["same"] and got["exact"] and all(got["orders"]), method
 
 
 def test_empty_huge_is_a_plain_writable_tensor():

@@ -93,8 +93,9 @@ def all_to_all_rows(
     `send` holds `send_counts[r]` rows for rank r, in rank order; the result
     holds `recv_counts[r]` rows from rank r, in rank order, on `send`'s device.
     timeout_s bounds the wait as in exchange_counts. `out`: a contiguous uint8
-    tensor of exactly the received bytes on the collective's device to receive
-    into (a reused buffer, or the caller's destination), else a fresh one.
+    tensor of exactly the received bytes to receive into (a reused buffer, or
+    the caller's destination), used where it is on the collective's device
+    (a CUDA tensor on gloo is not: a fresh buffer then, as without it).
     """
     row_shape = tuple(send.shape[1:])
     _, world_size = world(group)
@@ -106,10 +107,12 @@ def all_to_all_rows(
     device = comm_device(group)
     payload = _as_bytes(send.to(device))
     size = sum(recv_counts) * row_bytes
+    if out is not None and out.device.type != torch.device(device).type:
+        out = None
     if out is None:
         out = torch.empty(size, dtype=torch.uint8, device=device)
-    elif out.dtype != torch.uint8 or out.numel() != size or not out.is_contiguous() or out.device.type != torch.device(device).type:
-        raise ValueError(f"out must be {size} contiguous bytes on {device}, got {out.dtype} x {out.numel()} on {out.device}")
+    elif out.dtype != torch.uint8 or out.numel() != size or not out.is_contiguous():
+        raise ValueError(f"out must be {size} contiguous bytes, got {out.dtype} x {out.numel()}")
     work = dist.all_to_all_single(
         out,
         payload,
