@@ -12,7 +12,9 @@ import sys
 
 from jobs import ENV, HERE, REPO, one_machine_partition, rank_env, same_tree, torchrun
 
-TRAIN = ["--epochs", "5", "--batch-size", "64", "--quiet", "--seed", "3"]
+# 10 epochs: at 5 the test accuracy of 4 ranks on 2 random partitions moved 0.49-0.70 with the seed (0.51-0.66 after
+# the held-first node order changed which neighbours are drawn), too close to the bound below; at 10 it is 0.76-0.77
+TRAIN = ["--epochs", "10", "--batch-size", "64", "--quiet", "--seed", "3"]
 
 
 def _copy_chunks(cluster, chunks) -> None:
