@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import gpart.runtime as gr
-from gpart.bytes.huge_pages import HUGE_PAGE_BYTES, empty_huge
+from gpart.bytes.huge_pages import HUGE_FROM_BYTES, empty_huge
 from tests.support.gloo_processes import run_distributed
 from tests.test_runtime_sampler import LAYOUTS, _cora, check_batch, cora_parts  # noqa: F401 - the fixture
 
@@ -82,7 +82,7 @@ def test_held_first_batches_on_one_gpu_shared_by_two_ranks(cora_parts):  # noqa:
 def test_empty_huge_is_a_plain_writable_tensor():
     small = empty_huge((3, 4), torch.float32)
     assert small.shape == (3, 4) and small.dtype == torch.float32
-    rows = HUGE_PAGE_BYTES // 512 * 3
+    rows = HUGE_FROM_BYTES // 512 + 7
     big = empty_huge((rows, 128), torch.float32)
     assert big.shape == (rows, 128) and big.is_contiguous()
     big.fill_(2.5)
