@@ -1,6 +1,6 @@
 """A batch's node rows put together without scatters: nodes listed held-first, then by owner, across partitions.
 
-    order = held_first_order(rows, part, added)        # added[order]: rows held here first, then by owner
+    order = held_first_order(part, added)              # added[order]: rows stored here first, then by owner
     pieces = GroupedRows(held, sent)                   # one n_id segment's rows: read here, then as received
     place_rows(rows, key, segments, out)               # every segment's rows into the batch's tensor, in order
     buffers = RoundBuffers(device)                     # byte buffers reused batch after batch (CPU)
@@ -74,12 +74,8 @@ def rows_into(rows: RowFetcher, keys: list[list[Hashable]], layouts: list[RowLay
     """A held-first frontier's rows written into `into` (one kind): the held ones read straight in, the answers'
     copied after them (not at all where they were received in place, `received_in_place`)."""
     pieces = grouped_answer(keys, layouts, row_bytes, req)
-    held = int(pieces.held.numel())
-    for key, sent in pieces.sent.items():
-        target = into[key]
-        rows.read_into(key, pieces.held, target[:held])
-        if sent.numel() and sent.data_ptr() != target[held:].data_ptr():
-            target[held:].copy_(sent)
+    for key in pieces.sent:
+        _write_pieces(rows, key, pieces, into[key])
     return {key: into[key] for key in pieces.sent}
 
 
@@ -88,14 +84,22 @@ def place_rows(rows: RowFetcher, key: Hashable, segments: Sequence[Segment], out
     at = 0
     for segment in segments:  # a loop over the batch's hops
         if isinstance(segment, GroupedRows):
-            held = int(segment.held.numel())
-            rows.read_into(key, segment.held, out[at:at + held])
-            sent = segment.sent[key]
-            out[at + held:at + held + sent.shape[0]].copy_(sent)
-            at += held + int(sent.shape[0])
+            size = int(segment.held.numel()) + int(segment.sent[key].shape[0])
+            _write_pieces(rows, key, segment, out[at:at + size])
         else:
-            out[at:at + segment.shape[0]].copy_(segment)
-            at += int(segment.shape[0])
+            size = int(segment.shape[0])
+            out[at:at + size].copy_(segment)
+        at += size
+
+
+def _write_pieces(rows: RowFetcher, key: Hashable, pieces: GroupedRows, out: torch.Tensor) -> None:
+    """`key`'s rows of one held-first segment into `out`: the held ones read straight in, the received ones copied
+    after them (not at all where they were received in place, `received_in_place`)."""
+    held = int(pieces.held.numel())
+    rows.read_into(key, pieces.held, out[:held])
+    sent = pieces.sent[key]
+    if sent.numel() and sent.data_ptr() != out[held:].data_ptr():
+        out[held:].copy_(sent)
 
 
 def received_in_place(into: Optional[dict[Hashable, torch.Tensor]], keys: list[list[Hashable]], row_bytes: int,
@@ -111,7 +115,7 @@ def received_in_place(into: Optional[dict[Hashable, torch.Tensor]], keys: list[l
 
 
 def batch_rows(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A fresh tensor for a batch's rows (the caller keeps it): on the CPU on huge pages (faulted in 2 MiB at a time)."""
+    """A fresh tensor for a batch's rows (the caller keeps it): on the CPU through empty_huge (huge pages when large)."""
     if torch.device(device).type == "cpu":
         return empty_huge(shape, dtype)
     return torch.empty(shape, dtype=dtype, device=device)
@@ -133,6 +137,3 @@ class RoundBuffers:
         if buf is None or buf.numel() < nbytes:
             buf = self._held[name] = torch.empty(nbytes + nbytes // 4, dtype=torch.uint8)
         return buf[:nbytes]
-
-    def nbytes(self) -> int:
-        return sum(int(buf.numel()) for buf in self._held.values())
