@@ -25,6 +25,26 @@ def test_buckets_hold_their_rows_in_input_order(tmp_path, num_buckets, known_cou
             assert np.array_equal(grouped.rows(int(b), "v"), values[bucket == b])
 
 
+def test_a_bucket_read_once_gives_its_disk_back(tmp_path):
+    """Buckets.release frees a read bucket's blocks (the scratch shrinks as a pass goes) and leaves the others'."""
+    import os
+
+    rng = np.random.default_rng(4)
+    bucket = np.repeat(np.arange(4), 1 << 18)  # 2 MiB of int64 rows per bucket
+    values = rng.integers(0, 2**40, bucket.shape[0])
+    with ScratchDir(tmp_path) as scratch:
+        grouped = bucket_rows(scratch, bucket.shape[0], 4, lambda a, b: (bucket[a:b], {"v": values[a:b]}),
+                              {"v": np.dtype(np.int64)})
+        fd = grouped.columns["v"][0]
+        held = os.fstat(fd).st_blocks * 512
+        for b in (0, 2):
+            assert np.array_equal(grouped.rows(b, "v"), values[bucket == b])
+            grouped.release(b)
+        assert os.fstat(fd).st_blocks * 512 <= held - 4 * (1 << 20) + (1 << 16)
+        for b in (1, 3):
+            assert np.array_equal(grouped.rows(b, "v"), values[bucket == b])
+
+
 @pytest.mark.parametrize("first, top", [(1_000, 5_000), (0, 2**62)])  # packed, and past 63 bits: an argsort
 def test_a_blocks_order_is_the_stable_order_of_its_positions(first, top):
     position = np.random.default_rng(2).integers(first, top, 40_000)

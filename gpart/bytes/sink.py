@@ -16,6 +16,8 @@ this, a capped run is killed at its cap by what it has already written.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import math
 import os
@@ -185,6 +187,34 @@ def reserve(fd: int, offset: int, nbytes: int, path: os.PathLike | str) -> None:
         _reserve(fd, nbytes, offset)
     except OSError as exc:
         raise OutputError(Path(path), f"cannot reserve {nbytes:,} bytes: {exc.strerror or exc}") from None
+
+
+# fallocate(2) modes: deallocate a range, keeping the file's length
+_PUNCH_HOLE = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+
+
+def _libc_fallocate() -> Any:
+    """libc's fallocate(int, int, off_t, off_t), or None where the C library has none (not Linux)."""
+    try:
+        call = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    call.restype = ctypes.c_int
+    return call
+
+
+_FALLOCATE = _libc_fallocate()
+
+
+def release(fd: int, offset: int, nbytes: int) -> bool:
+    """Give the disk blocks of bytes [offset, offset + nbytes) of `fd` back to the file system (the range then
+    reads as zeros; the file keeps its length), for scratch read once and no longer needed: a pass over a large
+    scratch file then frees it as it goes instead of holding all of it to the end. False where the platform or
+    the file system cannot (the blocks then stay until the file is removed, as before)."""
+    if nbytes <= 0 or _FALLOCATE is None:
+        return False
+    return _FALLOCATE(fd, _PUNCH_HOLE, offset, nbytes) == 0
 
 
 def _reserve(fd: int, nbytes: int, offset: int = 0) -> None:

@@ -17,8 +17,8 @@ the vertex weights, which sit after an adjacency of a length known only at the
 end) and are copied into place inside the kernel.
 
 Memory: O(clusters) plus the buckets in hand (at most `budget` bytes of keys,
-weights and their sorts for all of them); disk: 16 bytes per fine entry of scratch while building (8
-where the level has no edge weights), then
+weights and their sorts for all of them); disk: 12 bytes per fine entry of scratch while building (8
+where the level has no edge weights; each bucket's freed once read, so it shrinks as the file grows), then
 the file (8 bytes per coarse entry, 16 per cluster).
 """
 
@@ -39,7 +39,7 @@ from gpart.engines.spill import BUCKETS_AT_ONCE, ROW_CHUNK, RowsOf, bucket_rows,
 from gpart.engines.symmetric_file import MIN_BUCKET_ENTRIES, NEIGHBOUR_BITS, NEIGHBOUR_MASK, range_starts
 from gpart.formats.files.scratch import ScratchDir
 
-# A bucket's working memory per raw entry: the int64 key and weight read, the kept entries, the sort order, the
+# A bucket's working memory per raw entry: the uint64 key and int32 weight read, the kept entries, the sort order, the
 # sorted copies, the run starts and sums.
 BUCKET_BYTES_PER_ENTRY = 56
 EDGE_WEIGHT_LIMIT = 2**31 - 1  # the file's edge weights are int32 (KaMinPar's edge weight type)
@@ -63,7 +63,7 @@ def coarse_file(graph: DiskGraph, cluster: np.ndarray, count: int, weights: np.n
     path = scratch.file("coarse.parhip", HEADER_BYTES + 8 * (count + 1))
     with ScratchDir(path.parent) as buckets_dir:
         columns = {"key": np.dtype(np.uint64)} if graph.edge_weights is None else \
-            {"key": np.dtype(np.uint64), "weight": np.dtype(np.int64)}  # no weights: each entry weighs 1
+            {"key": np.dtype(np.uint64), "weight": np.dtype(np.int32)}  # no weights: each entry weighs 1
         buckets = bucket_rows(buckets_dir, graph.file.num_entries, starts.shape[0],
                               _bucketed_pairs(graph, cluster, starts), columns, counts=counts)
         weights_fd = buckets_dir.open_file("coarse-edge-weights", 0)
@@ -75,7 +75,9 @@ def coarse_file(graph: DiskGraph, cluster: np.ndarray, count: int, weights: np.n
 
             def lists(b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                 weight = buckets.rows(b, "weight") if "weight" in columns else None
-                return _bucket_lists(buckets.rows(b, "key"), weight, (int(bounds[b]), int(bounds[b + 1])), count)
+                keys = buckets.rows(b, "key")
+                buckets.release(b)  # read once: its disk goes back while the coarse file grows
+                return _bucket_lists(keys, weight, (int(bounds[b]), int(bounds[b + 1])), count)
 
             for b, (neighbours, summed, lengths) in enumerate(prepared_in_order(starts.shape[0], lists)):
                 nodes = (int(bounds[b]), int(bounds[b + 1]))
@@ -108,7 +110,7 @@ def _bucketed_pairs(graph: DiskGraph, cluster: np.ndarray, starts: np.ndarray) -
         cv = cluster[np.asarray(adjncy[start:stop], dtype=np.int64)].astype(np.int64)
         rows = {"key": (cu.astype(np.uint64) << NEIGHBOUR_BITS) | cv.astype(np.uint64)}
         if edge_weights is not None:
-            rows["weight"] = np.asarray(edge_weights[start:stop], dtype=np.int64)
+            rows["weight"] = np.asarray(edge_weights[start:stop], dtype=np.int32)  # the file's int32, summed as int64
         return np.searchsorted(starts, cu, side="right") - 1, rows
 
     return rows_of
@@ -161,7 +163,7 @@ def _pairs_summed(keys: np.ndarray, weights: Optional[np.ndarray], count: int) -
         order = np.argsort(keys)
         keys = keys[order]
         starts = run_starts(keys)
-        return keys[starts], np.add.reduceat(weights[order], starts)
+        return keys[starts], np.add.reduceat(weights[order], starts, dtype=np.int64)
     low, index = np.uint64(pair_bits), np.uint64(index_bits)
     packed = (keys >> NEIGHBOUR_BITS) << low
     packed |= keys & NEIGHBOUR_MASK
@@ -173,7 +175,7 @@ def _pairs_summed(keys: np.ndarray, weights: Optional[np.ndarray], count: int) -
     starts = run_starts(packed)
     pairs = packed[starts]
     return ((pairs >> low) << NEIGHBOUR_BITS) | (pairs & np.uint64((1 << pair_bits) - 1)), \
-        np.add.reduceat(summed_weights, starts)
+        np.add.reduceat(summed_weights, starts, dtype=np.int64)
 
 
 def _cluster_weights(weights: np.ndarray, cluster: np.ndarray, count: int) -> np.ndarray:

@@ -13,7 +13,8 @@ Method, an external bucket sort by source range:
    `budget // BUCKET_BYTES_PER_ENTRY` entries (a node past that alone);
 3. gpart.engines.spill.bucket_rows writes every entry as the uint64 key
    u<<32|v into its range's bucket in a scratch file (16 bytes per input edge
-   on disk, removed when the file is built);
+   on disk; each bucket's disk is freed once it is read, the rest when the
+   file is built);
 4. bucket by bucket, in range order: its keys are sorted, repeats dropped,
    and the neighbour ids written as uint32 into the ParHiP file; the list
    starts accumulate into xadj. The next buckets sort on other threads while
@@ -78,7 +79,9 @@ def symmetric_parhip(graph: Graph, scratch: ScratchDir, budget: int,
                 bounds = np.append(starts, n)
 
                 def lists(b: int) -> tuple[np.ndarray, np.ndarray]:
-                    return _bucket_lists(buckets.rows(b, "key"), (int(bounds[b]), int(bounds[b + 1])))
+                    keys = buckets.rows(b, "key")
+                    buckets.release(b)  # read once: its disk goes back while the file grows
+                    return _bucket_lists(keys, (int(bounds[b]), int(bounds[b + 1])))
 
                 for b, (neighbours, lengths) in enumerate(prepared_in_order(starts.shape[0], lists)):
                     nodes = (int(bounds[b]), int(bounds[b + 1]))
