@@ -86,6 +86,38 @@ def test_on_disk_adjacency_is_the_in_memory_one(buckets, monkeypatch):
         assert len(list(on_disk.path.parent.iterdir())) == 1  # the buckets are gone
 
 
+def test_the_renumbered_copy_replaces_the_symmetric_file(monkeypatch):
+    """Where the ids look random, the breadth-first copy KaMinPar reads is the only adjacency left on disk: xadj and
+    adjncy are the copy's (the in-memory graph relabelled by the order), and a balance repair on it gives owners
+    by input id that hold the bound with a cut like the repair on the input ids'."""
+    import gpart.engines.locality_order as locality
+    from gpart.base.progress import NullProgress
+    from gpart.engines.refine import edge_cut, repair_balance
+    from gpart.partition_methods.adjacency import symmetric_adjacency
+
+    monkeypatch.setattr(locality, "CACHED_ENTRIES", 0)  # renumber a small graph too
+    graph = rmat_graph(3000, 30000)
+    xadj, adjncy = symmetric_csr(graph)
+    with symmetric_adjacency(graph, True, None, None, NullProgress()) as adj:
+        assert adj.renumbered and adj.order is not None and adj.on_disk is not None
+        assert [p.name.split("-", 1)[1] for p in adj.on_disk.path.parent.iterdir()] == ["renumbered.parhip"]
+        new_id = np.empty(graph.num_nodes, dtype=np.int64)
+        new_id[adj.order] = np.arange(graph.num_nodes)
+        assert np.array_equal(np.diff(adj.xadj), np.diff(xadj)[adj.order])
+        rows = np.repeat(np.arange(graph.num_nodes), np.diff(adj.xadj))
+        expected = np.sort(new_id[np.repeat(np.arange(graph.num_nodes), np.diff(xadj))] << 32 | new_id[adjncy])
+        assert np.array_equal(np.sort(rows << 32 | np.asarray(adj.adjncy, dtype=np.int64)), expected)
+
+        owner = (np.random.default_rng(1).random(graph.num_nodes) < 0.3).astype(np.int32)  # part 0 holds 70%
+        shares = np.ones((graph.num_nodes, 1))
+        repaired = adj.repair_balance(owner, shares, 2, 1.05)
+        by_input_ids = repair_balance(owner, shares, 2, 1.05, xadj, adjncy)
+    assert np.bincount(repaired, minlength=2).max() <= 1.05 * graph.num_nodes / 2
+    assert np.all(repaired[owner == 1] == 1)  # only the overloaded part gave nodes away
+    cut, cut_by_input_ids = edge_cut(repaired, graph.src, graph.dst), edge_cut(by_input_ids, graph.src, graph.dst)
+    assert cut <= 1.05 * cut_by_input_ids
+
+
 @pytest.mark.parametrize("parts, lean", [(4, False), (8, False), (8, True)])
 def test_compressed_default_against_the_in_memory_default(tmp_path, capsys, parts, lean):
     """The compressed default keeps its own preset (fast) where that fits --max-memory, and takes the memory-lean

@@ -205,7 +205,7 @@ def _kaminpar_tries(graph: Graph, adj: Adjacency,
         facts: dict[str, Any] = {"measured": balances(owner, num_parts, degree, train)}
         if not within_bound(facts["measured"]):  # a share past the bound: move nodes, every share its own constraint
             with _Timer() as timer:
-                owner = repair_balance(owner, balance_shares(degree, train), num_parts, BALANCE_BOUND, xadj, adjncy)
+                owner = adj.repair_balance(owner, balance_shares(degree, train), num_parts, BALANCE_BOUND)
             facts.update(repaired=balances(owner, num_parts, degree, train), repair_seconds=timer.seconds)
         facts["cut"] = edge_cut(owner, graph.src, graph.dst)
         return owner, facts
