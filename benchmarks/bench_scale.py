@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from harness import dir_bytes, machine_line  # first: puts the repository root on sys.path
+from harness import dir_disk_bytes, machine_line  # first: puts the repository root on sys.path
 from scale_graphs import make
 
 from gpart.base.memory import format_size, parse_memory_size
@@ -63,14 +63,14 @@ def run(path: Path, parts: int, out: Path, cap: int, max_memory: Optional[int], 
     command = [*runner, "partition", str(path), "--parts", str(parts), "-o", str(out), "--force"]
     if max_memory is not None:
         command += ["--max-memory", str(max_memory)]
-    base = dir_bytes(out.parent)
+    base = dir_disk_bytes(out.parent)
     peak = {"disk": 0}
     done = threading.Event()
     with MemoryGroup(cap, "bench-scale") as group:
 
         def watch() -> None:  # scratch and output on disk; the group's anonymous memory
             while not done.wait(0.5):
-                peak["disk"] = max(peak["disk"], dir_bytes(out.parent) - base)
+                peak["disk"] = max(peak["disk"], dir_disk_bytes(out.parent) - base)
                 group.sample()
 
         watcher = threading.Thread(target=watch, daemon=True)

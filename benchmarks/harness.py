@@ -273,6 +273,18 @@ def dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
 
 
+def dir_disk_bytes(path: Path) -> int:
+    """Disk blocks held by every file under `path`, in bytes: what scratch costs (a file's length overstates it where
+    ranges already read were given back: gpart.bytes.sink.release). Files removed while it walks count 0."""
+    total = 0
+    for f in Path(path).rglob("*"):
+        try:
+            total += f.stat().st_blocks * 512 if f.is_file() else 0
+        except FileNotFoundError:
+            pass
+    return total
+
+
 def same_files(a: Path, b: Path) -> bool:
     """Whether directories `a` and `b` hold the same files (at every depth) with the same bytes, but the measured
     seconds of each try in a partition manifest (SPEC 4.5: params.tried[].seconds), which no two runs share."""
