@@ -1,5 +1,6 @@
 """.npz and .npy inputs (SPEC.md 3.1, 3.2): members memory-mapped at their data offset when
-stored, loaded when compressed; headers validated, nothing unpickled; the .npz graph reader."""
+stored; when compressed, loaded, or (given a scratch directory, `spill`, and SPILL_MEMBER_BYTES or more) inflated
+block by block into a scratch file there and mapped; headers validated, nothing unpickled; the .npz graph reader."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import struct
 import zipfile
 import zlib
 from pathlib import Path
-from typing import IO, BinaryIO, Literal, Optional, Sequence, Union
+from typing import IO, BinaryIO, Iterator, Literal, Optional, Sequence, Union
 
 import numpy as np
 
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
+from gpart.formats.files.scratch import CONCAT_BLOCK_BYTES, ScratchDir
 from gpart.formats.input.checks import (
     SCAN_BYTES,
     check_data_array,
@@ -33,6 +35,9 @@ COO_KEYS = ("src", "dst")
 CSR_KEYS = ("indptr", "indices")
 NUM_NODES_KEY = "num_nodes"
 EDGE_PREFIX = "edge_"
+# A compressed member (or a CSR graph's expanded sources) this large goes to a scratch file where the reader has
+# one: below it, memory is cheaper than a file and the graph is small anyway
+SPILL_MEMBER_BYTES = 64 << 20
 
 
 def open_npy(path: PathLike) -> np.ndarray:
@@ -46,8 +51,10 @@ def open_npy(path: PathLike) -> np.ndarray:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
 
 
-def read_npz_arrays(path: PathLike, only: Optional[Sequence[str]] = None) -> dict[str, np.ndarray]:
-    """All (or the named) arrays of an `.npz`: stored members memory-mapped, compressed ones loaded."""
+def read_npz_arrays(path: PathLike, only: Optional[Sequence[str]] = None,
+                    spill: Optional[ScratchDir] = None) -> dict[str, np.ndarray]:
+    """All (or the named) arrays of an `.npz`: stored members memory-mapped, compressed ones loaded (with `spill`,
+    large ones inflated into scratch files there and mapped)."""
     path = Path(path)
     out: dict[str, np.ndarray] = {}
     with open_zip(path) as zf:
@@ -60,7 +67,7 @@ def read_npz_arrays(path: PathLike, only: Optional[Sequence[str]] = None) -> dic
         try:
             with open(path, "rb") as raw:
                 for key, info in members.items():
-                    out[key] = read_member(path, zf, raw, key, info)
+                    out[key] = read_member(path, zf, raw, key, info, spill)
         except OSError as exc:
             raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     return out
@@ -93,7 +100,8 @@ def npz_keys(path: Path, zf: zipfile.ZipFile) -> list[str]:
     return list(npz_members(path, zf))
 
 
-def read_member(path: Path, zf: zipfile.ZipFile, raw: BinaryIO, key: str, info: zipfile.ZipInfo) -> np.ndarray:
+def read_member(path: Path, zf: zipfile.ZipFile, raw: BinaryIO, key: str, info: zipfile.ZipInfo,
+                spill: Optional[ScratchDir] = None) -> np.ndarray:
     where = f"array {key!r}"
     if info.flag_bits & 0x1:
         raise InputError(path, f"{where}: encrypted zip members are not supported")
@@ -110,6 +118,8 @@ def read_member(path: Path, zf: zipfile.ZipFile, raw: BinaryIO, key: str, info: 
             version = np.lib.format.read_magic(fh)
             shape, fortran, dtype = read_npy_header(path, fh, version, where)
             count = int(np.prod(shape, dtype=np.int64))
+            if spill is not None and count * dtype.itemsize >= SPILL_MEMBER_BYTES and (len(shape) < 2 or not fortran):
+                return _inflated(path, fh, spill, shape, dtype, where)
             data = bytearray(count * dtype.itemsize)  # writable, read in place (no second copy)
             # typeshed types ZipFile.open as IO[bytes]; in read mode it returns a ZipExtFile, a BufferedIOBase with readinto
             got = fh.readinto(data) if data else 0  # type: ignore[attr-defined]
@@ -122,6 +132,25 @@ def read_member(path: Path, zf: zipfile.ZipFile, raw: BinaryIO, key: str, info: 
     arr = np.frombuffer(data, dtype=dtype, count=count)
     arr = arr.reshape(shape, order="F" if fortran else "C")
     return arr
+
+
+def _inflated(path: Path, fh: IO[bytes], spill: ScratchDir, shape: tuple[int, ...], dtype: np.dtype,
+              where: str) -> np.ndarray:
+    """The data of the member open in `fh` (its header read, C order), inflated block by block into a scratch file in
+    `spill` and mapped read-only: memory holds one block, not the array (nor one row: OGB's edge_index is 2 rows)."""
+    count = int(np.prod(shape, dtype=np.int64))
+    per_block = max(1, CONCAT_BLOCK_BYTES // dtype.itemsize)
+
+    def blocks() -> Iterator[np.ndarray]:
+        for start in range(0, count, per_block):
+            want = min(per_block, count - start) * dtype.itemsize
+            data = fh.read(want)
+            if len(data) != want:
+                raise InputError(path, f"{where}: truncated data ({start * dtype.itemsize + len(data)} of "
+                                       f"{count * dtype.itemsize} bytes)")
+            yield np.frombuffer(data, dtype=dtype)
+
+    return spill.concatenated("inflated-member", blocks(), dtype, (count,)).reshape(shape)
 
 
 def read_npy_header(path: Path, fh: IO[bytes], version: tuple[int, int], where: str) -> tuple[tuple[int, ...], bool, np.dtype]:
@@ -162,8 +191,10 @@ def map_npy(path: Path, fh: BinaryIO, offset: int, size: int, where: str) -> np.
         raise InputError(path, f"{where}: truncated data, cannot map {need} bytes: {exc}") from None
 
 
-def read_npz_graph(path: Path) -> Graph:
-    arrays = read_npz_arrays(path)
+def read_npz_graph(path: Path, spill: Optional[ScratchDir] = None) -> Graph:
+    """The graph of an `.npz` (SPEC.md 3.1); with `spill`, large compressed members and a CSR graph's expanded
+    sources go to scratch files there, mapped."""
+    arrays = read_npz_arrays(path, spill=spill)
     has_coo = [k for k in COO_KEYS if k in arrays]
     has_csr = [k for k in CSR_KEYS if k in arrays]
     if has_coo and has_csr:
@@ -182,7 +213,7 @@ def read_npz_graph(path: Path) -> Graph:
         src, dst, num_nodes = coo_structure(path, arrays["src"], arrays["dst"], num_nodes)
         structural = {*COO_KEYS, NUM_NODES_KEY}
     else:
-        src, dst, num_nodes = csr_structure(path, arrays["indptr"], arrays["indices"], num_nodes)
+        src, dst, num_nodes = csr_structure(path, arrays["indptr"], arrays["indices"], num_nodes, spill)
         structural = {*CSR_KEYS, NUM_NODES_KEY}
     graph = Graph(num_nodes, src, dst)
     for key, arr in arrays.items():
@@ -209,7 +240,8 @@ def coo_structure(path: Path, src: np.ndarray, dst: np.ndarray, num_nodes: Optio
     return src, dst, (hi + 1 if num_nodes is None else num_nodes)
 
 
-def csr_structure(path: Path, indptr: np.ndarray, indices: np.ndarray, num_nodes: Optional[int]) -> tuple[np.ndarray, np.ndarray, int]:
+def csr_structure(path: Path, indptr: np.ndarray, indices: np.ndarray, num_nodes: Optional[int],
+                  spill: Optional[ScratchDir] = None) -> tuple[np.ndarray, np.ndarray, int]:
     check_id_array(path, "indptr", indptr)
     check_id_array(path, "indices", indices)
     if indptr.shape[0] < 1:
@@ -227,8 +259,27 @@ def csr_structure(path: Path, indptr: np.ndarray, indices: np.ndarray, num_nodes
     bounds = np.asarray(indptr, dtype=np.int64)
     counts = bounds[1:] - bounds[:-1]  # np.diff's stubs type an int64 difference as timedelta64
     src_dtype = indices.dtype if n == 0 or np.can_cast(np.min_scalar_type(n - 1), indices.dtype) else np.dtype(np.int64)
+    if spill is not None and indices.shape[0] * src_dtype.itemsize >= SPILL_MEMBER_BYTES:
+        return _expanded_sources(spill, counts, src_dtype, int(indices.shape[0])), indices, n
     src = np.repeat(np.arange(n, dtype=src_dtype), counts)
     return src, indices, n
+
+
+def _expanded_sources(spill: ScratchDir, counts: np.ndarray, dtype: np.dtype, num_edges: int) -> np.ndarray:
+    """Each edge's source (node i repeated counts[i] times) written to a scratch file in `spill` a block of nodes at
+    a time and mapped read-only."""
+    ends = np.cumsum(counts)
+    step = max(1, CONCAT_BLOCK_BYTES // dtype.itemsize)
+
+    def blocks() -> Iterator[np.ndarray]:
+        first = 0
+        while first < counts.shape[0]:  # nodes whose edges end within the next `step` entries (at least one node)
+            base = int(ends[first - 1]) if first else 0
+            stop = max(first + 1, int(np.searchsorted(ends, base + step, side="right")))
+            yield np.repeat(np.arange(first, stop, dtype=dtype), counts[first:stop])
+            first = stop
+
+    return spill.concatenated("csr-sources", blocks(), dtype, (num_edges,))
 
 
 def check_non_decreasing(path: Path, indptr: np.ndarray) -> None:

@@ -48,7 +48,7 @@ def read_ogb(path: Path, options: ReadOptions) -> Graph:
     if (raw / "num-node-dict.csv.gz").is_file() or (raw / "relations").is_dir():
         raise InputError(path, "a heterogeneous OGB dataset (raw/relations/): gpart reads homogeneous ones; "
                                "write it as a typed .npz (SPEC.md section 8)")
-    graph = _read_csv_raw(raw, options.spill) if (raw / "edge.csv.gz").is_file() else _read_binary_raw(raw)
+    graph = _read_csv_raw(raw, options.spill) if (raw / "edge.csv.gz").is_file() else _read_binary_raw(raw, options.spill)
     for name, mask in _split_masks(path, graph.num_nodes, options.split).items():
         graph.node_data[name] = mask
     return graph
@@ -113,9 +113,11 @@ def _check_ids(path: Path, src: np.ndarray, dst: np.ndarray, num_nodes: int) -> 
             raise InputError(path, f"edge {at}: negative node id {lo}")
 
 
-def _read_binary_raw(raw: Path) -> Graph:
+def _read_binary_raw(raw: Path, spill: Optional[ScratchDir]) -> Graph:
+    """The binary layout (raw/data.npz); with `spill`, its large compressed members are inflated into scratch files
+    there, mapped."""
     data_file = raw / "data.npz"
-    arrays = read_npz_arrays(data_file)
+    arrays = read_npz_arrays(data_file, spill=spill)
     for key in ("edge_index", "num_nodes_list", "num_edges_list"):
         if key not in arrays:
             raise InputError(data_file, f"no {key!r} array (OGB's data.npz has edge_index, num_nodes_list, num_edges_list)")

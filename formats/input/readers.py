@@ -50,7 +50,7 @@ def _snap(path: Path, options: ReadOptions) -> Graph:
 
 
 READERS: dict[str, Reader] = {
-    "npz": lambda path, options: read_npz_graph(path),
+    "npz": lambda path, options: read_npz_graph(path, options.spill),
     "snap": _snap,
     "metis": lambda path, options: read_metis(path, options.spill),
     "dimacs": lambda path, options: read_dimacs(path, options.spill),
