@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -92,6 +93,14 @@ def run_capped(command: Sequence[str], limit_bytes: int, timeout: float = 600.0,
             stdout, stderr = child.communicate()
         seconds = time.perf_counter() - start
         return CappedRun(child.returncode, stdout, stderr, seconds, group.peak, group.oom_killed)
+
+
+def gpart_capped(args: Sequence[str], limit_bytes: int, timeout: float = 600.0) -> CappedRun:
+    """`gpart ARGS` (the gpart installed beside this interpreter) under a memory cap of `limit_bytes`, asserted to end
+    well, not killed at the cap (call `available()` first)."""
+    run = run_capped([str(Path(sys.executable).with_name("gpart")), *args], limit_bytes, timeout)
+    assert run.returncode == 0 and not run.oom_killed, (run.returncode, run.stderr[-2000:])
+    return run
 
 
 def _oom_kills(group: Path) -> int:
