@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Sequence, Union
 
 import numpy as np
 
@@ -107,15 +107,34 @@ def coarsen(file: ParhipFile, weights: np.ndarray, tolerances: Sequence[float], 
     return DiskLevels(levels, current, current_weights)
 
 
-def partition_levels(levels: DiskLevels, column: int, num_parts: int, tolerance: float, seed: int,
-                     partition: Callable[[ParhipFile], np.ndarray]) -> np.ndarray:
+def partition_levels(levels: DiskLevels, column: Union[int, Sequence[int]], num_parts: int, tolerance: float,
+                     seed: int, partition: Callable[[ParhipFile], np.ndarray]) -> np.ndarray:
     """The owner (int32) of every node of the finest level for weighting `column`: `partition` on the coarsest
     graph (its vertex weights written first), then projected and refined level by level, every part within
-    (1 + tolerance) times its mean rounded up."""
-    levels.coarsest.write_weights(levels.coarsest_weights[:, column])
+    (1 + tolerance) times its mean rounded up. `column` a list of weightings (multi-constraint METIS: its
+    `partition` reads them from `levels.coarsest_weights`): every one held so while refining, the first in the
+    file."""
+    first = column if isinstance(column, int) else column[0]
+    levels.coarsest.write_weights(levels.coarsest_weights[:, first])
     owner = partition(levels.coarsest)
-    max_part = int((1 + tolerance) * math.ceil(int(levels.coarsest_weights[:, column].sum()) / num_parts))
+    max_part = _max_part(_held(levels.coarsest_weights, column), num_parts, tolerance)
     for level in reversed(levels.levels):
-        owner = disk_refine(DiskGraph.open(level.file), owner[level.cluster], level.weights[:, column], num_parts,
+        owner = disk_refine(DiskGraph.open(level.file), owner[level.cluster], _held(level.weights, column), num_parts,
                             max_part, seed)
     return owner
+
+
+def _held(weights: np.ndarray, column: Union[int, Sequence[int]]) -> np.ndarray:
+    """The weightings `column` of `weights` [n, c]: [n] for one, [n, k] for a list (`weights` itself for all)."""
+    if isinstance(column, int):
+        return weights[:, column]
+    if list(column) == list(range(weights.shape[1])):
+        return weights
+    return weights[:, list(column)]
+
+
+def _max_part(weights: np.ndarray, num_parts: int, tolerance: float) -> Union[int, np.ndarray]:
+    """(1 + tolerance) times the mean part weight rounded up: an int for [n] weights, [k] for [n, k]."""
+    if weights.ndim == 1:
+        return int((1 + tolerance) * math.ceil(int(weights.sum()) / num_parts))
+    return np.array([_max_part(weights[:, j], num_parts, tolerance) for j in range(weights.shape[1])], dtype=np.int64)

@@ -11,7 +11,8 @@ weight towards every part; the nodes with a positive gain towards their best
 part move, a seeded random half of them a round (two neighbours moving
 towards each other's parts at once would each gain alone and undo it
 together), best gain first per receiving part while the part stays within
-`max_part_weight` in vertex weight. Moves count for the ranges after them
+`max_part_weight` in vertex weight (with several weight columns, the
+multi-constraint METIS path's, in every column). Moves count for the ranges after them
 (two ranges proposed at once from the same state, then applied in order:
 gpart.engines.disk_graph.pass_in_batches).
 A partition within the bound stays within it.
@@ -22,6 +23,8 @@ Memory: the owners, the part weights, and one range's [rows, parts] weights
 
 from __future__ import annotations
 
+from typing import Union
+
 import numpy as np
 
 from gpart.engines.disk_graph import RANGE_ENTRIES, DiskGraph, fits_in_order, pass_in_batches
@@ -30,12 +33,13 @@ REFINE_ROUNDS = 12
 SETTLED = 0.0002  # a round moving fewer than this share of the nodes ends the refinement
 
 
-def disk_refine(graph: DiskGraph, owner: np.ndarray, weights: np.ndarray, num_parts: int, max_part_weight: int,
-                seed: int, rounds: int = REFINE_ROUNDS) -> np.ndarray:
+def disk_refine(graph: DiskGraph, owner: np.ndarray, weights: np.ndarray, num_parts: int,
+                max_part_weight: Union[int, np.ndarray], seed: int, rounds: int = REFINE_ROUNDS) -> np.ndarray:
     """`owner` (int32 [n]) with nodes moved to lower the cut, no part's weight (the sum of its nodes' `weights`,
-    int64 [n]) past `max_part_weight` (nor past its weight before, where that was more)."""
+    int64 [n]) past `max_part_weight` (nor past its weight before, where that was more). `weights` [n, c] with
+    `max_part_weight` [c]: every column held."""
     owner = owner.astype(np.int32, copy=True)
-    part_weight = np.zeros(num_parts, dtype=np.int64)
+    part_weight = np.zeros((num_parts,) + weights.shape[1:], dtype=np.int64)
     np.add.at(part_weight, owner, weights)
     limit = np.maximum(part_weight, max_part_weight)
     ranges = graph.ranges(RANGE_ENTRIES, rows=max(1, RANGE_ENTRIES // num_parts))
@@ -84,7 +88,16 @@ def _apply(moves: tuple[np.ndarray, np.ndarray, np.ndarray], owner: np.ndarray,
     weight = weights[movers]
     keep = fits_in_order(target, weight, part_weight, limit[target])  # departures not counted: conservative
     movers, target, own, weight = movers[keep], target[keep], own[keep], weight[keep]
-    part_weight -= np.bincount(own, weights=weight, minlength=num_parts).astype(np.int64)
-    part_weight += np.bincount(target, weights=weight, minlength=num_parts).astype(np.int64)
+    part_weight -= _part_sums(own, weight, num_parts)
+    part_weight += _part_sums(target, weight, num_parts)
     owner[movers] = target
     return int(movers.shape[0])
+
+
+def _part_sums(parts: np.ndarray, weight: np.ndarray, num_parts: int) -> np.ndarray:
+    """The sum of `weight` ([k], or [k, c]: each column) per part of `parts` (int64 [num_parts] or [num_parts, c])."""
+    if weight.ndim == 1:
+        return np.bincount(parts, weights=weight, minlength=num_parts).astype(np.int64)
+    sums = np.zeros((num_parts, weight.shape[1]), dtype=np.int64)
+    np.add.at(sums, parts, weight)
+    return sums
