@@ -139,24 +139,29 @@ def metis_book(graph: Graph, num_parts: int, run: MetisRun, progress: Progress) 
                 objective_value, owner = call_isolated(run_metis, graph.num_nodes)
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise GpartError(graph.source, f"METIS failed: {exc}") from None
-    params = {
-        "seed": int(seed),
-        "metis_seed": metis_seed_of(seed),
-        "imbalance": float(imbalance),
-        "ufactor": ufactor_of(imbalance),
-        "objective": objective,
-        "algorithm_requested": algorithm,
-        "algorithm": ran,
-        "trials": int(trials),
-        "iterations": None if iterations is None else int(iterations),
-        "balance": [balance] if isinstance(balance, str) else [str(name) for name in balance],
-        "balance_edges": bool(balance_edges),
-        "constraints": constraints,
-        "metis_objective_value": int(objective_value),
-        "symmetric_edges": int(adjncy.shape[0] // 2),
-        "metis": f"pymetis {pymetis_version()}",
-    }
+    params = dict(metis_params(run, ran, constraints), metis_objective_value=int(objective_value),
+                  symmetric_edges=int(adjncy.shape[0] // 2), metis=f"pymetis {pymetis_version()}")
     return ArrayBook(owner.astype(np.int32), num_parts), params
+
+
+def metis_params(run: MetisRun, ran: str, constraints: list[str]) -> dict[str, Any]:
+    """What the manifest records of `run` with the algorithm that ran (`ran`) and its constraints' names, before
+    METIS's own figures (objective value, symmetric edges, version)."""
+    balance = run.balance
+    return {
+        "seed": int(run.seed),
+        "metis_seed": metis_seed_of(run.seed),
+        "imbalance": float(run.imbalance),
+        "ufactor": ufactor_of(run.imbalance),
+        "objective": run.objective,
+        "algorithm_requested": run.algorithm,
+        "algorithm": ran,
+        "trials": int(run.trials),
+        "iterations": None if run.iterations is None else int(run.iterations),
+        "balance": [balance] if isinstance(balance, str) else [str(name) for name in balance],
+        "balance_edges": bool(run.balance_edges),
+        "constraints": constraints,
+    }
 
 
 def part_graph_pymetis(xadj, adjncy, num_parts, recursive, settings) -> tuple[int, np.ndarray]:

@@ -94,5 +94,5 @@ def check_assign_memory(method: PartitionMethod, num_edges: int, max_memory: int
     if compressed > max_memory:
         raise InputError(where, f"method {method.name!r} needs about {compressed / 2**30:.1f} GiB even compressed for "
                                 f"{num_nodes:,} nodes and {num_edges:,} edges ({method.compressed_bytes_per_node} bytes per "
-                                f"node and KaMinPar's share), more than the {max_memory / 2**30:.1f} GiB "
+                                f"node and {method.compressed_partitioner}'s share), more than the {max_memory / 2**30:.1f} GiB "
                                 f"allowed; raise --max-memory to at least {-(-compressed // 2**20)}MiB or use --method {names}")

@@ -82,6 +82,7 @@ class PartitionMethod(ABC):
     compressed_bytes_per_edge: int = 0
     own_preset_bytes_per_node: int = 0
     own_preset_bytes_per_edge: int = 0
+    compressed_partitioner: str = "KaMinPar"  # what partitions the compressed path's graph (named in its refusal)
     # False: the book follows from the node count and the options alone (every rank of a distributed run
     # computes it); True: the method reads the edges (a distributed run gathers the graph on rank 0).
     needs_edges: bool = True

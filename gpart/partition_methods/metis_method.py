@@ -14,13 +14,19 @@ import numpy as np
 from gpart.base.graph import Graph
 from gpart.engines.balance import BALANCE_BOUND, share_balance
 from gpart.engines.metis import MetisRun, metis_book
+from gpart.engines.metis_levels import METIS_ENTRY_BYTES
 from gpart.formats.partition.book import ArrayBook, PartitionBook
+from gpart.partition_methods.memory import runs_compressed
 from gpart.partition_methods.method import MethodContext, PartitionMethod
+from gpart.partition_methods.metis_compressed import compressed_metis_book
 from gpart.partition_methods.options import BalanceOptions, OptionError, check_count, replaced
 from gpart.partition_methods.typed_input import TypedInput
 from gpart.partition_methods.typed_runs import constrained_book, repair_types
 
 OBJECTIVES = ("cut", "volume")
+# The compressed path's per-node arrays (as the default's: in-degree, list starts, weights, order, owners, a
+# level's clusters)
+COMPRESSED_NODE_BYTES = 100
 ALGORITHMS = ("auto", "recursive", "kway")
 
 
@@ -53,11 +59,18 @@ class MetisMethod(PartitionMethod):
     selected_by = ("objective", "algorithm", "trials", "iterations", "balance", "balance_edges")
     needs_adjacency = True
     bytes_per_edge = 300  # multi-constraint METIS 2.78 GB, pymetis 2.7 GB on the 1M/10M power-law graph (gpart.pipeline.memory_plan)
+    # The compressed path (gpart.partition_methods.metis_compressed), past bytes_per_edge: the per-node arrays, and
+    # METIS on the whole file (per input edge: two adjacency entries at METIS_ENTRY_BYTES), or on levels
+    # coarsened on disk until its estimate holds the coarsest
+    compressed_bytes_per_node, compressed_bytes_per_edge = COMPRESSED_NODE_BYTES, 2 * METIS_ENTRY_BYTES
+    compressed_partitioner = "METIS"
 
     def run(self, graph: Graph, num_parts: int, options: MetisOptions, context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
         run = MetisRun(seed=options.seed, imbalance=options.imbalance, objective=options.objective,
                        algorithm=options.algorithm, trials=options.trials, iterations=options.iterations,
                        balance=options.balance, balance_edges=options.balance_edges)
+        if runs_compressed(self, graph.num_nodes, graph.num_edges, context.max_memory):
+            return compressed_metis_book(self, graph, num_parts, run, context)
         return metis_book(graph, num_parts, run, context.progress)
 
     def run_typed(self, typed: TypedInput, num_parts: int, options: MetisOptions,
