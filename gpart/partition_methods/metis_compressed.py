@@ -46,10 +46,11 @@ def compressed_metis_book(method: PartitionMethod, graph: Graph, num_parts: int,
         assert adj.on_disk is not None
         if adj.order is not None:
             columns = columns[adj.order]  # in the file's ids
+        levels: list[dict[str, int]] = []
         with progress.stage("metis"):
             try:
                 if num_parts == 1:  # nothing to partition (and METIS mishandles nparts=1)
-                    owner, levels, said = np.zeros(n, dtype=np.int32), [], {"coarsest_objective_value": 0}
+                    owner, said = np.zeros(n, dtype=np.int32), {"coarsest_objective_value": 0}
                 else:
                     owner, levels, said = metis_on_disk(adj.on_disk, columns, adj.order, job)
             except (RuntimeError, ValueError, MemoryError) as exc:
