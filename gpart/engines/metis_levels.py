@@ -8,10 +8,12 @@ disk (gpart.engines.disk_levels, with every balance constraint as a weight colum
 tolerance of a part's mean in each), and METIS partitions the coarsest level with its vertex weights (one column
 per constraint: ncon) and edge weights, through the METIS library pymetis bundles
 (gpart.engines.metis.part_graph_multiconstraint, which takes edge weights). The owners then come back level by
-level, refined with every constraint held within (1 + tolerance) times its mean (gpart.engines.disk_refine),
-and are mapped to the input ids. All of it runs in a forked child (gpart.engines.isolate: METIS traps SIGTERM),
-which holds METIS's arrays: the coarsest level's list starts, neighbours and edge weights as int64 and the
-vertex weights, besides METIS's own graph and its coarsening.
+level, refined with every constraint held within (1 + tolerance) times its mean (gpart.engines.disk_refine);
+where METIS left a constraint past that bound (heavy coarse vertices: recursive bisection does not hold the
+tolerance exactly, nor does k-way with several constraints), the finest level is repaired to it over the mapped
+adjacency (gpart.engines.refine.repair_balance); the owners are mapped to the input ids. All of it runs in a
+forked child (gpart.engines.isolate: METIS traps SIGTERM), which holds METIS's arrays: the coarsest level's list
+starts, neighbours and edge weights as int64 and the vertex weights, besides METIS's own graph and its coarsening.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from gpart.formats.files.scratch import ScratchDir
 #     the next level 165K / 11.5M: 804 and 918 MiB
 #   geometric 1M / 17.4M: 783-806 MiB (47 B/entry); its clusters' graph 84K / 0.84M: 31-34 MiB
 # METIS coarsens a power-law graph poorly (its matching leaves the hubs), so R-MAT costs 3x the geometric graph per
-# entry; the estimate covers R-MAT (1M / 20.0M: 3.45 GB against 3.27 GB measured).
+# entry; the estimate covers R-MAT (1M / 20.0M, 3 constraints: 3.41 GB against 3.27 GB measured; 340K / 18.6M:
+# 2.98 against 2.26 GB) and is 3-6x the geometric graph's need.
 METIS_BASE_BYTES, METIS_NODE_BYTES, METIS_ENTRY_BYTES, METIS_CONSTRAINT_BYTES = 64 << 20, 300, 150, 16
 
 
