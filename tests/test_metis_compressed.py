@@ -86,7 +86,7 @@ def worst(owner: np.ndarray, weights: np.ndarray, parts: int) -> float:
 
 # Measured (this file's graphs, seed 0): the compressed path's cut against the in-memory METIS's. R-MAT 20K/200K, 8
 # parts, node balance (recursive bisection): 1.18x. METIS's recursive bisection puts R-MAT's hubs in one part and
-# the clusters of the levels (each hub with the low-degree nodes around it, docs/metis_compressed.md) keep it from
+# the clusters of the levels (each hub with the low-degree nodes around it, docs/partitioning.md, "The compressed path of metis") keep it from
 # that; a random partition cuts 1.40x. With --balance-edges (k-way, 2 constraints): 1.03x.
 @pytest.mark.parametrize("options, bound", [({}, 1.25), ({"balance_edges": True}, 1.08)])
 def test_compressed_metis_against_the_in_memory_metis(tmp_path, capsys, small_graphs_compress, options, bound):

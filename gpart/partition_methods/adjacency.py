@@ -81,7 +81,7 @@ def symmetric_adjacency(graph: Graph, compressed: bool, scratch_dir: Optional[Pa
         if order is None:
             yield Adjacency(xadj, source.adjacency(), None, source)
             return
-        with progress.stage("kaminpar: renumber on disk"):
+        with progress.stage("adjacency: renumber on disk"):
             on_disk = renumbered_file(source, xadj, order, scratch.file("renumbered.parhip", source.nbytes))
         del xadj
         source.path.unlink()  # nothing maps it any more: its disk goes back now, not when the block ends
@@ -90,5 +90,5 @@ def symmetric_adjacency(graph: Graph, compressed: bool, scratch_dir: Optional[Pa
 
 def _order(xadj: np.ndarray, adjncy: np.ndarray, progress: Progress) -> Optional[np.ndarray]:
     """The vertex order KaMinPar gets the symmetric graph in (gpart.engines.locality_order; None: the input ids)."""
-    with progress.stage("kaminpar: vertex order"):
+    with progress.stage("adjacency: vertex order"):
         return locality_order(xadj, adjncy)

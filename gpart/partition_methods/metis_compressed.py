@@ -1,7 +1,7 @@
 """The compressed path of `--method metis`: taken by itself where METIS on the whole in-memory adjacency would not
 fit `--max-memory` (gpart.partition_methods.memory.runs_compressed).
 
-The pieces are the default's (docs/metis_compressed.md): the symmetric adjacency built on disk and renumbered
+The pieces are the default's (docs/partitioning.md, "The compressed path of metis"): the symmetric adjacency built on disk and renumbered
 (gpart.partition_methods.adjacency), coarsened on disk until METIS's estimate for the coarsest level fits the
 memory the per-node arrays leave (gpart.partition_methods.memory.coarsened_kaminpar_memory), METIS with every
 balance constraint (`vertex_weights`: nodes, --balance arrays, the in-degree) and the edge weights on the
