@@ -328,7 +328,7 @@ def test_balanced_keeps_the_closest_kaminpar_try_when_metis_cannot_fit(monkeypat
         pytest.skip(kaminpar_missing())
     from gpart.pipeline.assign import assign
 
-    monkeypatch.setattr("gpart.partition_methods.balanced_method.repair_balance", lambda owner, *args, **kwargs: owner)  # a repair that cannot help
+    monkeypatch.setattr("gpart.partition_methods.adjacency.repair_balance", lambda owner, *args, **kwargs: owner)  # a repair that cannot help
     _, graph = graph_of("cora")
     result = assign(graph, 4, "balanced", max_memory=1)  # METIS's estimate never fits one byte
     params = result.params
