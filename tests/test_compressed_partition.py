@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from support.cli_run import run
 from support.gloo_processes import run_distributed
+from support.synthetic import rmat_graph
 
 from gpart.base.errors import GpartError, InputError
 from gpart.base.graph import Graph
@@ -50,16 +51,6 @@ def compressed_limit(num_nodes: int, num_edges: int, lean: bool = False) -> int:
     limit = (low + high) // 2
     assert runs_compressed(METHOD, num_nodes, num_edges, limit) and needs_lean_preset(METHOD, num_nodes, num_edges, limit) == lean
     return limit
-
-
-def rmat_graph(num_nodes: int, num_edges: int, seed: int = 0) -> Graph:
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from scale_graphs import rmat_chunks
-
-    pieces = list(rmat_chunks(num_nodes, num_edges, seed))
-    rng = np.random.default_rng(seed)
-    return Graph.from_arrays(np.concatenate([s for s, _ in pieces]), np.concatenate([d for _, d in pieces]), num_nodes,
-                             train_mask=rng.random(num_nodes) < 0.1)
 
 
 @pytest.mark.parametrize("buckets", [1, 7])

@@ -6,12 +6,12 @@ constraint held; against the in-memory METIS on R-MAT and a real graph, and a on
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from support.cli_run import run
+from support.synthetic import rmat_graph
 
 import gpart.engines.locality_order as locality
 import gpart.engines.metis_levels as metis_levels
@@ -40,16 +40,6 @@ DATA = REPO / "tests" / "data" / "public"
 ROAD_NY, ENRON = DATA / "road-ny" / "NY.gr.xz", DATA / "email-enron" / "email-Enron.txt.gz"
 pytest.importorskip("pymetis")
 METHOD = MetisMethod()
-
-
-def rmat_graph(num_nodes: int, num_edges: int, seed: int = 0) -> Graph:
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from scale_graphs import rmat_chunks
-
-    pieces = list(rmat_chunks(num_nodes, num_edges, seed))
-    rng = np.random.default_rng(seed)
-    return Graph.from_arrays(np.concatenate([s for s, _ in pieces]), np.concatenate([d for _, d in pieces]), num_nodes,
-                             train_mask=rng.random(num_nodes) < 0.1)
 
 
 def saved(graph: Graph, path: Path) -> Path:

@@ -197,3 +197,17 @@ def _write_member(zf: zipfile.ZipFile, name: str, shape: tuple[int, ...], dtype:
 
 
 __all__ = ["powerlaw_graph", "write_powerlaw_npz", "PowerlawSpec"]
+
+
+def rmat_graph(num_nodes: int, num_edges: int, seed: int = 0) -> Graph:
+    """The scale benchmark's R-MAT graph (benchmarks/scale_graphs.py: repeats kept, ids permuted) in memory, with a
+    10% training mask."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from scale_graphs import rmat_chunks
+
+    pieces = list(rmat_chunks(num_nodes, num_edges, seed))
+    rng = np.random.default_rng(seed)
+    return Graph.from_arrays(np.concatenate([s for s, _ in pieces]), np.concatenate([d for _, d in pieces]), num_nodes,
+                             train_mask=rng.random(num_nodes) < 0.1)
