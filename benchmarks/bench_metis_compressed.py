@@ -24,15 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
-from harness import machine_line  # first: puts the repository root on sys.path
+from harness import machine_line, run_in_group  # first: puts the repository root on sys.path
 from scale_graphs import make
 
 from gpart.base.memory import format_size, parse_memory_size
@@ -52,26 +49,10 @@ def graph(workdir: Path, family: str) -> tuple[Path, int]:
 
 def run(command: list[str], out: Path, cap: int) -> dict:
     """`command` (a gpart partition writing `out`) in its own memory group capped at `cap`: its figures."""
-    done = threading.Event()
     with MemoryGroup(cap, "bench-metis") as group:
-
-        def watch() -> None:  # the group's anonymous memory
-            while not done.wait(0.5):
-                group.sample()
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        try:
-            child = subprocess.run(command, capture_output=True, text=True, preexec_fn=group.join)
-        finally:
-            done.set()
-            watcher.join()
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        figures = {"ok": child.returncode == 0, "wall": time.perf_counter() - start, "peak": group.peak,
-                   "anon": group.anon_peak, "oom": group.oom_killed,
-                   "cpu": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)}
+        child, wall, cpu = run_in_group(command, group)
+        figures = {"ok": child.returncode == 0, "wall": wall, "peak": group.peak, "anon": group.anon_peak,
+                   "oom": group.oom_killed, "cpu": cpu}
     if child.returncode == 0:
         manifest = json.loads((out / "manifest.json").read_text())
         figures.update(stats=manifest["stats"], params=manifest["params"])

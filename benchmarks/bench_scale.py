@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Optional
 
-from harness import dir_disk_bytes, machine_line  # first: puts the repository root on sys.path
+from harness import dir_disk_bytes, machine_line, run_in_group  # first: puts the repository root on sys.path
 from scale_graphs import make
 
 from gpart.base.memory import format_size, parse_memory_size
@@ -65,29 +63,16 @@ def run(path: Path, parts: int, out: Path, cap: int, max_memory: Optional[int], 
         command += ["--max-memory", str(max_memory)]
     base = dir_disk_bytes(out.parent)
     peak = {"disk": 0}
-    done = threading.Event()
     with MemoryGroup(cap, "bench-scale") as group:
 
-        def watch() -> None:  # scratch and output on disk; the group's anonymous memory
-            while not done.wait(0.5):
-                peak["disk"] = max(peak["disk"], dir_disk_bytes(out.parent) - base)
-                group.sample()
+        def disk() -> None:  # scratch and output on disk
+            peak["disk"] = max(peak["disk"], dir_disk_bytes(out.parent) - base)
 
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        try:
-            child = subprocess.run(command, capture_output=True, text=True, preexec_fn=group.join, timeout=timeout)
-        finally:
-            done.set()
-            watcher.join()
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        child, wall, cpu = run_in_group(command, group, disk, timeout)
         if show_log:
             print(child.stderr, end="", flush=True)
-        figures = {"ok": child.returncode == 0, "wall": time.perf_counter() - start, "peak": group.peak,
-                   "oom": group.oom_killed, "rss": group.anon_peak,
-                   "cpu": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime), **peak}
+        figures = {"ok": child.returncode == 0, "wall": wall, "peak": group.peak, "oom": group.oom_killed,
+                   "rss": group.anon_peak, "cpu": cpu, **peak}
     if child.returncode == 0:
         manifest = json.loads((out / "manifest.json").read_text())
         figures.update(stats=manifest["stats"], adjacency=manifest["params"].get("adjacency", "memory"),

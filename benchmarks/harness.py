@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypeVar
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -321,3 +321,27 @@ def rmat_block(rng: "numpy.random.Generator", size: int, num_nodes: int) -> "tup
         src = (src << 1) | (quadrant >= 2)
         dst = (dst << 1) | (quadrant % 2)
     return src % num_nodes, dst % num_nodes
+
+
+def run_in_group(command: list, group, sample=None, timeout: Optional[float] = None):
+    """`command` run inside memory group `group` (tests.support.memcap.MemoryGroup, entered) while the group's memory,
+    and `sample()` where given, are sampled every 0.5 s: (the finished child, its wall seconds, its CPU seconds)."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.5):
+            if sample is not None:
+                sample()
+            group.sample()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    try:
+        child = subprocess.run(command, capture_output=True, text=True, preexec_fn=group.join, timeout=timeout)
+    finally:
+        done.set()
+        watcher.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return child, time.perf_counter() - start, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
