@@ -154,9 +154,9 @@ def test_bounded_pass_writes_the_in_memory_bytes(tmp_path, monkeypatch, method, 
 # --------------------------------------------------------------------------- sizes past a path: one line, up front
 
 
-@pytest.mark.parametrize("method, per_node", [("remainder", 16), ("random", 28)])
+@pytest.mark.parametrize("method, per_node", [("remainder", 16), ("random", 32)])
 def test_too_small_max_memory_names_the_need_and_the_flag(tmp_path, method, per_node):
-    graph = write_powerlaw_npz(tmp_path / "g.npz", 2_000_000, 1000, feat_dim=0, seed=0)  # 32 or 56 MB of node arrays
+    graph = write_powerlaw_npz(tmp_path / "g.npz", 2_000_000, 1000, feat_dim=0, seed=0)  # 32 or 64 MB of node arrays
     with pytest.raises(InputError) as caught:
         partition_graph(graph, tmp_path / "out", 4, method, max_memory="20MB")
     message = str(caught.value)

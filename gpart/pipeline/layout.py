@@ -6,7 +6,8 @@ destination's position in partition-major order, then the edge id), so the
 pass holds one E-sized int64 array plus one partition's topology. The
 in-memory pass holds the node order as arrays (NodeOrder, 17 bytes a node);
 the bounded pass asks the book (BookOrder: nothing per node for remainder
-and range books, whose owners are arithmetic).
+and range books, whose owners are arithmetic; an array book's positions, 4
+bytes a node).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from gpart.base.graph import Graph
 from gpart.base.ids import narrowest_unsigned
 from gpart.bytes.reader import release_rows
 from gpart.formats.files.scratch import ScratchDir
-from gpart.formats.partition.book import PartitionBook
+from gpart.formats.partition.book import ArrayBook, PartitionBook
 from gpart.pipeline.csc_order import MAX_BLOCK_EDGES, InputEdges, OwnerBucketOrder, csc_keys, key_shift
 
 # Edges handled per vectorised step when building sort keys.
@@ -64,6 +65,7 @@ class BookOrder:
         self.offsets = np.zeros(book.num_parts + 1, dtype=np.int64)
         np.cumsum(counts, out=self.offsets[1:])
         self.owner_dtype = narrowest_unsigned(book.num_parts)
+        self.position = _array_positions(book, self.offsets)
 
     @property
     def num_nodes(self) -> int:
@@ -79,12 +81,28 @@ class BookOrder:
 
     def position_of(self, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids)
+        if self.position is not None:
+            return self.position[ids].astype(np.int64)
         position = self.offsets[self.book.owner(ids)]
         position += self.book.local(ids)
         return position
 
     def owner_of(self, start: int, stop: int) -> np.ndarray:
         return self.book.owner(np.arange(start, stop, dtype=np.int64)).astype(self.owner_dtype)
+
+
+def _array_positions(book: PartitionBook, offsets: np.ndarray) -> Optional[np.ndarray]:
+    """An array book's positions (int32 below 2^31 nodes): every edge's endpoints are looked up four times in
+    the bounded pass, and one gather from this costs a quarter of the owner and local gathers at ids with no
+    locality (1.01 -> 0.24 s per 16M ids of 12M nodes). None for a rule book (arithmetic, nothing per node)."""
+    if not isinstance(book, ArrayBook):
+        return None
+    dtype = np.int32 if book.num_nodes < 2**31 else np.int64
+    position = np.empty(book.num_nodes, dtype=dtype)
+    for start in range(0, book.num_nodes, EDGE_CHUNK):  # no N-sized int64 temporary
+        stop = min(start + EDGE_CHUNK, book.num_nodes)
+        position[start:stop] = offsets[book.owner_array[start:stop]] + book.local_array[start:stop]
+    return position
 
 
 # What the passes take: the in-memory pass's arrays or the bounded pass's book

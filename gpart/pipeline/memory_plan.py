@@ -68,7 +68,9 @@ BOUNDED_NODE_BYTES = 16
 # Per edge of a block at once: the block read and sorted (key, source, order, sorted copies) and the
 # position lookups and halo ranks of its sources (gpart.pipeline.write_arrays.write_topology_blocks).
 BLOCK_BYTES_PER_EDGE = 96
-ARRAY_BOOK_NODE_BYTES = 12  # an array book's owner (int32) and local id (int64) of each node; a rule book has none
+# An array book's owner (int32) and local id (int64) of each node, and the bounded pass's position (int32;
+# gpart.pipeline.layout.BookOrder); a rule book has none
+ARRAY_BOOK_NODE_BYTES = 16
 
 
 def in_memory_bytes(num_nodes: int, num_edges: int, num_parts: int, layouts: int = 1) -> int:
@@ -107,7 +109,7 @@ def book_node_bytes(book: PartitionBook) -> int:
 
 def bucketed_bytes(num_nodes: int, num_edges: int, num_parts: int, book_node_bytes: int = ARRAY_BOOK_NODE_BYTES) -> int:
     """The least the bounded pass can run in: its floor, its node arrays and the book's
-    (`book_node_bytes` a node: 0 for a rule book, 12 for an owner array), and blocks of MIN_BLOCK_EDGES
+    (`book_node_bytes` a node: 0 for a rule book, 16 for an owner array), and blocks of MIN_BLOCK_EDGES
     edges (fewer where the graph has fewer)."""
     return (BOUNDED_FLOOR_BYTES + bounded_node_bytes(num_nodes, book_node_bytes)
             + BLOCK_BYTES_PER_EDGE * min(MIN_BLOCK_EDGES, max(num_edges, 1)))
