@@ -40,6 +40,11 @@ class RuleBook:
         return {"kind": self.kind, "num_nodes": self.num_nodes, "num_parts": self.num_parts, **self.policy.fields()}
 
 
+# Bytes a node an array book costs a partition run: its owner (int32) and local id (int64), and the int32 position
+# the bounded write pass builds from them (gpart.pipeline.layout.BookOrder); a rule book costs none
+ARRAY_BOOK_NODE_BYTES = 16
+
+
 class ArrayBook:
     """A book given by an owner array (metis, random, assignment)."""
 

@@ -25,7 +25,7 @@ import numpy as np
 from gpart.base.errors import InputError
 from gpart.base.graph import Graph
 from gpart.base.progress import NullProgress, Progress
-from gpart.formats.partition.book import PartitionBook
+from gpart.formats.partition.book import ARRAY_BOOK_NODE_BYTES, PartitionBook
 from gpart.partition_methods.options import MethodOptions, is_int
 from gpart.partition_methods.typed_input import TypedInput
 
@@ -70,10 +70,9 @@ class PartitionMethod(ABC):
     # about gpart.base.memory.FIXED_BYTES + bytes_per_edge * E (peak RSS per input edge, measured).
     needs_adjacency: bool = False
     bytes_per_edge: int = 0
-    # Bytes a node its book holds: an owner (int32) and local id (int64) array, and the bounded pass's position
-    # (int32) built from them; 0 for a rule (remainder, range), which the bounded pass computes
-    # (gpart.pipeline.memory_plan.check_node_memory, ARRAY_BOOK_NODE_BYTES).
-    book_bytes_per_node: int = 16
+    # Bytes a node its book holds (ARRAY_BOOK_NODE_BYTES); 0 for a rule (remainder, range), which the bounded pass
+    # computes (gpart.pipeline.memory_plan.check_node_memory).
+    book_bytes_per_node: int = ARRAY_BOOK_NODE_BYTES
     # The compressed path of a method that has one (0: none): the adjacency built on disk and read by
     # KaMinPar compressed, taken by itself when the in-memory path would not fit (partition_methods.memory);
     # its peak is about FIXED_BYTES + compressed_bytes_per_node * N + compressed_bytes_per_edge * E with

@@ -18,7 +18,6 @@ class RandomMethod(PartitionMethod):
     name = "random"
     summary = "seeded, exactly balanced."
     needs_edges = False
-    book_bytes_per_node = 16  # the owner (int32) and local (int64) arrays (local_ids builds the second in chunks), the position (int32)
 
     def run(self, graph: Graph, num_parts: int, options: MethodOptions, context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
         return random_book(graph.num_nodes, num_parts, options.seed), {

@@ -34,7 +34,7 @@ from typing import Optional
 
 from gpart.base.errors import InputError
 from gpart.base.memory import FIXED_BYTES, format_size
-from gpart.formats.partition.book import PartitionBook, RuleBook
+from gpart.formats.partition.book import ARRAY_BOOK_NODE_BYTES, PartitionBook, RuleBook
 from gpart.pipeline.csc_order import MAX_BLOCK_EDGES, MIN_BLOCK_EDGES
 
 # A method's peak RSS per input edge of the assignment step is its bytes_per_edge,
@@ -68,9 +68,6 @@ BOUNDED_NODE_BYTES = 16
 # Per edge of a block at once: the block read and sorted (key, source, order, sorted copies) and the
 # position lookups and halo ranks of its sources (gpart.pipeline.write_arrays.write_topology_blocks).
 BLOCK_BYTES_PER_EDGE = 96
-# An array book's owner (int32) and local id (int64) of each node, and the bounded pass's position (int32;
-# gpart.pipeline.layout.BookOrder); a rule book has none
-ARRAY_BOOK_NODE_BYTES = 16
 
 
 def in_memory_bytes(num_nodes: int, num_edges: int, num_parts: int, layouts: int = 1) -> int:

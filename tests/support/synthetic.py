@@ -196,7 +196,7 @@ def _write_member(zf: zipfile.ZipFile, name: str, shape: tuple[int, ...], dtype:
             task.advance(data.nbytes)
 
 
-__all__ = ["powerlaw_graph", "write_powerlaw_npz", "PowerlawSpec"]
+__all__ = ["powerlaw_graph", "write_powerlaw_npz", "PowerlawSpec", "rmat_graph"]
 
 
 def rmat_graph(num_nodes: int, num_edges: int, seed: int = 0) -> Graph:
@@ -204,7 +204,9 @@ def rmat_graph(num_nodes: int, num_edges: int, seed: int = 0) -> Graph:
     10% training mask."""
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    benchmarks = str(Path(__file__).resolve().parents[2] / "benchmarks")
+    if benchmarks not in sys.path:
+        sys.path.insert(0, benchmarks)
     from scale_graphs import rmat_chunks
 
     pieces = list(rmat_chunks(num_nodes, num_edges, seed))
