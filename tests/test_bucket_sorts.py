@@ -13,16 +13,29 @@ from gpart.pipeline.csc_order import _position_order
 
 @pytest.mark.parametrize("num_buckets", [3, 70_000])  # 16-bit bucket ids, and past them
 @pytest.mark.parametrize("known_counts", [False, True])
-def test_buckets_hold_their_rows_in_input_order(tmp_path, num_buckets, known_counts):
+@pytest.mark.parametrize("resident", [False, True])  # on disk, and in memory (within resident_bytes)
+def test_buckets_hold_their_rows_in_input_order(tmp_path, num_buckets, known_counts, resident):
     rng = np.random.default_rng(1)
     bucket = rng.integers(0, num_buckets, 50_000)
     values = rng.integers(0, 2**40, 50_000)
     counts = np.bincount(bucket, minlength=num_buckets) if known_counts else None
     with ScratchDir(tmp_path) as scratch:
         grouped = bucket_rows(scratch, 50_000, num_buckets, lambda a, b: (bucket[a:b], {"v": values[a:b]}),
-                              {"v": np.dtype(np.int64)}, chunk=7_000, counts=counts)
+                              {"v": np.dtype(np.int64)}, chunk=7_000, counts=counts,
+                              resident_bytes=50_000 * 8 if resident else 50_000 * 8 - 1)
+        assert (grouped.resident is not None) == resident
+        assert (not any(scratch.path.iterdir())) == resident  # in memory: no scratch file
         for b in rng.choice(num_buckets, 20):
             assert np.array_equal(grouped.rows(int(b), "v"), values[bucket == b])
+        first = int(rng.integers(0, num_buckets - 2))  # a span of buckets: theirs in bucket order
+        assert np.array_equal(grouped.span(first, first + 3, "v"),
+                              np.concatenate([values[bucket == b] for b in range(first, first + 3)]))
+        replaced = values[bucket == first][::-1].copy()
+        grouped.rewrite(first, "v", replaced)
+        assert np.array_equal(grouped.rows(first, "v"), replaced)
+        if resident:  # a view of the buckets: a caller cannot change them by accident
+            with pytest.raises(ValueError):
+                grouped.rows(first, "v")[:1] = 0
 
 
 def test_a_bucket_read_once_gives_its_disk_back(tmp_path):

@@ -24,6 +24,8 @@ from support.public_data import PUBLIC_DATA
 from support.synthetic import write_powerlaw_npz
 
 from gpart.base.graph import Graph
+from gpart.base.memory import FIXED_BYTES
+from gpart.engines import stream as stream_module
 from gpart.engines import stream_refine
 from gpart.engines.balance import BALANCE_BOUND, balances, in_degrees, train_mask
 from gpart.engines.spill import bucket_rows
@@ -104,6 +106,26 @@ def test_stream_against_random_and_the_default(name, ids):
         pytest.skip(f"kaminpar wheel unavailable on this platform: {exc}")
     default = cut_of(graph, assign(graph, 8, "balanced").book.owner_array)
     assert cut <= TO_DEFAULT * default, (cut, default)
+
+
+def test_edges_in_memory_or_on_disk_give_the_same_book(monkeypatch):
+    """Within a quarter of the budget the spilled edges stay in memory (gpart.engines.stream.RESIDENT_SHARE); the
+    book and every recorded cut are those of the run that reads them from disk, placement, clusters, restreaming
+    and refinement included."""
+    resident = []
+
+    def bucketed(*args, **kwargs):
+        buckets = bucket_rows(*args, **kwargs)
+        resident.append(buckets.resident is not None)
+        return buckets
+
+    monkeypatch.setattr(stream_module, "bucket_rows", bucketed)
+    graph = read_graph(Path(__file__).resolve().parents[1] / "sample_data" / "cora.npz")  # a second each
+    on_disk = stream_book(graph, 8, passes=10, max_memory=FIXED_BYTES + 16 * graph.num_edges)  # 4 x 16 B an edge needed
+    in_memory = stream_book(graph, 8, passes=10)
+    assert resident == [False, True]
+    assert np.array_equal(on_disk[0].owner_array, in_memory[0].owner_array)
+    assert on_disk[1] == in_memory[1] and on_disk[1]["refine_cuts"][on_disk[1]["start"]][1:], on_disk[1]
 
 
 def buckets_of(scratch: ScratchDir, graph: Graph, block: int):

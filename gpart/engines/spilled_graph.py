@@ -11,12 +11,15 @@ block by block, vectorised per block.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Iterator
 
 import numpy as np
 
 from gpart.base.graph import Graph
 from gpart.bytes.reader import drop_pages
 from gpart.engines.spill import Buckets, RowsOf
+
+SPAN_CELLS = 1 << 22  # temporaries of a pass's step over buckets in memory (SpilledGraph.spans): 32 MiB of int64
 
 
 @dataclass(frozen=True)
@@ -40,9 +43,19 @@ class SpilledGraph:
 
     def cut_rows(self, owner: np.ndarray) -> int:
         """Rows of the buckets whose node and neighbour `owner` puts apart (twice the cut edges)."""
-        buckets = self.buckets
-        return sum(int(np.count_nonzero(owner[buckets.rows(b, "node")] != owner[buckets.rows(b, "neighbour")]))
-                   for b in range(self.num_blocks))
+        per_node = -(-int(self.buckets.offsets[-1]) // max(1, self.shares.shape[0]))  # rows a node, rounded up
+        return sum(int(np.count_nonzero(owner[node] != owner[neighbour])) for _, _, node, neighbour in self.spans(per_node))
+
+    def spans(self, node_cells: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+        """(first node, end node, node column, neighbour column) of consecutive blocks for a pass whose work
+        takes `node_cells` temporaries a node: a block at a time from disk; in memory as many blocks at once as
+        keep the temporaries within SPAN_CELLS (fewer, larger calls: a pass on a small graph is mostly per-call
+        cost)."""
+        buckets, n, block = self.buckets, self.shares.shape[0], self.block
+        step = 1 if buckets.resident is None else max(1, SPAN_CELLS // max(1, block * node_cells))
+        for b in range(0, self.num_blocks, step):
+            end = min(b + step, self.num_blocks)
+            yield b * block, min(end * block, n), buckets.span(b, end, "node"), buckets.span(b, end, "neighbour")
 
 
 def both_directions(graph: Graph, block: int, id_dtype: np.dtype) -> RowsOf:

@@ -99,9 +99,9 @@ def _unit_graph(spilled: SpilledGraph, unit: np.ndarray, num_units: int) -> tupl
     Chung-Lu graph of 100k nodes and 16M edges (4096 units).
     """
     dense = np.zeros(num_units * num_units, dtype=np.int32)
-    buckets = spilled.buckets
-    for b in range(spilled.num_blocks):
-        a, c = unit[buckets.rows(b, "node")], unit[buckets.rows(b, "neighbour")]
+    per_node = -(-int(spilled.buckets.offsets[-1]) // max(1, unit.shape[0]))  # rows a node, rounded up
+    for _, _, node, neighbour in spilled.spans(per_node):
+        a, c = unit[node], unit[neighbour]
         apart = a != c
         keys, counts = np.unique(a[apart] * num_units + c[apart], return_counts=True)
         dense[keys] += counts.astype(np.int32)  # keys are distinct: a fancy-index add counts each once

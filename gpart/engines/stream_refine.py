@@ -131,13 +131,11 @@ def loads(owner: np.ndarray, shares: np.ndarray, num_parts: int) -> np.ndarray:
 
 def neighbour_counts(spilled: SpilledGraph, owner: np.ndarray) -> np.ndarray:
     """[N, P] int32: each node's neighbours in each part (one read of the buckets)."""
-    buckets, num_parts, block = spilled.buckets, spilled.num_parts, spilled.block
-    n = owner.shape[0]
-    counts = np.zeros((n, num_parts), dtype=np.int32)
-    for b in range(spilled.num_blocks):
-        first, last = b * block, min((b + 1) * block, n)
-        local = buckets.rows(b, "node").astype(np.int64) - first
-        counts[first:last] = np.bincount(local * num_parts + owner[buckets.rows(b, "neighbour")],
+    num_parts = spilled.num_parts
+    counts = np.zeros((owner.shape[0], num_parts), dtype=np.int32)
+    for first, last, node, neighbour in spilled.spans(num_parts):
+        local = node.astype(np.int64) - first
+        counts[first:last] = np.bincount(local * num_parts + owner[neighbour],
                                          minlength=(last - first) * num_parts).reshape(last - first, num_parts)
     return counts
 

@@ -36,7 +36,7 @@ class StreamMethod(PartitionMethod):
     def run(self, graph: Graph, num_parts: int, options: StreamOptions, context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
         more = {} if options.passes is None else {"passes": int(options.passes)}
         return stream_book(graph, num_parts, imbalance=options.imbalance, balance=options.names(), balance_edges=options.balance_edges,
-                           scratch_dir=context.scratch_dir, progress=context.progress, **more)
+                           scratch_dir=context.scratch_dir, progress=context.progress, max_memory=context.max_memory, **more)
 
     def run_typed(self, typed: TypedInput, num_parts: int, options: StreamOptions,
                   context: MethodContext) -> tuple[PartitionBook, dict[str, Any]]:
