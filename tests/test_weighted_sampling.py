@@ -67,6 +67,27 @@ def test_star_single_draws_follow_the_weights(replace, alias):
     assert abs(_chi_square_z(seen[1:], expected)) < 4.5
 
 
+def test_whole_runs_with_replacement_skip_empty_and_weightless_runs():
+    """Draws with replacement from whole runs (alias tables, segments in any order and repeated): empty runs (the
+    last stored one too) and a run of weight 0 take nothing, every other takes `fanout` draws by its weights."""
+    deg = torch.tensor([0, 3, 5, 0, 4, 1, 0])
+    weights = torch.tensor([1.0, 2.0, 5.0, 0, 0, 0, 0, 0, 3.0, 0, 2.0, 1.0, 7.0], dtype=torch.float64)
+    runs = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(deg, 0)])
+    order = torch.tensor([6, 1, 0, 2, 4, 3, 5, 1])  # the empty last run (start = every stored edge) first
+    start, size = runs[:-1][order], deg[order]
+    picks = SegmentWeights(weights, runs).sample_segments(start, size, 5000, True, torch.Generator().manual_seed(3))
+    assert picks.counts.tolist() == [0, 5000, 0, 0, 5000, 0, 5000, 5000]
+    got = picks.positions.view(-1, 5000)  # grouped by segment: runs 1, 4, 5, 1
+    for row, run in zip(got, (1, 4, 5, 1)):
+        first, end = int(runs[run]), int(runs[run + 1])
+        w = weights[first:end]
+        assert bool(((row >= first) & (row < end)).all()) and bool((weights[row] > 0).all())
+        if end - first > 1:
+            seen = np.bincount(row.numpy() - first, minlength=end - first)[w.numpy() > 0]
+            expected = (w[w > 0] / w.sum()).numpy() * row.numel()
+            assert abs(_chi_square_z(seen, expected)) < 4.5
+
+
 @pytest.mark.parametrize("fanout", [2, 3])
 def test_star_without_replacement_matches_exact_inclusion(fanout):
     trials = 40000

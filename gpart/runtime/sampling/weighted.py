@@ -16,7 +16,8 @@ per-partition table is built from it:
   moved just below it. Segments whose weights sum to 0 take nothing.
   Where the segments drawn are the partition's CSC runs (`runs`), the
   draws read alias tables instead (gpart.runtime.sampling.alias_table: one
-  table read per draw, no search); the searched prefix serves segments
+  table read per draw, no search), and a run of weight 0 is told by its
+  draws (one past its end), not by the prefix; the searched prefix serves segments
   that are part of a run (a temporal prefix). Memory: 8 bytes per stored
   edge for `prefix`, 8 for the alias tables, 4 for the weights (float32, each
   over its run's heaviest, so that any scale of weights draws the same).
@@ -169,12 +170,25 @@ class SegmentWeights:
 
     def _with_replacement(self, start, deg, fanout, generator) -> Picks:
         """`fanout` i.i.d. draws per segment with a positive weight (`fanout` may be a tensor: per segment)."""
+        if self.alias is not None and isinstance(fanout, int) and start.numel():
+            return self._whole_runs_with_replacement(start, deg, fanout, generator)
         base = torch.index_select(self.prefix, 0, start)
         end = torch.index_select(self.prefix, 0, start + deg)
         counts = torch.where(end > base, fanout, 0)
         n = int(counts.sum()) if counts.numel() else 0
         segment = torch.repeat_interleave(torch.arange(start.numel(), device=start.device), counts, output_size=n)
         return Picks(counts, self._iid(start, deg, segment, generator, (base, end)))
+
+    def _whole_runs_with_replacement(self, start, deg, fanout, generator) -> Picks:
+        """`fanout` alias draws from each segment (whole runs), as one [segments, fanout] table: which segments have
+        weight is read off the draws (a run of weight 0 draws one past its end; an empty one reads a slot of another
+        run, whose offsets, >= 0 like every table entry's, its size 0 drops), not off the cumulative weights: two
+        reads a segment at random places fewer (power-law 1M / 10M: x1.47 -> x1.40 of uniform's CPU per edge)."""
+        first = torch.clamp(start, max=self.weights.numel() - 1).unsqueeze(1)  # an empty last run: a slot that exists
+        size = deg.unsqueeze(1)
+        u = torch.rand((start.numel(), fanout), dtype=torch.float64, device=start.device, generator=generator)
+        offsets = self.alias.draw_offsets(first, torch.clamp(size, min=1), u)
+        return _compact(_or_none(offsets, offsets < size), start)
 
     def _iid(self, start, deg, segment, generator, bounds=None) -> torch.Tensor:
         """One i.i.d. weighted draw per entry of `segment` (indices into start/deg, each segment of positive weight);
