@@ -43,8 +43,13 @@ class SpilledGraph:
 
     def cut_rows(self, owner: np.ndarray) -> int:
         """Rows of the buckets whose node and neighbour `owner` puts apart (twice the cut edges)."""
-        per_node = -(-int(self.buckets.offsets[-1]) // max(1, self.shares.shape[0]))  # rows a node, rounded up
-        return sum(int(np.count_nonzero(owner[node] != owner[neighbour])) for _, _, node, neighbour in self.spans(per_node))
+        return sum(int(np.count_nonzero(owner[node] != owner[neighbour]))
+                   for _, _, node, neighbour in self.spans(self.rows_per_node))
+
+    @property
+    def rows_per_node(self) -> int:
+        """Spilled rows a node, rounded up: the `node_cells` of a pass whose temporaries are per row."""
+        return -(-int(self.buckets.offsets[-1]) // max(1, self.shares.shape[0]))
 
     def spans(self, node_cells: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
         """(first node, end node, node column, neighbour column) of consecutive blocks for a pass whose work

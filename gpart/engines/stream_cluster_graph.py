@@ -99,8 +99,7 @@ def _unit_graph(spilled: SpilledGraph, unit: np.ndarray, num_units: int) -> tupl
     Chung-Lu graph of 100k nodes and 16M edges (4096 units).
     """
     dense = np.zeros(num_units * num_units, dtype=np.int32)
-    per_node = -(-int(spilled.buckets.offsets[-1]) // max(1, unit.shape[0]))  # rows a node, rounded up
-    for _, _, node, neighbour in spilled.spans(per_node):
+    for _, _, node, neighbour in spilled.spans(spilled.rows_per_node):
         a, c = unit[node], unit[neighbour]
         apart = a != c
         keys, counts = np.unique(a[apart] * num_units + c[apart], return_counts=True)
