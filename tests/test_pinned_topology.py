@@ -123,7 +123,7 @@ def test_pinned_topology_keeps_the_tables_made_from_it_in_host_memory(parts, map
     temporal = gr.DistNeighborLoader(pinned, torch.arange(100), fanouts=[5], batch_size=50, time="edge_t",
                                      seed_time=torch.full((100,), 0.5, dtype=torch.float64), disjoint=True)
     index = temporal.sampler.temporal[0]
-    assert is_mapped(index.ranks) and is_mapped(index.perm)
+    assert all(is_mapped(t) for t in (index.ranks, index.perm, index.sources, index.edge_ids))
     if dev == "cuda":  # a pinned partition holds its per-node arrays on the GPU, not its edges
         before = torch.cuda.memory_allocated()
         again = gr.load_partition(parts / "one", device=dev, topology="pinned")

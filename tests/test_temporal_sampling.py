@@ -39,6 +39,28 @@ def test_no_sampled_edge_is_later_than_its_seed_on_cora(cora_one):
         assert drawn > 1000
 
 
+def test_carried_sources_and_edge_ids_give_the_same_draws_as_the_partitions(cora_one):
+    """An index carrying the sources and edge ids in its sorted order (temporal_index's, int32 here) reads them
+    directly; one without reads the partition's through perm: the same draws, both strategies, with times that tie."""
+    part = gr.load_partition(cora_one, device="cpu")
+    node_time = torch.from_numpy(np.random.default_rng(2).integers(0, 20, part.num_nodes)).to(torch.float64)
+    carried = temporal_index(part, node_time=node_time)
+    assert carried.sources.dtype == torch.int32 and carried.edge_ids.dtype == torch.int32
+    bare = TemporalIndex(carried.times[carried.ranks.to(torch.int64)][torch.argsort(carried.perm.to(torch.int64))],
+                         part.indptr)
+    assert bare.sources is None and torch.equal(bare.perm, carried.perm)
+    cols = torch.arange(part.num_nodes)
+    col_time = resolve_seed_time(cols, None, node_time)
+    for strategy in ("uniform", "last"):
+        got = []
+        for index in (carried, bare):
+            sampler = LocalSampler(part, [[5]])
+            sampler.temporal = (index, strategy)
+            got.append(sampler.sample(cols, 0, torch.Generator().manual_seed(4), col_time))
+        assert all(torch.equal(a, b) and a.dtype == b.dtype == torch.int64 for a, b in zip(*got))
+        assert got[0][1].numel() > 1000
+
+
 @pytest.mark.parametrize("rounds", ["numpy", "torch"])
 @pytest.mark.parametrize("distinct", [3, 1000, None], ids=["few-times", "many-times", "all-distinct"])
 def test_allowed_counts_match_a_direct_count(distinct, rounds, monkeypatch):

@@ -105,7 +105,8 @@ def attach_temporal(part: Partition, sampler: Any, options: TimeOptions, timeout
         cand = time_values(part.edge_data[options.name])
     else:
         cand = torch.index_select(_local_node_times(part, options.name, timeout_s), 0, part.indices.to(torch.int64))
-    sampler.temporal = (TemporalIndex(cand.to(part.device), csc_runs(part)).placed(part.place_edge_array), options.strategy)
+    index = TemporalIndex(cand.to(part.device), csc_runs(part)).carrying(part.indices, part.edge_ids)
+    sampler.temporal = (index.placed(part.place_edge_array), options.strategy)
 
 
 def seed_times(part: Partition, options: TimeOptions, seeds: torch.Tensor, given: Any, timeout_s: float) -> Optional[torch.Tensor]:

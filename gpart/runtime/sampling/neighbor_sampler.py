@@ -39,7 +39,7 @@ from gpart.base.errors import InputError
 from gpart.runtime.partition.interface import Partition
 from gpart.runtime.sampling import fused_floyd
 from gpart.runtime.sampling.kernels import merge_grouped, sample_segments, sample_table
-from gpart.runtime.sampling.temporal import sample_temporal_segments, sample_temporal_weighted
+from gpart.runtime.sampling.temporal import draw_temporal, draw_temporal_weighted
 from gpart.runtime.sampling.weighted import SegmentWeights
 
 
@@ -93,13 +93,14 @@ class LocalSampler:
             if len(values) != 1:
                 raise InputError(None, "temporal sampling takes one fanout per hop: the typed fanouts of this hop differ")
             seg_time = col_time if pair_of is None else torch.index_select(col_time, 0, pair_of)
+            index = self.temporal[0]
             if self.weights is not None:  # weighted among the allowed ("uniform" only: the loaders check it)
-                picks = sample_temporal_weighted(start, deg, seg_time, self.temporal[0], self._sorted_weights(), values[0],
-                                                 gen, self.replace)
+                picks = draw_temporal_weighted(start, deg, seg_time, index, self._sorted_weights(), values[0], gen,
+                                               self.replace)
             else:
-                picks = sample_temporal_segments(start, deg, seg_time, self.temporal[0], values[0], self.temporal[1],
-                                                 gen, self.replace)
-            pair_counts, positions = picks.counts, picks.positions
+                picks = draw_temporal(start, deg, seg_time, index, values[0], self.temporal[1], gen, self.replace)
+            pair_counts = picks.counts  # positions in the index's sorted order
+            src, eid = index.topology_at(picks.positions, part.indices, part.edge_ids)
         else:  # weighted draws (typed too: the weights are per CSC position) or uniform ones
             draw = self.weights.sample_segments if self.weights is not None else sample_segments
             if len(values) == 1:
@@ -107,12 +108,12 @@ class LocalSampler:
                 pair_counts, positions = picks.counts, picks.positions
             else:
                 pair_counts, positions = self._mixed(start, deg, fanout, values, gen, draw)
+            src, eid = torch.index_select(part.indices, 0, positions), torch.index_select(part.edge_ids, 0, positions)
         counts = pair_counts if pair_of is None else \
             torch.zeros(cols.numel(), dtype=torch.int64, device=cols.device).index_add_(0, pair_of, pair_counts)
-        src = torch.index_select(part.indices, 0, positions)
         if self.remote_ids:
             src = torch.index_select(part.node_ids, 0, src)
-        return counts, src, torch.index_select(part.edge_ids, 0, positions)
+        return counts, src, eid
 
     def _sorted_weights(self) -> SegmentWeights:
         """The weights in the temporal index's sorted order, made once per index."""

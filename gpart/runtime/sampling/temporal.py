@@ -82,12 +82,18 @@ def sample_temporal_segments(start: torch.Tensor, deg: torch.Tensor, seg_time: t
                              replace: bool = False) -> Picks:
     """Up to `fanout` positions of each segment `[start[i], start[i] + deg[i])` among those with time <=
     seg_time[i] (`index`: the candidates' times): uniform among them, or the latest by time ("last", ties: the later
-    CSC position first); fanout -1 takes all allowed."""
+    CSC position first); fanout -1 takes all allowed. CSC positions: draw_temporal's mapped back through the sort."""
+    picks = draw_temporal(start, deg, seg_time, index, fanout, strategy, generator, replace)
+    return Picks(picks.counts, index.csc_positions(picks.positions))
+
+
+def draw_temporal(start: torch.Tensor, deg: torch.Tensor, seg_time: torch.Tensor, index: "TemporalIndex", fanout: int,
+                  strategy: str = "uniform", generator: Optional[torch.Generator] = None, replace: bool = False) -> Picks:
+    """sample_temporal_segments' draw, its positions in the index's sorted order (TemporalIndex.topology_at)."""
     deg = deg.to(torch.int64)
     counts = index.allowed(start, deg, seg_time)  # the allowed are start .. start + count - 1 in sorted order
     if strategy == "uniform" or fanout < 0:
-        picks = sample_segments(start, counts, fanout, replace, generator)
-        return Picks(picks.counts, torch.index_select(index.perm, 0, picks.positions))
+        return sample_segments(start, counts, fanout, replace, generator)
     if strategy != "last":
         raise InputError(None, f"temporal_strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
     take = torch.clamp(counts, max=fanout)
@@ -95,19 +101,18 @@ def sample_temporal_segments(start: torch.Tensor, deg: torch.Tensor, seg_time: t
     first = torch.cumsum(take, 0) - take
     within = torch.arange(total, dtype=torch.int64, device=start.device) - torch.repeat_interleave(first, take, output_size=total)
     last = torch.repeat_interleave(start + counts - 1, take, output_size=total)  # newest first: count - 1 down
-    return Picks(take, torch.index_select(index.perm, 0, last - within))
+    return Picks(take, last - within)
 
 
-def sample_temporal_weighted(start: torch.Tensor, deg: torch.Tensor, seg_time: torch.Tensor, index: "TemporalIndex",
-                             sorted_weights: SegmentWeights, fanout: int, generator: Optional[torch.Generator] = None,
-                             replace: bool = False) -> Picks:
-    """"uniform" temporal draws by weight: up to `fanout` positions of each segment among those with time <=
-    seg_time[i], drawn with probability proportional to their weights (`sorted_weights`: the weights in the index's
-    sorted order, index.weights_in_order), zero weights never; the allowed are a prefix in sorted order, so the
-    weighted draw runs over the prefixes and maps back through the sort."""
+def draw_temporal_weighted(start: torch.Tensor, deg: torch.Tensor, seg_time: torch.Tensor, index: "TemporalIndex",
+                           sorted_weights: SegmentWeights, fanout: int, generator: Optional[torch.Generator] = None,
+                           replace: bool = False) -> Picks:
+    """"uniform" temporal draws by weight, positions in the index's sorted order: up to `fanout` positions of each
+    segment among those with time <= seg_time[i], drawn with probability proportional to their weights
+    (`sorted_weights`: the weights in the index's sorted order, index.weights_in_order), zero weights never; the
+    allowed are a prefix in sorted order, so the weighted draw runs over the prefixes."""
     counts = index.allowed(start, deg.to(torch.int64), seg_time)
-    picks = sorted_weights.sample_segments(start, counts, fanout, replace, generator)
-    return Picks(picks.counts, torch.index_select(index.perm, 0, picks.positions))
+    return sorted_weights.sample_segments(start, counts, fanout, replace, generator)
 
 
 class TemporalIndex:
@@ -125,14 +130,41 @@ class TemporalIndex:
         # by run, then by time rank, equal ranks in CSC order (later position last): two stable sorts, no key that
         # could overflow however many distinct times there are
         by_rank = torch.sort(rank, stable=True).indices
-        self.perm = torch.index_select(by_rank, 0, torch.sort(torch.index_select(run, 0, by_rank), stable=True).indices)
+        self.perm = _narrow(torch.index_select(by_rank, 0, torch.sort(torch.index_select(run, 0, by_rank), stable=True).indices), n)
         del by_rank, run
         self.ranks = torch.index_select(rank, 0, self.perm)
+        # the sources and edge ids of the positions in sorted order (carrying): a draw's positions read them
+        # directly instead of through perm, one gather at random places a sampled edge fewer
+        self.sources: Optional[torch.Tensor] = None
+        self.edge_ids: Optional[torch.Tensor] = None
+
+    def carrying(self, indices: torch.Tensor, edge_ids: torch.Tensor) -> "TemporalIndex":
+        """This index holding `indices` and `edge_ids` (one per CSC position) in its sorted order, int32 where the
+        ids fit: 8 bytes an edge, or 16. Power-law 1M / 10M, "uniform": 1.66x -> 1.48x uniform's CPU per sampled
+        edge (docs/benchmarks.md). Returns self."""
+        self.sources, self.edge_ids = (_narrow(sorted_ids, int(sorted_ids.max()) + 1 if sorted_ids.numel() else 0)
+                                       for sorted_ids in (torch.index_select(ids, 0, self.perm) for ids in (indices, edge_ids)))
+        return self
 
     def placed(self, keep: Callable[[torch.Tensor], torch.Tensor]) -> "TemporalIndex":
         """This index with its per-position arrays replaced by keep(array) (Partition.place_edge_array); returns self."""
         self.ranks, self.perm = keep(self.ranks), keep(self.perm)
+        if self.sources is not None and self.edge_ids is not None:
+            self.sources, self.edge_ids = keep(self.sources), keep(self.edge_ids)
         return self
+
+    def csc_positions(self, positions: torch.Tensor) -> torch.Tensor:
+        """The CSC positions of `positions` in this index's sorted order."""
+        return torch.index_select(self.perm, 0, positions).to(torch.int64)
+
+    def topology_at(self, positions: torch.Tensor, indices: torch.Tensor, edge_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(sources, edge ids) as int64 of `positions` in sorted order: the carried ones, else the partition's
+        `indices` and `edge_ids` through perm."""
+        if self.sources is not None and self.edge_ids is not None:
+            return (torch.index_select(self.sources, 0, positions).to(torch.int64),
+                    torch.index_select(self.edge_ids, 0, positions).to(torch.int64))
+        at = self.csc_positions(positions)
+        return torch.index_select(indices, 0, at), torch.index_select(edge_ids, 0, at)
 
     def weights_in_order(self, weights: torch.Tensor) -> SegmentWeights:
         """Per-position sampling weights (CSC order) as SegmentWeights over this index's sorted order."""
@@ -152,6 +184,11 @@ class TemporalIndex:
             count = _lifted(np, self.ranks.numpy(), *(t.to(torch.int64).numpy() for t in (start, deg, rank)))
             return torch.from_numpy(count)
         return _lifted(torch, self.ranks, *(t.to(torch.int64) for t in (start, deg, rank)))
+
+
+def _narrow(ids: torch.Tensor, bound: int) -> torch.Tensor:
+    """`ids` (all below `bound`) as int32 where the bound fits, else int64: half the bytes, and half the cache."""
+    return ids.to(torch.int32 if bound < (1 << 31) else torch.int64)
 
 
 def _lifted(xp: Any, ranks: Any, start: Any, deg: Any, rank: Any) -> Any:
@@ -188,4 +225,5 @@ def position_times(part, node_time: Optional[torch.Tensor] = None, edge_time: Op
 def temporal_index(part, node_time: Optional[torch.Tensor] = None, edge_time: Optional[torch.Tensor] = None) -> "TemporalIndex":
     """The TemporalIndex of partition `part` (LocalSampler.temporal = (index, strategy)): runs are its columns, and
     for a typed partition each column's edge-type slices (SPEC.md 8.2)."""
-    return TemporalIndex(position_times(part, node_time, edge_time), csc_runs(part)).placed(part.place_edge_array)
+    return TemporalIndex(position_times(part, node_time, edge_time), csc_runs(part)).carrying(
+        part.indices, part.edge_ids).placed(part.place_edge_array)
