@@ -16,9 +16,11 @@ every candidate: TemporalIndex sorts the candidates' times within each CSC
 run once (PyG samples a time-sorted CSC too), so a segment's allowed
 candidates are a prefix of its run in sorted order, counted by a binary
 search within the run (all segments in step). "uniform" runs the ordinary draw
-(kernels.sample_segments) over the prefixes and maps the picks back through
-the sort; "last" takes each prefix's last `fanout`, newest first (ties: the
-later CSC position first, so the result is deterministic).
+(kernels.sample_segments) over the prefixes, "last" takes each prefix's last
+`fanout`, newest first (ties: the later CSC position first, so the result is
+deterministic); the picks are positions in the sorted order, where the index
+carries the sources and edge ids (TemporalIndex.carrying), or are mapped back
+through the sort.
 """
 
 from __future__ import annotations
@@ -140,8 +142,8 @@ class TemporalIndex:
 
     def carrying(self, indices: torch.Tensor, edge_ids: torch.Tensor) -> "TemporalIndex":
         """This index holding `indices` and `edge_ids` (one per CSC position) in its sorted order, int32 where the
-        ids fit: 8 bytes an edge, or 16. Power-law 1M / 10M, "uniform": 1.66x -> 1.48x uniform's CPU per sampled
-        edge (docs/benchmarks.md). Returns self."""
+        ids fit: 8 bytes an edge, or 16. Power-law 1M / 10M, "uniform": 1.63-2.01x -> 1.33-1.59x uniform's CPU per
+        sampled edge in 4 runs, email-Enron 1.50-1.62x -> 1.22-1.34x (docs/benchmarks.md). Returns self."""
         self.sources, self.edge_ids = (_narrow(sorted_ids, int(sorted_ids.max()) + 1 if sorted_ids.numel() else 0)
                                        for sorted_ids in (torch.index_select(ids, 0, self.perm) for ids in (indices, edge_ids)))
         return self
