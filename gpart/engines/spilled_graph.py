@@ -19,7 +19,7 @@ from gpart.base.graph import Graph
 from gpart.bytes.reader import drop_pages
 from gpart.engines.spill import Buckets, RowsOf
 
-SPAN_CELLS = 1 << 22  # temporaries of a pass's step over buckets in memory (SpilledGraph.spans): 32 MiB of int64
+SPAN_CELLS = 1 << 20  # temporaries of a pass's step over buckets in memory (SpilledGraph.spans): 8 MiB of int64 each
 
 
 @dataclass(frozen=True)
